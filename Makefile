@@ -1,0 +1,56 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what they need
+# (scripts/bootstrap, Debian packages only) and build first.
+#
+#   make build     binaries in build/bin, libvgpu.so in build/lib (g++, Release, -Werror)
+#   make test      format check, build, every test; then the ASan+UBSan build (clang) runs the
+#                  unit tests and every fuzzer for a bounded time
+#   make demo      the main job
+#   make format    reformat the tree with clang-format
+
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
+FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
+
+.PHONY: all bootstrap configure build test test-unit test-asan demo format check-format clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+configure: bootstrap $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DHAMI_SANITIZE=ON -DHAMI_FUZZ=ON -DCMAKE_CXX_FLAGS=-O1 $(CMAKE_FLAGS)
+
+test-unit: build
+	cd $(BUILD) && ctest $(CTEST_FLAGS)
+
+test-asan: bootstrap $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest $(CTEST_FLAGS) -L 'unit|fuzz'
+
+test: bootstrap check-format test-unit test-asan
+
+demo: build
+	@scripts/demo
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+check-format:
+	@clang-format --dry-run -Werror $(FORMAT_FILES) && echo "check-format: ok"
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
