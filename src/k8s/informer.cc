@@ -1,0 +1,203 @@
+#include "k8s/informer.h"
+
+#include "common/log.h"
+
+namespace hami::k8s {
+
+Informer::Informer(Client& client, Resource resource, InformerOptions options,
+                   InformerHandlers handlers)
+    : client_(client),
+      resource_(std::move(resource)),
+      options_(std::move(options)),
+      handlers_(std::move(handlers)) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Informer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_;
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return synced_ || stop_; }) && synced_;
+}
+
+ObjectRef Informer::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  return it == cache_.end() ? nullptr : it->second;
+}
+
+std::vector<ObjectRef> Informer::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ObjectRef> out;
+  out.reserve(cache_.size());
+  for (const auto& [key, obj] : cache_) out.push_back(obj);
+  return out;
+}
+
+size_t Informer::Size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cache_.size();
+}
+
+std::string Informer::LastResourceVersion() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rv_;
+}
+
+bool Informer::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return stop_.load(); });
+}
+
+void Informer::Run() {
+  auto backoff = options_.backoff_initial;
+  next_resync_ = std::chrono::steady_clock::now() + options_.resync_period;
+  bool need_list = true;
+  while (!stop_) {
+    if (need_list) {
+      if (!Relist()) {
+        if (!SleepFor(backoff)) return;
+        backoff = std::min(backoff * 2, options_.backoff_max);
+        continue;
+      }
+      need_list = false;
+      backoff = options_.backoff_initial;
+    }
+    auto started = std::chrono::steady_clock::now();
+    need_list = !WatchOnce();
+    if (stop_) return;
+    ++watch_restarts_;
+    // A stream that lived a while was healthy: reconnect at once. One that died young means
+    // trouble: back off, doubling up to the cap.
+    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(10)) {
+      backoff = options_.backoff_initial;
+    } else {
+      if (!SleepFor(backoff)) return;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+  }
+}
+
+bool Informer::Relist() {
+  ListOptions lo;
+  lo.label_selector = options_.label_selector;
+  lo.field_selector = options_.field_selector;
+  lo.limit = options_.page_size;
+  auto list = client_.ListAll(resource_, options_.ns, lo);
+  if (!list) {
+    HAMI_WARN("informer {}: list failed: {}", resource_.plural, list.error().ToString());
+    return false;
+  }
+  ++relists_;
+  std::unordered_map<std::string, ObjectRef> fresh;
+  fresh.reserve(list->items.size());
+  for (auto& item : list->items) {
+    auto obj = std::make_shared<const Json>(std::move(item));
+    fresh.emplace(ObjectKey(*obj), std::move(obj));
+  }
+  std::unordered_map<std::string, ObjectRef> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old.swap(cache_);
+    cache_ = fresh;
+    rv_ = list->resource_version;
+  }
+  for (const auto& [key, obj] : fresh) {
+    auto it = old.find(key);
+    if (it == old.end()) {
+      if (handlers_.on_add) handlers_.on_add(obj);
+    } else if (ResourceVersion(*it->second) != ResourceVersion(*obj)) {
+      if (handlers_.on_update) handlers_.on_update(it->second, obj);
+    }
+  }
+  for (const auto& [key, obj] : old) {
+    if (!fresh.count(key) && handlers_.on_delete) handlers_.on_delete(obj);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Informer::Apply(const WatchEvent& e) {
+  std::string rv = ResourceVersion(e.object);
+  if (e.type == "BOOKMARK") {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!rv.empty()) rv_ = rv;
+    return;
+  }
+  auto obj = std::make_shared<const Json>(e.object);
+  std::string key = ObjectKey(*obj);
+  ObjectRef old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) old = it->second;
+    if (e.type == "DELETED") {
+      cache_.erase(key);
+    } else {
+      cache_[key] = obj;
+    }
+    if (!rv.empty()) rv_ = rv;
+  }
+  if (e.type == "DELETED") {
+    if (handlers_.on_delete) handlers_.on_delete(old ? old : obj);
+  } else if (old) {
+    if (handlers_.on_update) handlers_.on_update(old, obj);
+  } else if (handlers_.on_add) {
+    handlers_.on_add(obj);
+  }
+}
+
+void Informer::MaybeResync() {
+  if (options_.resync_period.count() <= 0 || !handlers_.on_update) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_resync_) return;
+  next_resync_ = now + options_.resync_period;
+  for (const auto& obj : List()) handlers_.on_update(obj, obj);
+}
+
+bool Informer::WatchOnce() {
+  WatchOptions wo;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  wo.resource_version = LastResourceVersion();
+  wo.allow_bookmarks = true;
+  wo.timeout_seconds = options_.watch_timeout_seconds;
+  auto st = client_.Watch(
+      resource_, options_.ns, wo,
+      [&](const WatchEvent& e) {
+        Apply(e);
+        MaybeResync();
+        return !stop_.load();
+      },
+      &stop_);
+  MaybeResync();
+  if (st) return true;
+  if (IsGone(st.error())) {
+    HAMI_INFO("informer {}: {}; relisting", resource_.plural, st.error().ToString());
+    return false;
+  }
+  HAMI_WARN("informer {}: watch ended: {}", resource_.plural, st.error().ToString());
+  return true;
+}
+
+}  // namespace hami::k8s

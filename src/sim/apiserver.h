@@ -1,0 +1,76 @@
+// `hami-sim apiserver`: an in-memory Kubernetes API server over HTTP(S) that kubectl and our
+// client speak to. Start() binds (port 0 = ephemeral) and serves on a background thread until
+// Stop() or destruction.
+#ifndef HAMI_SIM_APISERVER_H_
+#define HAMI_SIM_APISERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace hami::sim {
+
+class Store;
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: pick a free port
+  // Serve HTTPS with a CA, server and client certificate generated at Start() into `cert_dir`
+  // (must be writable). Clients authenticate with the client certificate or `token`.
+  bool tls = false;
+  std::string cert_dir;
+  std::string token = "hami-sim-token";
+  // Watches can resume from this many most recent events; older resourceVersions get 410.
+  size_t event_window = 10000;
+  // How often watches that asked for bookmarks get one.
+  std::chrono::milliseconds bookmark_interval{1000};
+  // Worker threads; every open watch holds one.
+  size_t threads = 256;
+  // Fault injection: fraction of API requests (not watches' events) answered 500; latency added
+  // to every API request; close each watch stream after this many events (0 = never).
+  double fail_rate = 0;
+  std::chrono::milliseconds latency{0};
+  int drop_watch_every = 0;
+  const Clock* clock = &RealClock();
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds and starts serving; returns once the server accepts connections. Creates the
+  // namespaces default, kube-system, kube-public and kube-node-lease.
+  Status Start();
+  // Ends open watches and stops serving. Idempotent.
+  void Stop();
+
+  int port() const;
+  // "http://127.0.0.1:<port>" (https under tls).
+  std::string url() const;
+  // A kubeconfig (YAML) that points at this server with its credentials inlined.
+  std::string Kubeconfig() const;
+  Status WriteKubeconfig(const std::string& path) const;
+  // PEM paths under cert_dir; empty without tls.
+  std::string ca_file() const;
+  std::string client_cert_file() const;
+  std::string client_key_file() const;
+  const std::string& token() const;
+
+  // Direct access to the storage, for tests and for hami-sim's in-process components.
+  Store& store();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_APISERVER_H_

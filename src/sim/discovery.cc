@@ -1,0 +1,146 @@
+#include "sim/discovery.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/resources.h"
+
+namespace hami::sim {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::vector<std::string>& AllVerbs() {
+  static const std::vector<std::string> verbs = {"create", "delete", "deletecollection", "get",
+                                                 "list",   "patch",  "update",           "watch"};
+  return verbs;
+}
+
+std::vector<std::string> GroupsServed() {
+  std::vector<std::string> groups;
+  for (const auto& t : ResourceTypes()) {
+    if (!t.group.empty() && std::find(groups.begin(), groups.end(), t.group) == groups.end()) {
+      groups.push_back(t.group);
+    }
+  }
+  return groups;
+}
+
+Json GroupJson(const std::string& group) {
+  Json gv = {{"groupVersion", group + "/v1"}, {"version", "v1"}};
+  return Json{{"name", group}, {"versions", Json::array({gv})}, {"preferredVersion", gv}};
+}
+
+Json ResourceList(const std::string& group, const std::string& version) {
+  Json resources = Json::array();
+  for (const auto& t : ResourceTypes()) {
+    if (t.group != group || t.version != version) continue;
+    resources.push_back(Json{{"name", t.plural},
+                             {"singularName", t.singular},
+                             {"namespaced", t.namespaced},
+                             {"kind", t.kind},
+                             {"verbs", AllVerbs()},
+                             {"shortNames", t.short_names}});
+    if (t.has_status) {
+      resources.push_back(Json{{"name", t.plural + "/status"},
+                               {"singularName", ""},
+                               {"namespaced", t.namespaced},
+                               {"kind", t.kind},
+                               {"verbs", {"get", "patch", "update"}}});
+    }
+    if (t.plural == "pods" && group.empty()) {
+      resources.push_back(Json{{"name", "pods/binding"},
+                               {"singularName", ""},
+                               {"namespaced", true},
+                               {"kind", "Binding"},
+                               {"verbs", {"create"}}});
+    }
+  }
+  std::string gv = group.empty() ? version : group + "/" + version;
+  return Json{{"kind", "APIResourceList"},
+              {"apiVersion", "v1"},
+              {"groupVersion", gv},
+              {"resources", resources}};
+}
+
+// An OpenAPI v3 document with just enough for kubectl: every object path has a PATCH operation
+// tagged with its group/version/kind that accepts the fieldValidation query parameter, so
+// kubectl leaves validation to the server instead of fetching the protobuf OpenAPI v2.
+Json OpenApiV3(const std::string& group, const std::string& version) {
+  Json paths = Json::object();
+  for (const auto& t : ResourceTypes()) {
+    if (t.group != group || t.version != version) continue;
+    std::string base =
+        t.PathPrefix() + (t.namespaced ? "/namespaces/{namespace}/" : "/") + t.plural + "/{name}";
+    Json op = {
+        {"x-kubernetes-group-version-kind",
+         {{"group", t.group}, {"version", t.version}, {"kind", t.kind}}},
+        {"x-kubernetes-action", "patch"},
+        {"parameters",
+         Json::array(
+             {{{"name", "fieldValidation"}, {"in", "query"}, {"schema", {{"type", "string"}}}}})},
+        {"responses", {{"200", {{"description", "OK"}}}}}};
+    paths[base] = Json{{"patch", op}};
+  }
+  return Json{{"openapi", "3.0.0"},
+              {"info", {{"title", "Kubernetes"}, {"version", "v1.30.0"}}},
+              {"paths", paths},
+              {"components", {{"schemas", Json::object()}}}};
+}
+
+std::string OpenApiV3Root() {
+  Json paths = Json::object();
+  paths["api/v1"] = {{"serverRelativeURL", "/openapi/v3/api/v1?hash=1"}};
+  for (const auto& g : GroupsServed()) {
+    paths["apis/" + g + "/v1"] = {{"serverRelativeURL", "/openapi/v3/apis/" + g + "/v1?hash=1"}};
+  }
+  return Json{{"paths", paths}}.dump();
+}
+
+}  // namespace
+
+std::optional<std::string> DiscoveryDocument(std::string_view path,
+                                             std::string_view server_address) {
+  if (path == "/version") {
+    return Json{{"major", "1"},
+                {"minor", std::string(kServedMinorVersion)},
+                {"gitVersion", "v1." + std::string(kServedMinorVersion) + ".0"},
+                {"gitCommit", "hami-sim"},
+                {"gitTreeState", "clean"},
+                {"buildDate", "2026-01-01T00:00:00Z"},
+                {"goVersion", "go1.22.0"},
+                {"compiler", "gc"},
+                {"platform", "linux/amd64"}}
+        .dump();
+  }
+  if (path == "/api") {
+    return Json{{"kind", "APIVersions"},
+                {"versions", {"v1"}},
+                {"serverAddressByClientCIDRs",
+                 {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", std::string(server_address)}}}}}
+        .dump();
+  }
+  if (path == "/apis") {
+    Json groups = Json::array();
+    for (const auto& g : GroupsServed()) groups.push_back(GroupJson(g));
+    return Json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}}.dump();
+  }
+  if (path == "/api/v1") return ResourceList("", "v1").dump();
+  if (path == "/openapi/v3") return OpenApiV3Root();
+  if (path == "/openapi/v3/api/v1") return OpenApiV3("", "v1").dump();
+  for (const auto& g : GroupsServed()) {
+    if (path == "/apis/" + g) {
+      Json out = GroupJson(g);
+      out["kind"] = "APIGroup";
+      out["apiVersion"] = "v1";
+      return out.dump();
+    }
+    if (path == "/apis/" + g + "/v1") return ResourceList(g, "v1").dump();
+    if (path == "/openapi/v3/apis/" + g + "/v1") return OpenApiV3(g, "v1").dump();
+  }
+  return std::nullopt;
+}
+
+}  // namespace hami::sim
