@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# hamictl_test.sh HAMICTL
+# Checks hamictl end to end. Each kind gets a few lines below:
+#   roundtrip KIND VALUE    decode then encode gives VALUE back byte for byte
+#   decodes KIND VALUE TXT  decode succeeds and its output contains TXT
+#   rejects VERB KIND ARG   exit status 1, a message on stderr, nothing on stdout, no crash
+# Add new kinds by adding such lines; the script fails at the end if any check failed.
+set -u
+hamictl=$1
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+roundtrip() {
+  local kind=$1 value=$2 json out
+  if ! json=$("$hamictl" decode "$kind" "$value"); then
+    fail "decode $kind '$value' failed"
+    return
+  fi
+  if ! out=$("$hamictl" encode "$kind" "$json"); then
+    fail "encode $kind of decoded '$value' failed; JSON was: $json"
+    return
+  fi
+  [[ $out == "$value" ]] || fail "roundtrip $kind: got '$out', want '$value'"
+}
+
+decodes() {
+  local kind=$1 value=$2 want=$3 json
+  if ! json=$("$hamictl" decode "$kind" "$value"); then
+    fail "decode $kind '$value' failed"
+    return
+  fi
+  [[ $json == *"$want"* ]] || fail "decode $kind '$value': output lacks '$want': $json"
+}
+
+# Runs hamictl with the given arguments and expects exit status $1 with a message on stderr.
+expect_exit() {
+  local want=$1 rc
+  shift
+  local err
+  err=$(mktemp)
+  "$hamictl" "$@" >"$err.out" 2>"$err"
+  rc=$?
+  if [[ $rc -ne $want ]]; then
+    fail "hamictl $* exited $rc, want $want"
+  elif [[ ! -s $err ]]; then
+    fail "hamictl $* printed nothing on stderr"
+  elif [[ $want -eq 1 && -s $err.out ]]; then
+    fail "hamictl $* printed on stdout although it failed"
+  fi
+  rm -f "$err" "$err.out"
+}
+rejects() { expect_exit 1 "$@"; }
+
+# --- node-register (seed: seeds/000_79a7823b3459a087.txt) ---
+seed='[{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]'
+out=$("$hamictl" encode node-register "$("$hamictl" decode node-register "$seed")")
+[[ $out == "$seed" ]] || fail "seed round trip: got '$out'"
+roundtrip node-register '[]'
+roundtrip node-register '[{"id":"GPU-m","count":7,"devmem":40960,"devcore":100,"mode":"mig","migProfiles":[{"name":"1g.5gb","memoryMB":4864,"core":15,"sliceCount":1,"placements":[{"start":6,"size":1}]}],"health":true}]'
+# Go's escaping (HTML characters, U+2028) and raw UTF-8 survive the trip.
+roundtrip node-register '[{"id":"GPU-\u003cx\u0026y\u003e","type":"café\u2028"}]'
+decodes node-register '[{"id":"a"}]' '"index": 0'
+decodes node-register '[{"id":"a"}]' '"numa": 0'
+decodes node-register '[{"id":"a"}]' '"health": false'
+out=$("$hamictl" encode node-register '[{"id":"a","index":0,"numa":0,"health":false}]')
+[[ $out == '[{"id":"a"}]' ]] || fail "node-register zero values not omitted: $out"
+rejects decode node-register '[{"devmem":"abc"}]'
+rejects decode node-register '[{'
+rejects encode node-register '{"id":"a"}'
+
+# --- node-register-legacy ---
+roundtrip node-register-legacy 'GPU-ebe7c3f7-303d-558d-435e-99a160631fe4,10,7680,100,NVIDIA-Tesla P4,0,true,0,hami-core:'
+roundtrip node-register-legacy 'GPU-a,10,7680,100,DCU,1,false,3,hami-core:GPU-b,5,1024,50,DCU,0,true,4,mig:'
+decodes node-register-legacy 'GPU-x,10,7680,100,NVIDIA-Tesla P4,0,true:' '"mode": "hami-core"'
+rejects decode node-register-legacy 'GPU-x,10,7680,100'
+rejects decode node-register-legacy 'GPU-x,ten,7680,100,T,0,true:'
+rejects encode node-register-legacy '[{"id":"a,b"}]'
+
+# --- pod-devices ---
+roundtrip pod-devices 'GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,3000,0:;'
+roundtrip pod-devices 'GPU-a,NVIDIA,1000,30:GPU-b,NVIDIA,1000,30:;'
+roundtrip pod-devices ';GPU-a,NVIDIA,1000,30:;'
+roundtrip pod-devices ';;'
+roundtrip pod-devices ''
+decodes pod-devices 'GPU-a,NVIDIA,3000,30:;' '"usedcores": 30'
+rejects decode pod-devices 'uuid,type,100:;'
+rejects decode pod-devices 'a,N,x,1:;'
+rejects encode pod-devices '[[{"uuid":"a","usedmem":"x"}]]'
+rejects encode pod-devices '[[{"uuid":"a:b"}]]'
+
+# --- mig-allocations and pair-score ---
+roundtrip mig-allocations '[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.5gb","placement":{"start":6,"size":1}},{"containerIndex":1,"deviceIndex":0,"gpuUUID":"GPU-b","profile":"1g.5gb","placement":{"start":0,"size":1},"migUUID":"MIG-x","gpuInstanceID":0,"computeInstanceID":0}]'
+rejects decode mig-allocations '[{"gpuUUID":"g","profile":"p","placement":{"size":0}}]'
+roundtrip pair-score '[{"uuid":"GPU-a","score":{"GPU-b":200,"GPU-c":20}}]'
+rejects decode pair-score '[{"uuid":"GPU-a","score":{"GPU-b":"x"}}]'
+
+# --- usage errors ---
+expect_exit 2 decode no-such-kind x
+expect_exit 2 encode no-such-kind '{}'
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "hamictl_test: all checks passed"
