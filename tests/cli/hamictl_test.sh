@@ -98,6 +98,40 @@ rejects decode mig-allocations '[{"gpuUUID":"g","profile":"p","placement":{"size
 roundtrip pair-score '[{"uuid":"GPU-a","score":{"GPU-b":200,"GPU-c":20}}]'
 rejects decode pair-score '[{"uuid":"GPU-a","score":{"GPU-b":"x"}}]'
 
+# --- handshake (spec hami.md §2.10; wall-clock times are read as UTC by hamictl) ---
+roundtrip handshake 'Requesting_2024-01-23 04:30:04'
+roundtrip handshake 'Reported_2024-01-23 04:30:05'
+roundtrip handshake 'Deleted_2024-01-23 04:31:10'
+roundtrip handshake 'Requesting'
+roundtrip handshake 'Requesting_not-a-timestamp'
+roundtrip handshake 'Reported 2024-01-23 04:30:04.434037031 +0000 UTC m=+1104711.7'
+decodes handshake 'Requesting_2024-01-23 04:30:04' '"time": "2024-01-23T04:30:04Z"'
+decodes handshake 'Requesting_not-a-timestamp' '"time": null'
+decodes handshake 'Reported 2024-01-23 12:30:04 +0800 CST' '"time": "2024-01-23T04:30:04Z"'
+out=$("$hamictl" encode handshake '{"kind":"Requesting","time":"2024-01-23T12:30:04+08:00"}')
+[[ $out == 'Requesting_2024-01-23 04:30:04' ]] || fail "handshake encode from time: $out"
+rejects decode handshake 'hello'
+rejects decode handshake ''
+rejects encode handshake '{"kind":"Other","timestamp":"x"}'
+rejects encode handshake '{"kind":"Reported"}'
+rejects encode handshake '{"kind":"Deleted","time":"yesterday"}'
+rejects encode handshake '['
+
+# --- node-lock (spec hami.md §2.9) ---
+roundtrip node-lock '2026-08-21T10:11:12+08:00,default,train-0'
+roundtrip node-lock '2026-08-21T02:11:12Z,hami-ns,hami'
+roundtrip node-lock '2026-08-21T02:11:12.25Z'
+decodes node-lock '2026-08-21T10:11:12+08:00,default,train-0' '"time": "2026-08-21T02:11:12Z"'
+decodes node-lock '2026-08-21T02:11:12Z' '"legacy": true'
+out=$("$hamictl" encode node-lock '{"time":"2026-08-21T02:11:12Z","utcOffsetSeconds":28800,"namespace":"default","pod":"train-0"}')
+[[ $out == '2026-08-21T10:11:12+08:00,default,train-0' ]] || fail "node-lock encode from time: $out"
+rejects decode node-lock 'lock'
+rejects decode node-lock '2026-08-21T10:11:12+08:00,default'
+rejects decode node-lock '2026-08-21 10:11:12,default,train-0'
+rejects encode node-lock '{"timestamp":"2026-08-21T02:11:12Z","namespace":"a,b","pod":"p"}'
+rejects encode node-lock '{"timestamp":"2026-08-21T02:11:12Z","namespace":"a"}'
+rejects encode node-lock '{"namespace":"a","pod":"p"}'
+
 # --- usage errors ---
 expect_exit 2 decode no-such-kind x
 expect_exit 2 encode no-such-kind '{}'
