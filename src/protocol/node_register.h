@@ -69,6 +69,8 @@ std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices);
 // null values keep their zero value, unknown keys are ignored, keys match case-insensitively when
 // no exact match exists, "null" is an empty list. Wrong types and out-of-range numbers are errors
 // that name the device and field, e.g. `device 1: field "devmem": want an integer, got "abc"`.
+// One difference from Go: invalid UTF-8 inside a JSON string is rejected rather than replaced by
+// U+FFFD (no Go encoder writes it).
 Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value);
 
 // --- legacy colon encoding ---
