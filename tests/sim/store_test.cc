@@ -1,0 +1,134 @@
+// The in-memory store: resourceVersion, conflicts, identity fields, namespaces, the watch window.
+#include "sim/store.h"
+
+#include <gtest/gtest.h>
+
+#include "k8s/object.h"
+
+namespace hami::sim {
+namespace {
+
+using std::chrono::milliseconds;
+
+const ResourceType& Pods() { return *FindResourceType("", "v1", "pods"); }
+const ResourceType& Nodes() { return *FindResourceType("", "v1", "nodes"); }
+
+Json Named(const std::string& name) { return Json{{"metadata", {{"name", name}}}}; }
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(store_.Create(NamespaceType(), "", Named("default"))); }
+  FakeClock clock_;
+  Store store_{clock_, 4};
+};
+
+TEST_F(StoreTest, ResourceVersionIsClusterWideAndMonotonic) {
+  auto a = store_.Create(Pods(), "default", Named("a"));
+  auto n = store_.Create(Nodes(), "", Named("n"));
+  auto b = store_.Create(Pods(), "default", Named("b"));
+  ASSERT_TRUE(a && n && b);
+  EXPECT_LT((*a)->rv, (*n)->rv);
+  EXPECT_LT((*n)->rv, (*b)->rv);
+  EXPECT_EQ(store_.resource_version(), (*b)->rv);
+  EXPECT_EQ(k8s::ResourceVersion((*b)->json), std::to_string((*b)->rv));
+  EXPECT_EQ((*a)->json["metadata"]["creationTimestamp"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ((*a)->raw, (*a)->json.dump());
+}
+
+TEST_F(StoreTest, UpdateKeepsIdentityAndSkipsNoops) {
+  auto a = store_.Create(Pods(), "default", Named("a"));
+  ASSERT_TRUE(a);
+  std::string uid = k8s::Uid((*a)->json);
+  auto same = store_.Update(Pods(), "default", "a", [](const Json& cur) { return cur; });
+  ASSERT_TRUE(same);
+  EXPECT_EQ((*same)->rv, (*a)->rv);  // nothing changed: no new version
+  auto changed = store_.Update(Pods(), "default", "a", [](const Json& cur) -> k8s::ApiResult<Json> {
+    Json next = cur;
+    next["metadata"]["uid"] = "forged";
+    next["metadata"]["labels"] = {{"x", "1"}};
+    return next;
+  });
+  ASSERT_TRUE(changed);
+  EXPECT_GT((*changed)->rv, (*a)->rv);
+  EXPECT_EQ(k8s::Uid((*changed)->json), uid);
+  auto stale = store_.Update(Pods(), "default", "a", [&](const Json&) -> k8s::ApiResult<Json> {
+    return (*a)->json;  // carries the old resourceVersion
+  });
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, 409);
+  auto renamed = store_.Update(Pods(), "default", "a", [](const Json& cur) -> k8s::ApiResult<Json> {
+    Json next = cur;
+    next["metadata"]["name"] = "b";
+    return next;
+  });
+  ASSERT_FALSE(renamed);
+  EXPECT_EQ(renamed.error().code, 400);
+}
+
+TEST_F(StoreTest, CreateValidatesNameAndNamespace) {
+  Json gen = {{"metadata", {{"generateName", "job-"}}}};
+  auto g = store_.Create(Pods(), "default", gen);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(k8s::Name((*g)->json).rfind("job-", 0), 0u);
+  EXPECT_EQ(k8s::Name((*g)->json).size(), 9u);
+  EXPECT_EQ(store_.Create(Pods(), "default", Json::object()).error().code, 422);
+  EXPECT_EQ(store_.Create(Pods(), "default", Named("UPPER")).error().code, 422);
+  EXPECT_EQ(store_.Create(Pods(), "missing", Named("a")).error().code, 404);
+  Json other_ns = {{"metadata", {{"name", "a"}, {"namespace", "kube-system"}}}};
+  EXPECT_EQ(store_.Create(Pods(), "default", other_ns).error().code, 400);
+}
+
+TEST_F(StoreTest, WatchWindowExpiresOldResourceVersions) {
+  int64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.Create(Pods(), "default", Named("a")));
+  auto batch = store_.WaitEvents(Pods(), "", start, milliseconds(0));
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(batch->events[0].type, EventType::kAdded);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(store_.Create(Nodes(), "", Named("n" + std::to_string(i))));
+  auto gone = store_.WaitEvents(Pods(), "", start, milliseconds(0));
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, 410);
+  auto recent = store_.WaitEvents(Nodes(), "", store_.resource_version() - 2, milliseconds(0));
+  ASSERT_TRUE(recent);
+  EXPECT_EQ(recent->events.size(), 2u);
+  EXPECT_EQ(recent->cursor, store_.resource_version());
+}
+
+TEST_F(StoreTest, DeletingANamespaceDeletesItsObjects) {
+  ASSERT_TRUE(store_.Create(NamespaceType(), "", Named("t")));
+  ASSERT_TRUE(store_.Create(Pods(), "t", Named("a")));
+  ASSERT_TRUE(store_.Create(Pods(), "default", Named("a")));
+  int64_t before = store_.resource_version();
+  ASSERT_TRUE(store_.Delete(NamespaceType(), "", "t", {}));
+  EXPECT_FALSE(store_.Get(Pods(), "t", "a"));
+  EXPECT_TRUE(store_.Get(Pods(), "default", "a"));
+  auto events = store_.WaitEvents(Pods(), "", before, milliseconds(0));
+  ASSERT_TRUE(events);
+  ASSERT_EQ(events->events.size(), 1u);
+  EXPECT_EQ(events->events[0].type, EventType::kDeleted);
+  DeletePreconditions wrong_uid{"nope", ""};
+  EXPECT_EQ(store_.Delete(Pods(), "default", "a", wrong_uid).error().code, 409);
+}
+
+TEST_F(StoreTest, ListPagesWithContinueTokens) {
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(store_.Create(Pods(), "default", Named("p" + std::to_string(i))));
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = store_.List(Pods(), "default", {}, 2, token);
+    ASSERT_TRUE(page);
+    for (const auto& item : page->items) names.push_back(k8s::Name(item->json));
+    token = page->continue_token;
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(names, (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4"}));
+  EXPECT_EQ(store_.List(Pods(), "default", {}, 2, "zz!").error().code, 400);
+}
+
+}  // namespace
+}  // namespace hami::sim
