@@ -9,25 +9,15 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "k8s/client_flags.h"
 #include "sim/apiserver.h"
 
 namespace {
 
-// "250ms", "2s", "1m" or a bare number of milliseconds.
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
-  int64_t scale = 1;
-  if (s.size() > 2 && s.substr(s.size() - 2) == "ms") {
-    s.remove_suffix(2);
-  } else if (!s.empty() && s.back() == 's') {
-    scale = 1000;
-    s.remove_suffix(1);
-  } else if (!s.empty() && s.back() == 'm') {
-    scale = 60000;
-    s.remove_suffix(1);
-  }
-  auto v = hami::ParseInt64(s);
-  if (!v || *v < 0) return std::nullopt;
-  return std::chrono::milliseconds(*v * scale);
+  auto d = hami::k8s::ParseGoDuration(s);
+  if (!d) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
 }
 
 int RunApiserver(hami::sim::ApiServerOptions options, const std::string& listen,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "k8s/base64.h"
+#include "k8s/client_flags.h"
 #include "k8s/kubeconfig.h"
 #include "k8s/rate_limiter.h"
 
@@ -179,6 +180,41 @@ TEST(RateLimiter, ZeroQpsIsUnlimited) {
   FakeClock clock;
   RateLimiter limiter(0, 1, clock);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(limiter.Reserve().count(), 0);
+}
+
+TEST(ParseGoDuration, Table) {
+  using std::chrono::nanoseconds;
+  EXPECT_EQ(ParseGoDuration("30s"), nanoseconds(30'000'000'000));
+  EXPECT_EQ(ParseGoDuration("1m30s"), nanoseconds(90'000'000'000));
+  EXPECT_EQ(ParseGoDuration("250ms"), nanoseconds(250'000'000));
+  EXPECT_EQ(ParseGoDuration("2h"), nanoseconds(7200'000'000'000));
+  EXPECT_EQ(ParseGoDuration("0"), nanoseconds(0));
+  for (const char* bad : {"", "s", "10", "10x", "-1s", "1.5s", "ms10"}) {
+    EXPECT_FALSE(ParseGoDuration(bad)) << bad;
+  }
+}
+
+TEST_F(Kubeconfig, ClientFlagsApplyLimits) {
+  std::string path = Write("config", R"(clusters: [{name: c, cluster: {server: "http://h:1"}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+)");
+  ClientFlags flags;
+  flags.kubeconfig = path;
+  flags.qps = 7;
+  flags.burst = 9;
+  flags.timeout = "1500ms";
+  auto cfg = flags.Load();
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->qps, 7);
+  EXPECT_EQ(cfg->burst, 9);
+  EXPECT_EQ(cfg->timeout, milliseconds(1500));
+  flags.timeout = "soon";
+  ASSERT_FALSE(flags.Load());
+  EXPECT_NE(flags.Load().error().find("--kube-timeout \"soon\""), std::string::npos);
+  flags.timeout = "1s";
+  flags.burst = 0;
+  EXPECT_NE(flags.Load().error().find("--kube-burst"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,60 @@
+// Drives the apiserver's resource handlers with arbitrary request bodies (no sockets): every
+// answer must be a well-formed client error or success, never a crash or a 5xx.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "common/clock.h"
+#include "sim/handlers.h"
+#include "sim/store.h"
+
+namespace {
+
+struct Fixture {
+  hami::FakeClock clock;
+  hami::sim::Store store{clock, 1000};
+  std::atomic<bool> stopping{false};
+  hami::sim::HandlerConfig config{std::chrono::milliseconds(1000), 0, &stopping};
+  Fixture() {
+    (void)store.Create(hami::sim::NamespaceType(), "", {{"metadata", {{"name", "default"}}}});
+    (void)store.Create(*hami::sim::FindResourceType("", "v1", "pods"), "default",
+                       {{"metadata", {{"name", "p"}}}});
+  }
+};
+
+struct Shape {
+  const char* method;
+  const char* path;
+  const char* content_type;
+};
+
+constexpr Shape kShapes[] = {
+    {"POST", "/api/v1/namespaces/default/pods", "application/json"},
+    {"PUT", "/api/v1/namespaces/default/pods/p", "application/json"},
+    {"PUT", "/api/v1/namespaces/default/pods/p/status", "application/json"},
+    {"PATCH", "/api/v1/namespaces/default/pods/p", "application/merge-patch+json"},
+    {"PATCH", "/api/v1/namespaces/default/pods/p", "application/strategic-merge-patch+json"},
+    {"PATCH", "/api/v1/namespaces/default/pods/p", "application/json-patch+json"},
+    {"PATCH", "/api/v1/namespaces/default/pods/p/status", "application/merge-patch+json"},
+    {"POST", "/api/v1/namespaces/default/pods/p/binding", "application/json"},
+    {"POST", "/api/v1/nodes", "application/json"},
+    {"POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", "application/json"},
+    {"DELETE", "/api/v1/namespaces/default/configmaps/x", "application/json"},
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Fixture* f = new Fixture();
+  if (size == 0) return 0;
+  const Shape& shape = kShapes[data[0] % (sizeof kShapes / sizeof kShapes[0])];
+  httplib::Request req;
+  req.method = shape.method;
+  req.path = shape.path;
+  req.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
+  req.set_header("Content-Type", shape.content_type);
+  httplib::Response res;
+  hami::sim::HandleResourceRequest(f->store, f->config, req, res);
+  if (res.status < 200 || res.status >= 500) std::abort();
+  return 0;
+}
