@@ -1,0 +1,86 @@
+#include "vgpu/alloc_table.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <cstring>
+
+namespace hami::vgpu {
+
+AllocTable::~AllocTable() {
+  if (slots_ != nullptr) munmap(slots_, capacity_ * sizeof(AllocEntry));
+}
+
+bool AllocTable::Init(std::size_t capacity) {
+  std::size_t cap = 16;
+  while (cap < capacity) cap <<= 1;
+  void* mem = mmap(nullptr, cap * sizeof(AllocEntry), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  slots_ = static_cast<AllocEntry*>(mem);
+  capacity_ = cap;
+  size_ = 0;
+  return true;
+}
+
+void AllocTable::Clear() {
+  LockTable();
+  if (slots_ != nullptr) std::memset(static_cast<void*>(slots_), 0, capacity_ * sizeof(AllocEntry));
+  size_ = 0;
+  UnlockTable();
+}
+
+void AllocTable::LockTable() {
+  while (lock_.test_and_set(std::memory_order_acquire)) sched_yield();
+}
+
+std::size_t AllocTable::Home(std::uint64_t key) const {
+  // Device pointers are aligned; mix the bits so they spread over the table.
+  std::uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+  return static_cast<std::size_t>(h >> 20) & (capacity_ - 1);
+}
+
+bool AllocTable::Insert(const AllocEntry& entry) {
+  if (entry.key == 0 || slots_ == nullptr) return false;
+  LockTable();
+  bool inserted = false;
+  if (size_ < capacity_ - capacity_ / 8) {
+    std::size_t i = Home(entry.key);
+    while (slots_[i].key != 0 && slots_[i].key != entry.key) i = (i + 1) & (capacity_ - 1);
+    if (slots_[i].key == 0) {
+      slots_[i] = entry;
+      ++size_;
+      inserted = true;
+    }
+  }
+  UnlockTable();
+  return inserted;
+}
+
+bool AllocTable::Erase(std::uint64_t key, AllocEntry* out) {
+  if (key == 0 || slots_ == nullptr) return false;
+  LockTable();
+  std::size_t mask = capacity_ - 1;
+  std::size_t i = Home(key);
+  while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask;
+  bool found = slots_[i].key == key;
+  if (found) {
+    *out = slots_[i];
+    // Backward-shift deletion: pull later members of the probe run into the hole.
+    std::size_t hole = i;
+    for (std::size_t j = (i + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
+      std::size_t home = Home(slots_[j].key);
+      bool movable = (j > hole) ? (home <= hole || home > j) : (home <= hole && home > j);
+      if (movable) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = AllocEntry{};
+    --size_;
+  }
+  UnlockTable();
+  return found;
+}
+
+}  // namespace hami::vgpu

@@ -1,0 +1,53 @@
+// A fixed-capacity map from device pointer (or VMM handle) to what was charged for it.
+//
+// Open addressing with linear probing and backward-shift deletion; storage is one anonymous
+// mmap made by Init(), so Insert/Erase never allocate. Thread-safe (one spinlock; critical
+// sections are a few probes). Key 0 is reserved (no allocation is ever at address 0).
+#ifndef HAMI_VGPU_ALLOC_TABLE_H_
+#define HAMI_VGPU_ALLOC_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace hami::vgpu {
+
+struct AllocEntry {
+  std::uint64_t key;
+  std::uint64_t bytes;
+  std::int32_t dev;  // container (NVML) index the bytes were charged to
+  std::int32_t kind;
+};
+
+class AllocTable {
+ public:
+  AllocTable() = default;
+  AllocTable(const AllocTable&) = delete;
+  AllocTable& operator=(const AllocTable&) = delete;
+  ~AllocTable();
+
+  // capacity is rounded up to a power of two. Returns false when the mmap fails.
+  bool Init(std::size_t capacity);
+  // Drops every entry (after fork the child starts with no charges of its own).
+  void Clear();
+
+  // Returns false when the key is 0, already present, or the table is 7/8 full.
+  bool Insert(const AllocEntry& entry);
+  // Removes the key and copies its entry to *out; false when absent.
+  bool Erase(std::uint64_t key, AllocEntry* out);
+  std::size_t size() const { return size_; }
+
+ private:
+  void LockTable();
+  void UnlockTable() { lock_.clear(std::memory_order_release); }
+  std::size_t Home(std::uint64_t key) const;
+
+  AllocEntry* slots_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t size_ = 0;
+  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+};
+
+}  // namespace hami::vgpu
+
+#endif  // HAMI_VGPU_ALLOC_TABLE_H_

@@ -1,0 +1,434 @@
+// CUDA driver API hooks: memory accounting, virtualised memory queries, launch throttling and
+// the cuGetProcAddress resolver. Every hook calls exactly the real entry point it replaces (a
+// _ptsz hook calls the real _ptsz), so stream semantics are preserved.
+#include <pthread.h>
+
+#include <cstring>
+
+#include "vgpu/hooks.h"
+#include "vgpu/log.h"
+#include "vgpu/memory_math.h"
+#include "vgpu/runtime.h"
+
+namespace hami::vgpu {
+namespace {
+
+// Returned when the real driver could not be loaded at all.
+constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
+// Graph launches carry no grid; a constant cost is fine because the limiter calibrates its rate
+// against measured utilisation (only consistency between launches matters).
+constexpr std::uint64_t kGraphLaunchCost = 1 << 16;
+constexpr std::uint64_t kMaxContextCharge = 2ULL << 30;
+
+pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// Reserves `bytes` on container device `dev` before the real allocation. *charged tells the
+// caller whether an uncharge/record is due afterwards.
+CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
+  *charged = false;
+  if (!rt->accounting || dev < 0) return CUDA_SUCCESS;
+  std::uint64_t usage = 0;
+  std::uint64_t limit = 0;
+  ChargeResult result = rt->region.Charge(dev, bytes, ChargeKind::kData, &usage, &limit);
+  if (result == ChargeResult::kOverLimit) {
+    VGPU_ERROR("Device %d OOM %lu / %lu", dev, static_cast<unsigned long>(SatAdd(usage, bytes)),
+               static_cast<unsigned long>(limit));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *charged = result == ChargeResult::kOk;
+  return CUDA_SUCCESS;
+}
+
+void Record(Runtime* rt, AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes,
+            int kind) {
+  if (!table->Insert(AllocEntry{key, bytes, dev, kind})) {
+    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
+    VGPU_WARN("allocation 0x%llx not tracked (table full or duplicate); not counted",
+              static_cast<unsigned long long>(key));
+  }
+}
+
+// Runs `call` (the real allocation, which stores the new key) between a precharge and the
+// bookkeeping; undoes the charge when the driver fails.
+template <typename Call>
+CUresult ChargedAlloc(Runtime* rt, AllocTable* table, int dev, std::uint64_t bytes, int kind,
+                      Call call) {
+  bool charged = false;
+  CUresult r = Precharge(rt, dev, bytes, &charged);
+  if (r != CUDA_SUCCESS) return r;
+  std::uint64_t key = 0;
+  r = call(&key);
+  if (!charged) return r;
+  if (r != CUDA_SUCCESS) {
+    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
+  } else {
+    Record(rt, table, key, dev, bytes, kind);
+  }
+  return r;
+}
+
+// Forgets `key` before the real release (so a concurrent allocation reusing the address cannot
+// be confused with it) and restores it if the driver refuses the release.
+template <typename Call>
+CUresult TrackedRelease(Runtime* rt, AllocTable* table, std::uint64_t key, Call call) {
+  AllocEntry entry{};
+  bool tracked = table->Erase(key, &entry);
+  CUresult r = call();
+  if (!tracked) return r;
+  if (r == CUDA_SUCCESS) {
+    rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+  } else {
+    table->Insert(entry);
+  }
+  return r;
+}
+
+std::uint64_t Threads(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                      unsigned bz) {
+  return SatMul(SatMul(SatMul(gx, gy), gz), SatMul(SatMul(bx, by), bz));
+}
+
+std::uint64_t NvmlUsedBytes(int nvml_index) {
+  auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
+  auto info = VGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
+  nvmlDevice_t dev = nullptr;
+  nvmlMemory_t mem{};
+  if (by_index == nullptr || info == nullptr ||
+      by_index(static_cast<unsigned>(nvml_index), &dev) != NVML_SUCCESS ||
+      info(dev, &mem) != NVML_SUCCESS) {
+    return 0;
+  }
+  return mem.used;
+}
+
+CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
+                          CUstream stream) {
+  Runtime* rt = Rt();
+  if (real == nullptr) return kNoDriver;
+  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+                      [&](std::uint64_t* key) {
+                        CUresult r = real(dptr, bytes, stream);
+                        if (r == CUDA_SUCCESS) *key = *dptr;
+                        return r;
+                      });
+}
+
+CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytes,
+                             CUmemoryPool pool, CUstream stream) {
+  Runtime* rt = Rt();
+  if (real == nullptr) return kNoDriver;
+  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+                      [&](std::uint64_t* key) {
+                        CUresult r = real(dptr, bytes, pool, stream);
+                        if (r == CUDA_SUCCESS) *key = *dptr;
+                        return r;
+                      });
+}
+
+CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
+  Runtime* rt = Rt();
+  if (real == nullptr) return kNoDriver;
+  return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr, stream); });
+}
+
+CUresult GetProcAddressCommon(const char* symbol, void** pfn, CUresult r) {
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    *pfn = InterceptResolved(nullptr, *pfn);
+    VGPU_DEBUG("cuGetProcAddress %s -> %p", symbol ? symbol : "(null)", *pfn);
+  }
+  return r;
+}
+
+void UnchargeContext(Runtime* rt, int idx, bool reset) {
+  pthread_mutex_lock(&g_ctx_mu);
+  if (rt->ctx_refs[idx] > 0 && (reset || --rt->ctx_refs[idx] == 0)) {
+    rt->ctx_refs[idx] = 0;
+    rt->region.Uncharge(idx, rt->ctx_charge[idx], ChargeKind::kContext);
+    rt->ctx_charge[idx] = 0;
+  }
+  pthread_mutex_unlock(&g_ctx_mu);
+}
+
+std::uint64_t ConfigThreads(const CUlaunchConfig* c) {
+  if (c == nullptr) return 1;
+  return Threads(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned int flags) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuInit);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(flags);
+  if (r == CUDA_SUCCESS) EnsureNvml(rt);
+  return r;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  Rt();
+  auto real = VGPU_REAL_CUDA(cuDriverGetVersion);
+  return real ? real(version) : kNoDriver;
+}
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  Rt();
+  auto real = VGPU_REAL_CUDA(cuGetProcAddress);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return GetProcAddressCommon(symbol, pfn, real(symbol, pfn, cuda_version, flags));
+}
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
+  Rt();
+  auto real = VGPU_REAL_CUDA(cuGetProcAddress_v2);
+  if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return GetProcAddressCommon(symbol, pfn, real(symbol, pfn, cuda_version, flags, status));
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemAlloc_v2);
+  if (real == nullptr) return kNoDriver;
+  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocPlain,
+                      [&](std::uint64_t* key) {
+                        CUresult r = real(dptr, bytes);
+                        if (r == CUDA_SUCCESS) *key = *dptr;
+                        return r;
+                      });
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemFree_v2);
+  if (real == nullptr) return kNoDriver;
+  return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr); });
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int elem) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemAllocPitch_v2);
+  if (real == nullptr) return kNoDriver;
+  int dev = CurrentNvmlIndex(rt);
+  std::uint64_t estimate = SatMul(width, height);
+  bool charged = false;
+  CUresult r = Precharge(rt, dev, estimate, &charged);
+  if (r != CUDA_SUCCESS) return r;
+  r = real(dptr, pitch, width, height, elem);
+  if (!charged) return r;
+  if (r != CUDA_SUCCESS) {
+    rt->region.Uncharge(dev, estimate, ChargeKind::kData);
+    return r;
+  }
+  // Charge what the driver really reserved (the pitch includes row alignment).
+  std::uint64_t actual = SatMul(*pitch, height);
+  if (actual > estimate) {
+    bool extra = false;
+    if (Precharge(rt, dev, actual - estimate, &extra) != CUDA_SUCCESS) {
+      VGPU_REAL_CUDA(cuMemFree_v2)(*dptr);
+      rt->region.Uncharge(dev, estimate, ChargeKind::kData);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!extra) actual = estimate;
+  } else {
+    actual = estimate;
+  }
+  Record(rt, &rt->allocs, *dptr, dev, actual, kAllocPlain);
+  return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemAllocManaged);
+  if (real == nullptr) return kNoDriver;
+  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocManaged,
+                      [&](std::uint64_t* key) {
+                        CUresult r = real(dptr, bytes, flags);
+                        if (r == CUDA_SUCCESS) *key = *dptr;
+                        return r;
+                      });
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemCreate);
+  if (real == nullptr) return kNoDriver;
+  // The device comes from the allocation's location, never from the (maybe absent) context.
+  int dev = -1;
+  if (prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    dev = NvmlIndexOf(rt, prop->location.id);
+  }
+  return ChargedAlloc(rt, &rt->vmm, dev, size, kAllocVmm, [&](std::uint64_t* key) {
+    CUresult r = real(handle, size, prop, flags);
+    if (r == CUDA_SUCCESS) *key = *handle;
+    return r;
+  });
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemRelease);
+  if (real == nullptr) return kNoDriver;
+  return TrackedRelease(rt, &rt->vmm, handle, [&] { return real(handle); });
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync), dptr, bytes, stream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync_ptsz), dptr, bytes, stream);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                 CUstream stream) {
+  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytes, pool, stream);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                      CUstream stream) {
+  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
+                             stream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync), dptr, stream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync_ptsz), dptr, stream);
+}
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemGetInfo_v2);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(free_bytes, total_bytes);
+  if (r != CUDA_SUCCESS || !rt->accounting || free_bytes == nullptr || total_bytes == nullptr) {
+    return r;
+  }
+  int dev = CurrentNvmlIndex(rt);
+  if (dev < 0) return r;
+  MemoryView physical{*total_bytes, *free_bytes, *total_bytes - *free_bytes};
+  MemoryView v = VirtualMemory(rt->region.Limit(dev), rt->region.Usage(dev), physical);
+  *free_bytes = v.free;
+  *total_bytes = v.total;
+  return r;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDeviceTotalMem_v2);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(bytes, dev);
+  if (r != CUDA_SUCCESS || bytes == nullptr || !rt->accounting) return r;
+  std::uint64_t limit = rt->region.Limit(NvmlIndexOf(rt, dev));
+  if (limit != 0 && limit < *bytes) *bytes = limit;
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxRetain);
+  if (real == nullptr) return kNoDriver;
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  if (idx < 0) return real(ctx, dev);
+  // The context's own footprint is estimated once per device per process as the change in the
+  // device's used memory (NVML) around the first retain.
+  pthread_mutex_lock(&g_ctx_mu);
+  bool first = rt->ctx_refs[idx] == 0;
+  std::uint64_t before = first ? NvmlUsedBytes(idx) : 0;
+  CUresult r = real(ctx, dev);
+  if (r == CUDA_SUCCESS && rt->ctx_refs[idx]++ == 0) {
+    std::uint64_t after = NvmlUsedBytes(idx);
+    std::uint64_t charge = after > before ? after - before : 0;
+    if (charge > kMaxContextCharge) charge = kMaxContextCharge;
+    rt->ctx_charge[idx] = charge;
+    if (charge > 0) {
+      rt->region.Charge(idx, charge, ChargeKind::kContext, nullptr, nullptr, /*enforce=*/false);
+    }
+  }
+  pthread_mutex_unlock(&g_ctx_mu);
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxRelease_v2);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(dev);
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, false);
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset_v2);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(dev);
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
+  return r;
+}
+
+#define VGPU_LAUNCH_BODY(name, cost, ...) \
+  auto real = VGPU_REAL_CUDA(name);       \
+  if (real == nullptr) return kNoDriver;  \
+  BeforeLaunch(cost);                     \
+  return real(__VA_ARGS__)
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream stream, void** params, void** extra) {
+  VGPU_LAUNCH_BODY(cuLaunchKernel, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx, by, bz,
+                   shmem, stream, params, extra);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                             CUstream stream, void** params, void** extra) {
+  VGPU_LAUNCH_BODY(cuLaunchKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx, by, bz,
+                   shmem, stream, params, extra);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  VGPU_LAUNCH_BODY(cuLaunchKernelEx, ConfigThreads(config), config, f, params, extra);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
+  VGPU_LAUNCH_BODY(cuLaunchKernelEx_ptsz, ConfigThreads(config), config, f, params, extra);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shmem, CUstream stream, void** params) {
+  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernel, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx,
+                   by, bz, shmem, stream, params);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shmem, CUstream stream,
+                                        void** params) {
+  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz,
+                   bx, by, bz, shmem, stream, params);
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  VGPU_LAUNCH_BODY(cuGraphLaunch, kGraphLaunchCost, exec, stream);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+  VGPU_LAUNCH_BODY(cuGraphLaunch_ptsz, kGraphLaunchCost, exec, stream);
+}
+
+#undef VGPU_LAUNCH_BODY
+
+}  // extern "C"
+}  // namespace hami::vgpu

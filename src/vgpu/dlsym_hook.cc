@@ -1,0 +1,86 @@
+// The exported dlsym override.
+//
+// dlsym(handle, name) is answered by glibc's dlsym; when the answer is the real driver/NVML entry
+// point of an intercepted name (or our own hook), the hook is returned instead. RTLD_NEXT keeps
+// its meaning relative to the *caller*: the objects loaded after the caller's object are searched
+// in load order (calling glibc's dlsym(RTLD_NEXT) from here would search after libvgpu instead),
+// so interposers stacked on top of us and repeated lookups behave as without libvgpu.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "vgpu/hooks.h"
+
+namespace hami::vgpu {
+namespace {
+
+constexpr int kMaxObjects = 512;
+
+struct LoadedObject {
+  ElfW(Addr) base;
+  const ElfW(Phdr) * phdr;
+  ElfW(Half) phnum;
+  const char* name;
+};
+
+struct ObjectList {
+  LoadedObject objects[kMaxObjects];
+  int count;
+};
+
+int CollectObject(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* list = static_cast<ObjectList*>(data);
+  if (list->count >= kMaxObjects) return 1;
+  list->objects[list->count++] = {info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
+                                  info->dlpi_name};
+  return 0;
+}
+
+bool Contains(const LoadedObject& object, const void* address) {
+  auto addr = reinterpret_cast<std::uintptr_t>(address);
+  for (int i = 0; i < object.phnum; ++i) {
+    const ElfW(Phdr)& ph = object.phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    std::uintptr_t start = object.base + ph.p_vaddr;
+    if (addr >= start && addr < start + ph.p_memsz) return true;
+  }
+  return false;
+}
+
+void* NextAfter(const void* caller, const char* name) {
+  DlsymFn real = RealDlsym();
+  // Thread-local: dlsym may run on many threads at once, and the list is too big for small stacks.
+  static thread_local ObjectList list;
+  list.count = 0;
+  dl_iterate_phdr(CollectObject, &list);
+  int first = -1;
+  for (int i = 0; i < list.count && first < 0; ++i) {
+    if (Contains(list.objects[i], caller)) first = i + 1;
+  }
+  if (first < 0) return real(RTLD_DEFAULT, name);
+  for (int i = first; i < list.count; ++i) {
+    const char* path = (i == 0) ? nullptr : list.objects[i].name;
+    if (i != 0 && (path == nullptr || path[0] == '\0')) continue;
+    void* handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    void* sym = real(handle, name);
+    dlclose(handle);
+    if (sym != nullptr && Contains(list.objects[i], sym)) return sym;
+  }
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace hami::vgpu
+
+// Same signature (and exception specification) as glibc's declaration in <dlfcn.h>.
+extern "C" VGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
+  using namespace hami::vgpu;
+  const void* caller = __builtin_return_address(0);
+  DlsymFn real = RealDlsym();
+  if (real == nullptr) return nullptr;
+  void* found = (handle == RTLD_NEXT) ? NextAfter(caller, name) : real(handle, name);
+  return InterceptResolved(name, found);
+}

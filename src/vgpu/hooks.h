@@ -1,0 +1,152 @@
+// The exported interposition surface of libvgpu.so and the tables that bind each hook to the
+// real driver / NVML entry point it wraps.
+//
+// Every hook is exported under its exact (versioned) driver ABI name. A name listed in
+// VGPU_CUDA_HOOKS / VGPU_NVML_HOOKS is intercepted on all three paths: direct symbol binding,
+// dlsym (any handle, RTLD_NEXT included) and cuGetProcAddress[_v2]. The *_REAL_ONLY lists are
+// entry points libvgpu itself calls but does not intercept.
+#ifndef HAMI_VGPU_HOOKS_H_
+#define HAMI_VGPU_HOOKS_H_
+
+#include <cstddef>
+
+#include "vgpu/cuda_defs.h"
+#include "vgpu/nvml_defs.h"
+
+#define VGPU_EXPORT __attribute__((visibility("default")))
+
+// X(name, return type, parameter list)
+#define VGPU_CUDA_HOOKS(X)                                                                  \
+  X(cuInit, CUresult, (unsigned int flags))                                                 \
+  X(cuDriverGetVersion, CUresult, (int* version))                                           \
+  X(cuGetProcAddress, CUresult,                                                             \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags))                   \
+  X(cuGetProcAddress_v2, CUresult,                                                          \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                    \
+     CUdriverProcAddressQueryResult* status))                                               \
+  X(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t bytes))                            \
+  X(cuMemFree_v2, CUresult, (CUdeviceptr dptr))                                             \
+  X(cuMemAllocPitch_v2, CUresult,                                                           \
+    (CUdeviceptr * dptr, size_t * pitch, size_t width, size_t height, unsigned int elem))   \
+  X(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t bytes, unsigned int flags))    \
+  X(cuMemCreate, CUresult,                                                                  \
+    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,   \
+     unsigned long long flags))                                                             \
+  X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))                          \
+  X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))         \
+  X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))    \
+  X(cuMemAllocFromPoolAsync, CUresult,                                                      \
+    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                 \
+  X(cuMemAllocFromPoolAsync_ptsz, CUresult,                                                 \
+    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                 \
+  X(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream stream))                          \
+  X(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr dptr, CUstream stream))                     \
+  X(cuMemGetInfo_v2, CUresult, (size_t * free_bytes, size_t * total_bytes))                 \
+  X(cuDeviceTotalMem_v2, CUresult, (size_t * bytes, CUdevice dev))                          \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * ctx, CUdevice dev))                    \
+  X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev))                                 \
+  X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev))                                   \
+  X(cuLaunchKernel, CUresult,                                                               \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,  \
+     void** extra))                                                                         \
+  X(cuLaunchKernel_ptsz, CUresult,                                                          \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,  \
+     void** extra))                                                                         \
+  X(cuLaunchKernelEx, CUresult,                                                             \
+    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))              \
+  X(cuLaunchKernelEx_ptsz, CUresult,                                                        \
+    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))              \
+  X(cuLaunchCooperativeKernel, CUresult,                                                    \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params)) \
+  X(cuLaunchCooperativeKernel_ptsz, CUresult,                                               \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params)) \
+  X(cuGraphLaunch, CUresult, (CUgraphExec exec, CUstream stream))                           \
+  X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec exec, CUstream stream))
+
+#define VGPU_CUDA_REAL_ONLY(X)                  \
+  X(cuCtxGetDevice, CUresult, (CUdevice * dev)) \
+  X(cuDeviceGetCount, CUresult, (int* count))   \
+  X(cuDeviceGetAttribute, CUresult, (int* value, CUdevice_attribute attr, CUdevice dev))
+
+#define VGPU_NVML_HOOKS(X)                                                            \
+  X(nvmlInit, nvmlReturn_t, (void))                                                   \
+  X(nvmlInit_v2, nvmlReturn_t, (void))                                                \
+  X(nvmlInitWithFlags, nvmlReturn_t, (unsigned int flags))                            \
+  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * mem)) \
+  X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * mem))
+
+#define VGPU_NVML_REAL_ONLY(X)                                                               \
+  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int* count))                              \
+  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t* device)) \
+  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char* uuid, unsigned int length)) \
+  X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int* index))            \
+  X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                           \
+    (nvmlDevice_t device, nvmlProcessUtilizationSample_t * samples, unsigned int* count,     \
+     unsigned long long last_seen))                                                          \
+  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * util))
+
+namespace hami::vgpu {
+
+#define VGPU_ENUM_ENTRY(name, ret, params) k_##name,
+enum CudaFn : int {
+  VGPU_CUDA_HOOKS(VGPU_ENUM_ENTRY) kCudaHookCount,
+  kCudaRealOnlyBefore = kCudaHookCount - 1,
+  VGPU_CUDA_REAL_ONLY(VGPU_ENUM_ENTRY) kCudaFnCount
+};
+enum NvmlFn : int {
+  VGPU_NVML_HOOKS(VGPU_ENUM_ENTRY) kNvmlHookCount,
+  kNvmlRealOnlyBefore = kNvmlHookCount - 1,
+  VGPU_NVML_REAL_ONLY(VGPU_ENUM_ENTRY) kNvmlFnCount
+};
+#undef VGPU_ENUM_ENTRY
+
+#define VGPU_TYPEDEF_ENTRY(name, ret, params) using name##_fn = ret(*) params;
+VGPU_CUDA_HOOKS(VGPU_TYPEDEF_ENTRY)
+VGPU_CUDA_REAL_ONLY(VGPU_TYPEDEF_ENTRY)
+VGPU_NVML_HOOKS(VGPU_TYPEDEF_ENTRY)
+VGPU_NVML_REAL_ONLY(VGPU_TYPEDEF_ENTRY)
+#undef VGPU_TYPEDEF_ENTRY
+
+// Real entry points (null until loaded / when absent) and names, indexed by CudaFn / NvmlFn.
+extern void* g_cuda_real[kCudaFnCount];
+extern const char* const kCudaNames[kCudaFnCount];
+extern void* const kCudaHooks[kCudaHookCount];
+extern void* g_nvml_real[kNvmlFnCount];
+extern const char* const kNvmlNames[kNvmlFnCount];
+extern void* const kNvmlHooks[kNvmlHookCount];
+
+// dlsym as glibc implements it (never our override).
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn RealDlsym();
+
+// Loads libcuda.so.1 / libnvidia-ml.so.1 with dlopen and fills the real tables. Idempotent,
+// thread-safe; false when the library cannot be opened.
+bool LoadCudaTable();
+bool LoadNvmlTable();
+
+// If `found` is the real entry point (or our own hook) of an intercepted name, the hook;
+// otherwise `found` unchanged. `name` may be null (match by address only, used by
+// cuGetProcAddress where the name does not carry the version).
+void* InterceptResolved(const char* name, void* found);
+
+// The hooks themselves: C linkage (the symbol is the bare driver name), declared in this
+// namespace only so the C++ types above resolve.
+extern "C" {
+#define VGPU_DECLARE_HOOK(name, ret, params) VGPU_EXPORT ret name params;
+VGPU_CUDA_HOOKS(VGPU_DECLARE_HOOK)
+VGPU_NVML_HOOKS(VGPU_DECLARE_HOOK)
+#undef VGPU_DECLARE_HOOK
+}
+
+}  // namespace hami::vgpu
+
+#define VGPU_REAL_CUDA(name) \
+  reinterpret_cast<::hami::vgpu::name##_fn>(::hami::vgpu::g_cuda_real[::hami::vgpu::k_##name])
+#define VGPU_REAL_NVML(name) \
+  reinterpret_cast<::hami::vgpu::name##_fn>(::hami::vgpu::g_nvml_real[::hami::vgpu::k_##name])
+
+#endif  // HAMI_VGPU_HOOKS_H_

@@ -1,0 +1,394 @@
+#include "vgpu/region.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "vgpu/log.h"
+
+namespace hami::vgpu {
+namespace {
+
+template <typename T>
+T Load(const T* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+template <typename T>
+void Store(T* p, T v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+std::int64_t MonotonicMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void Backoff(int attempt) {
+  if (attempt < 64) {
+    sched_yield();
+    return;
+  }
+  timespec ts{0, attempt < 256 ? 50000 : 500000};  // 50 us, then 0.5 ms
+  nanosleep(&ts, nullptr);
+}
+
+void ZeroSlotCounters(hami_proc_slot_t* slot) {
+  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  for (int d = 0; d < HAMI_REGION_MAX_DEVICES; ++d) {
+    hami_device_memory_t* m = &slot->used[d];
+    Store(&m->context_size, std::uint64_t{0});
+    Store(&m->module_size, std::uint64_t{0});
+    Store(&m->data_size, std::uint64_t{0});
+    Store(&m->offset, std::uint64_t{0});
+    Store(&m->total, std::uint64_t{0});
+    Store(&slot->monitorused[d], std::uint64_t{0});
+    Store(&slot->device_util[d].sm_util, std::uint64_t{0});
+    Store(&slot->device_util[d].dec_util, std::uint64_t{0});
+    Store(&slot->device_util[d].enc_util, std::uint64_t{0});
+  }
+  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+}
+
+std::uint64_t ReadSlotTotal(const hami_proc_slot_t* slot, int dev) {
+  for (int attempt = 0;; ++attempt) {
+    std::uint64_t before = Load(&slot->seqlock);
+    std::uint64_t total = Load(&slot->used[dev].total);
+    std::uint64_t after = Load(&slot->seqlock);
+    // A writer that died mid-update leaves the counter odd forever; after a few tries take the
+    // value as it is rather than spin.
+    if ((before == after && (before & 1) == 0) || attempt > 1000) return total;
+    sched_yield();
+  }
+}
+
+}  // namespace
+
+bool ProcessAlive(std::int32_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno != ENOENT;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  // The state follows the last ')' (the command name may itself contain parentheses).
+  const char* paren = std::strrchr(buf, ')');
+  if (paren == nullptr || paren[1] == '\0' || paren[2] == '\0') return true;
+  char state = paren[2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
+  Close();
+  pid_ = static_cast<std::int32_t>(getpid());
+  int fd = open(config.cache_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    std::snprintf(err, errcap, "CUDA_DEVICE_MEMORY_SHARED_CACHE: cannot open \"%s\": %s",
+                  config.cache_path, std::strerror(errno));
+    return false;
+  }
+  // 0666 regardless of the host program's umask, without touching the umask itself. Fails
+  // harmlessly when the file belongs to another user.
+  fchmod(fd, 0666);
+  if (lockf(fd, F_LOCK, 0) != 0) {
+    std::snprintf(err, errcap, "cannot lock \"%s\": %s", config.cache_path, std::strerror(errno));
+    close(fd);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  if (ok && st.st_size < HAMI_REGION_FILE_SIZE) {
+    char zero = 0;
+    ok = pwrite(fd, &zero, 1, sizeof(hami_shared_region_t)) == 1;
+  }
+  void* map = MAP_FAILED;
+  if (ok) {
+    map = mmap(nullptr, sizeof(hami_shared_region_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (map == MAP_FAILED) {
+    std::snprintf(err, errcap, "cannot size or map \"%s\": %s", config.cache_path,
+                  std::strerror(errno));
+    lockf(fd, F_ULOCK, 0);
+    close(fd);
+    return false;
+  }
+  region_ = static_cast<hami_shared_region_t*>(map);
+  if (Load(&region_->initialized_flag) != HAMI_REGION_MAGIC) {
+    InitHeader(config);
+  } else {
+    CheckHeader(config);
+  }
+  RecordKernelTime(static_cast<std::uint64_t>(time(nullptr)));
+  lockf(fd, F_ULOCK, 0);
+  close(fd);
+  return true;
+}
+
+void Region::InitHeader(const VgpuConfig& config) {
+  hami_shared_region_t* r = region_;
+  // A file left by an older layout may hold anything: start from zeros.
+  std::memset(static_cast<void*>(r), 0, sizeof(*r));
+  r->major_version = HAMI_REGION_MAJOR;
+  r->minor_version = HAMI_REGION_MINOR;
+  sem_init(&r->sem, 1, 1);
+  sem_init(&r->sem_postinit, 1, 1);
+  for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+    r->limit[i] = config.memory_limit[i];
+    r->sm_limit[i] = config.sm_limit[i];
+  }
+  r->utilization_switch = 1;
+  r->recent_kernel = 2;
+  r->proc_num = 0;
+  r->priority = config.priority;
+  Store(&r->initialized_flag, static_cast<std::int32_t>(HAMI_REGION_MAGIC));
+}
+
+void Region::CheckHeader(const VgpuConfig& config) {
+  hami_shared_region_t* r = region_;
+  if (r->major_version != HAMI_REGION_MAJOR || r->minor_version != HAMI_REGION_MINOR) {
+    VGPU_ERROR("shared region version %u.%u, expected %d.%d", r->major_version, r->minor_version,
+               HAMI_REGION_MAJOR, HAMI_REGION_MINOR);
+  }
+  for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+    if (Load(&r->limit[i]) != config.memory_limit[i]) {
+      VGPU_ERROR("Limit inconsistency detected for %dth device, %lu expected, get %lu", i,
+                 static_cast<unsigned long>(config.memory_limit[i]),
+                 static_cast<unsigned long>(Load(&r->limit[i])));
+    }
+    if (Load(&r->sm_limit[i]) != config.sm_limit[i]) {
+      VGPU_INFO("SM limit inconsistency detected for %dth device, %lu expected, get %lu", i,
+                static_cast<unsigned long>(config.sm_limit[i]),
+                static_cast<unsigned long>(Load(&r->sm_limit[i])));
+    }
+  }
+}
+
+void Region::Close() {
+  if (region_ != nullptr) munmap(region_, sizeof(hami_shared_region_t));
+  region_ = nullptr;
+  slot_ = -1;
+}
+
+bool Region::Lock(int timeout_ms) {
+  std::uint64_t* owner = &region_->owner_pid;
+  const std::uint64_t me = static_cast<std::uint64_t>(pid_);
+  std::int64_t deadline = -1;
+  for (int attempt = 0;; ++attempt) {
+    std::uint64_t expected = 0;
+    if (__atomic_compare_exchange_n(owner, &expected, me, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      return true;
+    }
+    // Check the holder's liveness every few rounds; a dead holder's lock is taken over at once.
+    if (attempt % 16 == 15 && expected != me &&
+        !ProcessAlive(static_cast<std::int32_t>(expected))) {
+      if (__atomic_compare_exchange_n(owner, &expected, me, false, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED)) {
+        VGPU_WARN("took over the region lock from dead process %lu",
+                  static_cast<unsigned long>(expected));
+        return true;
+      }
+    }
+    if (attempt == 64) deadline = MonotonicMs() + timeout_ms;
+    if (deadline >= 0 && attempt % 16 == 0 && MonotonicMs() > deadline) {
+      VGPU_ERROR("Lock shrreg timeout after %d ms, held by pid %lu", timeout_ms,
+                 static_cast<unsigned long>(Load(owner)));
+      return false;
+    }
+    Backoff(attempt);
+  }
+}
+
+void Region::Unlock() {
+  std::uint64_t expected = static_cast<std::uint64_t>(pid_);
+  __atomic_compare_exchange_n(&region_->owner_pid, &expected, std::uint64_t{0}, false,
+                              __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+int Region::SweepDeadSlotsLocked() {
+  hami_shared_region_t* r = region_;
+  int freed = 0;
+  int n = Load(&r->proc_num);
+  if (n > HAMI_REGION_MAX_PROCS) n = HAMI_REGION_MAX_PROCS;
+  for (int i = 0; i < n; ++i) {
+    hami_proc_slot_t* slot = &r->procs[i];
+    std::int32_t pid = Load(&slot->pid);
+    bool stale_free = pid == 0 && Load(&slot->status) != HAMI_SLOT_INACTIVE;
+    if ((pid != 0 && pid != pid_ && !ProcessAlive(pid)) || stale_free) {
+      ZeroSlotCounters(slot);
+      Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_INACTIVE));
+      Store(&slot->hostpid, std::int32_t{0});
+      Store(&slot->pid, std::int32_t{0});
+      ++freed;
+    }
+  }
+  while (n > 0 && Load(&r->procs[n - 1].pid) == 0 && n - 1 != slot_) --n;
+  Store(&r->proc_num, static_cast<std::int32_t>(n));
+  return freed;
+}
+
+bool Region::Join(std::int32_t pid) {
+  pid_ = pid;
+  if (!Lock()) return false;
+  hami_shared_region_t* r = region_;
+  slot_ = -1;
+  int n = Load(&r->proc_num);
+  if (n < 0 || n > HAMI_REGION_MAX_PROCS) n = 0;  // Corrupt count: rebuild from scratch.
+  Store(&r->proc_num, static_cast<std::int32_t>(n));
+  for (int i = 0; i < n && slot_ < 0; ++i) {
+    if (Load(&r->procs[i].pid) == pid) slot_ = i;  // PID reuse: the old slot is stale.
+  }
+  SweepDeadSlotsLocked();
+  n = Load(&r->proc_num);
+  for (int i = 0; i < n && slot_ < 0; ++i) {
+    if (Load(&r->procs[i].pid) == 0) slot_ = i;
+  }
+  if (slot_ < 0 && n < HAMI_REGION_MAX_PROCS) slot_ = n;
+  if (slot_ >= 0) {
+    hami_proc_slot_t* slot = &r->procs[slot_];
+    ZeroSlotCounters(slot);
+    Store(&slot->hostpid, std::int32_t{0});
+    Store(&slot->pid, pid);
+    Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_RUNNING));
+    if (slot_ >= Load(&r->proc_num)) Store(&r->proc_num, static_cast<std::int32_t>(slot_ + 1));
+  }
+  Unlock();
+  if (slot_ < 0) VGPU_ERROR("shared region has no free process slot (%d in use)", n);
+  return slot_ >= 0;
+}
+
+void Region::Leave() {
+  if (region_ == nullptr || slot_ < 0) return;
+  bool locked = Lock(1000);
+  hami_proc_slot_t* slot = OwnSlot();
+  if (slot != nullptr) {
+    ZeroSlotCounters(slot);
+    Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_INACTIVE));
+    Store(&slot->pid, std::int32_t{0});
+  }
+  slot_ = -1;
+  if (locked) Unlock();
+}
+
+hami_proc_slot_t* Region::OwnSlot() const {
+  if (region_ == nullptr || slot_ < 0) return nullptr;
+  hami_proc_slot_t* slot = &region_->procs[slot_];
+  return Load(&slot->pid) == pid_ ? slot : nullptr;
+}
+
+ChargeResult Region::Charge(int dev, std::uint64_t bytes, ChargeKind kind, std::uint64_t* usage,
+                            std::uint64_t* limit, bool enforce) {
+  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || OwnSlot() == nullptr) {
+    return ChargeResult::kUnaccounted;
+  }
+  bool locked = Lock();
+  ChargeResult result = ChargeLocked(dev, bytes, kind, locked, enforce, usage, limit);
+  if (locked) Unlock();
+  return result;
+}
+
+ChargeResult Region::ChargeLocked(int dev, std::uint64_t bytes, ChargeKind kind, bool locked,
+                                  bool enforce, std::uint64_t* usage, std::uint64_t* limit) {
+  std::uint64_t lim = Limit(dev);
+  std::uint64_t used = Usage(dev);
+  bool fits = lim == 0 || (used <= lim && bytes <= lim - used);
+  if (!fits && locked && SweepDeadSlotsLocked() > 0) {
+    used = Usage(dev);
+    fits = used <= lim && bytes <= lim - used;
+  }
+  if (usage != nullptr) *usage = used;
+  if (limit != nullptr) *limit = lim;
+  if (!fits && enforce) return ChargeResult::kOverLimit;
+  hami_proc_slot_t* slot = OwnSlot();
+  if (slot == nullptr) return ChargeResult::kUnaccounted;
+  hami_device_memory_t* m = &slot->used[dev];
+  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  std::uint64_t* field = kind == ChargeKind::kData ? &m->data_size : &m->context_size;
+  Store(field, Load(field) + bytes);
+  Store(&m->total, Load(&m->total) + bytes);
+  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  return ChargeResult::kOk;
+}
+
+void Region::Uncharge(int dev, std::uint64_t bytes, ChargeKind kind) {
+  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || OwnSlot() == nullptr) return;
+  bool locked = Lock();
+  hami_proc_slot_t* slot = OwnSlot();
+  if (slot != nullptr) {
+    hami_device_memory_t* m = &slot->used[dev];
+    std::uint64_t* field = kind == ChargeKind::kData ? &m->data_size : &m->context_size;
+    auto sub = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; };
+    Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+    Store(field, sub(Load(field), bytes));
+    Store(&m->total, sub(Load(&m->total), bytes));
+    Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  }
+  if (locked) Unlock();
+}
+
+std::uint64_t Region::Usage(int dev) const {
+  if (region_ == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return 0;
+  int n = Load(&region_->proc_num);
+  if (n > HAMI_REGION_MAX_PROCS) n = HAMI_REGION_MAX_PROCS;
+  std::uint64_t sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const hami_proc_slot_t* slot = &region_->procs[i];
+    if (Load(&slot->pid) == 0) continue;
+    std::uint64_t total = ReadSlotTotal(slot, dev);
+    sum = (UINT64_MAX - sum < total) ? UINT64_MAX : sum + total;
+  }
+  return sum;
+}
+
+std::uint64_t Region::Limit(int dev) const {
+  if (region_ == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return 0;
+  return Load(&region_->limit[dev]);
+}
+
+std::uint64_t Region::SmLimit(int dev) const {
+  if (region_ == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return 100;
+  return Load(&region_->sm_limit[dev]);
+}
+
+void Region::SetDeviceInfo(int count, const char (*uuids)[HAMI_REGION_UUID_LEN]) {
+  if (region_ == nullptr) return;
+  if (count > HAMI_REGION_MAX_DEVICES) count = HAMI_REGION_MAX_DEVICES;
+  bool locked = Lock();
+  for (int i = 0; i < count; ++i) {
+    if (std::strncmp(region_->uuids[i], uuids[i], HAMI_REGION_UUID_LEN) != 0) {
+      std::memset(region_->uuids[i], 0, HAMI_REGION_UUID_LEN);
+      std::strncpy(region_->uuids[i], uuids[i], HAMI_REGION_UUID_LEN - 1);
+    }
+  }
+  Store(&region_->device_num, static_cast<std::uint64_t>(count));
+  if (locked) Unlock();
+}
+
+void Region::RecordKernelTime(std::uint64_t unix_seconds) {
+  std::uint64_t prev = Load(&region_->last_kernel_time);
+  while (prev < unix_seconds &&
+         !__atomic_compare_exchange_n(&region_->last_kernel_time, &prev, unix_seconds, true,
+                                      __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  }
+}
+
+void Region::SetOwnSmUtil(int dev, std::uint64_t percent) {
+  hami_proc_slot_t* slot = OwnSlot();
+  if (slot == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return;
+  Store(&slot->device_util[dev].sm_util, percent);
+}
+
+}  // namespace hami::vgpu

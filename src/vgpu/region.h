@@ -1,0 +1,97 @@
+// Access to the shared region file (layout in shared_region.h) for one process.
+//
+// Locking: the 8-byte `owner_pid` word at offset 16 is the region lock itself. A process takes it
+// with a compare-and-swap 0 -> pid; a waiter that finds the owner dead (no such process, or a
+// zombie) steals it with a compare-and-swap owner -> pid, so a SIGKILLed holder never wedges the
+// container and there is no window between "owner cleared" and "lock released". Waiting is
+// bounded (Lock() takes a timeout); callers degrade instead of blocking the host program.
+//
+// Slots: each process owns one slot for its lifetime. Slots never move (no compaction), so a
+// cached slot index stays valid; dead processes' slots are zeroed and reused, and proc_num
+// shrinks when the tail is free. All writes to any slot happen under the region lock, so usage
+// checks (sum over slots) and charges are atomic with respect to other processes: N processes
+// allocating at once never exceed the limit. Readers outside the lock use the slot seqlock.
+#ifndef HAMI_VGPU_REGION_H_
+#define HAMI_VGPU_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vgpu/env.h"
+#include "vgpu/shared_region.h"
+
+namespace hami::vgpu {
+
+enum class ChargeKind { kData, kContext };
+enum class ChargeResult { kOk, kOverLimit, kUnaccounted };
+
+inline constexpr int kDefaultLockTimeoutMs = 5000;
+
+// True when `pid` exists and is not a zombie (reads /proc/<pid>/stat).
+bool ProcessAlive(std::int32_t pid);
+
+class Region {
+ public:
+  Region() = default;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region() { Close(); }
+
+  // Opens the file at config.cache_path, creating and initialising it (limits, SM limits,
+  // priority from `config`) when its magic is not set yet; otherwise the file's values win and
+  // differences are logged. Never changes umask. On failure returns false with a message in err.
+  bool Open(const VgpuConfig& config, char* err, std::size_t errcap);
+  // Unmaps without touching the slot (used after fork and at teardown).
+  void Close();
+  bool is_open() const { return region_ != nullptr; }
+  hami_shared_region_t* raw() const { return region_; }
+
+  bool Lock(int timeout_ms = kDefaultLockTimeoutMs);
+  void Unlock();
+
+  // Takes a slot for `pid`: its old slot after PID reuse, else a free one, else appends. Sweeps
+  // dead slots first. Returns false when the lock timed out or all 1024 slots are live.
+  bool Join(std::int32_t pid);
+  // Zeroes and frees this process's slot (exit path).
+  void Leave();
+  int slot_index() const { return slot_; }
+
+  // If limit(dev) == 0 or usage(dev) + bytes <= limit(dev): adds bytes to this process's slot
+  // and returns kOk. Otherwise sweeps dead slots once, re-checks, and returns kOverLimit.
+  // `usage`/`limit` (optional) receive the values the decision was made on. kUnaccounted when
+  // there is no slot or dev is out of range (the caller passes the call through). With
+  // enforce == false the bytes are added even over the limit (context estimates).
+  ChargeResult Charge(int dev, std::uint64_t bytes, ChargeKind kind, std::uint64_t* usage,
+                      std::uint64_t* limit, bool enforce = true);
+  void Uncharge(int dev, std::uint64_t bytes, ChargeKind kind);
+
+  // Sum of used[dev].total over live slots (seqlock-consistent per slot).
+  std::uint64_t Usage(int dev) const;
+  std::uint64_t Limit(int dev) const;
+  std::uint64_t SmLimit(int dev) const;
+
+  // Frees slots of dead processes; requires the lock. Returns how many were freed.
+  int SweepDeadSlotsLocked();
+
+  // Publishes the NVML device count and UUIDs (the monitor skips entries with empty UUIDs).
+  void SetDeviceInfo(int count, const char (*uuids)[HAMI_REGION_UUID_LEN]);
+  // Stores max(last_kernel_time, unix_seconds).
+  void RecordKernelTime(std::uint64_t unix_seconds);
+  // Writes this process's SM utilisation sample for dev (watcher).
+  void SetOwnSmUtil(int dev, std::uint64_t percent);
+
+ private:
+  hami_proc_slot_t* OwnSlot() const;
+  ChargeResult ChargeLocked(int dev, std::uint64_t bytes, ChargeKind kind, bool locked,
+                            bool enforce, std::uint64_t* usage, std::uint64_t* limit);
+  void InitHeader(const VgpuConfig& config);
+  void CheckHeader(const VgpuConfig& config);
+
+  hami_shared_region_t* region_ = nullptr;
+  std::int32_t pid_ = 0;
+  int slot_ = -1;
+};
+
+}  // namespace hami::vgpu
+
+#endif  // HAMI_VGPU_REGION_H_

@@ -1,0 +1,305 @@
+#include "vgpu/runtime.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "vgpu/hooks.h"
+#include "vgpu/log.h"
+
+namespace hami::vgpu {
+namespace {
+
+alignas(Runtime) unsigned char g_storage[sizeof(Runtime)];
+Runtime* g_rt = nullptr;
+std::atomic<bool> g_ready{false};
+pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_nvml_mu = PTHREAD_MUTEX_INITIALIZER;
+bool g_process_hooks_registered = false;
+thread_local bool t_initialising = false;
+
+constexpr std::size_t kAllocTableCapacity = 1 << 18;
+constexpr std::size_t kVmmTableCapacity = 1 << 14;
+constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
+constexpr std::int64_t kMaxSleepNs = 100'000'000;
+// A monitor that died with recent_kernel < 0 must not stall the application forever.
+constexpr int kMaxPriorityWaitRounds = 300;
+
+void SleepNs(std::int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);
+}
+
+void OnExit() {
+  if (g_rt != nullptr && g_ready.load()) g_rt->region.Leave();
+}
+
+void ForkPrepare() { pthread_mutex_lock(&g_init_mu); }
+void ForkParent() { pthread_mutex_unlock(&g_init_mu); }
+void ForkChild() {
+  // The child is a new process: it re-joins the region under its own pid on first use and
+  // starts with no charges (the parent's allocations stay the parent's).
+  pthread_mutex_init(&g_init_mu, nullptr);
+  pthread_mutex_init(&g_nvml_mu, nullptr);
+  if (g_rt != nullptr) {
+    g_rt->region.Close();
+    g_rt->accounting = false;
+    g_rt->allocs.Clear();
+    g_rt->vmm.Clear();
+    g_rt->watcher_started.store(false);
+    std::memset(g_rt->ctx_charge, 0, sizeof(g_rt->ctx_charge));
+    std::memset(g_rt->ctx_refs, 0, sizeof(g_rt->ctx_refs));
+  }
+  g_ready.store(false);
+}
+
+void ConfigureLimiters(Runtime* rt) {
+  rt->any_sm_limit = false;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
+    int pct = (sm > 0 && sm < 100) ? static_cast<int>(sm) : 0;
+    if (rt->config.policy == kPolicyDisable) pct = 0;
+    rt->limiters[d].Configure(pct, NowNs());
+    if (pct > 0) rt->any_sm_limit = true;
+  }
+}
+
+void InitLocked(Runtime* rt) {
+  const char* level = std::getenv("LIBCUDA_LOG_LEVEL");
+  if (level != nullptr) SetLogThreshold(std::atoi(level));
+  LoadConfigFromProcessEnv(&rt->config);
+  SetLogThreshold(rt->config.log_level);
+  VGPU_MSG("Initializing.....");
+  LoadCudaTable();
+  for (int d = 0; d < kMaxDevices; ++d) rt->cuda_to_nvml[d] = d;
+  char err[640];
+  rt->accounting = false;
+  if (!rt->region.Open(rt->config, err, sizeof(err))) {
+    VGPU_ERROR("%s; limits are not enforced in this process (pass-through)", err);
+  } else if (!rt->region.Join(static_cast<std::int32_t>(getpid()))) {
+    VGPU_ERROR("cannot join shared region \"%s\"; limits are not enforced (pass-through)",
+               rt->config.cache_path);
+  } else {
+    rt->accounting = true;
+  }
+  ConfigureLimiters(rt);
+  if (!g_process_hooks_registered) {
+    g_process_hooks_registered = true;
+    atexit(OnExit);
+    pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  }
+  VGPU_MSG("Initialized");
+}
+
+std::uint64_t CoarseUnixSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec);
+}
+
+// Container utilisation of one device in percent: the sum of our processes' SM samples since
+// `last_seen_us`, or the device-wide figure when none of our pids appear (PID namespace without a
+// known host pid).
+double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_us) {
+  nvmlProcessUtilizationSample_t samples[64];
+  unsigned int count = 64;
+  auto get_samples = VGPU_REAL_NVML(nvmlDeviceGetProcessUtilization);
+  bool have_samples =
+      get_samples != nullptr && get_samples(dev, samples, &count, last_seen_us) == NVML_SUCCESS;
+  if (have_samples) {
+    hami_shared_region_t* r = rt->region.raw();
+    int n = __atomic_load_n(&r->proc_num, __ATOMIC_ACQUIRE);
+    double sum = 0;
+    int matched = 0;
+    for (unsigned int s = 0; s < count && s < 64; ++s) {
+      for (int i = 0; i < n && i < HAMI_REGION_MAX_PROCS; ++i) {
+        std::int32_t pid = __atomic_load_n(&r->procs[i].pid, __ATOMIC_RELAXED);
+        std::int32_t host = __atomic_load_n(&r->procs[i].hostpid, __ATOMIC_RELAXED);
+        if (pid != 0 && (static_cast<unsigned>(pid) == samples[s].pid ||
+                         (host != 0 && static_cast<unsigned>(host) == samples[s].pid))) {
+          sum += samples[s].smUtil;
+          ++matched;
+          break;
+        }
+      }
+    }
+    if (matched > 0) return sum > 100 ? 100 : sum;
+  }
+  nvmlUtilization_t util{};
+  auto rates = VGPU_REAL_NVML(nvmlDeviceGetUtilizationRates);
+  if (rates != nullptr && rates(dev, &util) == NVML_SUCCESS) return util.gpu;
+  return 0;
+}
+
+void* WatcherMain(void* arg) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  Runtime* rt = static_cast<Runtime*>(arg);
+  EnsureNvml(rt);
+  auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  unsigned long long last_seen = static_cast<unsigned long long>(wall.tv_sec) * 1000000ULL;
+  for (;;) {
+    SleepNs(kWatcherPeriodNs);
+    if (!rt->nvml_ready.load() || by_index == nullptr || !rt->accounting) continue;
+    for (int d = 0; d < kMaxDevices && d < rt->nvml_count; ++d) {
+      if (!rt->limiters[d].active()) continue;
+      nvmlDevice_t handle = nullptr;
+      if (by_index(static_cast<unsigned>(d), &handle) != NVML_SUCCESS) continue;
+      double util = MeasureUtil(rt, handle, last_seen);
+      rt->limiters[d].Observe(util, NowNs());
+      rt->region.SetOwnSmUtil(d, static_cast<std::uint64_t>(util));
+    }
+    clock_gettime(CLOCK_REALTIME, &wall);
+    last_seen = static_cast<unsigned long long>(wall.tv_sec) * 1000000ULL +
+                static_cast<unsigned long long>(wall.tv_nsec / 1000);
+  }
+  return nullptr;
+}
+
+void StartWatcherOnce(Runtime* rt) {
+  bool expected = false;
+  if (!rt->watcher_started.compare_exchange_strong(expected, true)) return;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&thread, &attr, WatcherMain, rt) != 0) {
+    VGPU_ERROR("cannot start the utilisation watcher; SM limit not enforced");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void MarkRecentKernel(hami_shared_region_t* r) {
+  if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) != 2) {
+    __atomic_store_n(&r->recent_kernel, 2, __ATOMIC_RELAXED);
+  }
+}
+
+}  // namespace
+
+std::int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+Runtime* Rt() {
+  if (g_ready.load(std::memory_order_acquire)) return g_rt;
+  if (t_initialising) return g_rt;  // Re-entered from dlopen during init: tables only.
+  pthread_mutex_lock(&g_init_mu);
+  if (g_rt == nullptr) g_rt = new (g_storage) Runtime();
+  if (!g_ready.load(std::memory_order_relaxed)) {
+    t_initialising = true;
+    if (g_rt->allocs.size() == 0 && !g_process_hooks_registered) {
+      g_rt->allocs.Init(kAllocTableCapacity);
+      g_rt->vmm.Init(kVmmTableCapacity);
+    }
+    InitLocked(g_rt);
+    t_initialising = false;
+    g_ready.store(true, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_init_mu);
+  return g_rt;
+}
+
+void EnsureNvml(Runtime* rt) {
+  if (rt->nvml_ready.load(std::memory_order_acquire)) return;
+  pthread_mutex_lock(&g_nvml_mu);
+  static bool attempted = false;
+  if (!attempted) {
+    attempted = true;
+    auto init = VGPU_REAL_NVML(nvmlInit_v2);
+    auto count_fn = VGPU_REAL_NVML(nvmlDeviceGetCount_v2);
+    auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
+    auto uuid_fn = VGPU_REAL_NVML(nvmlDeviceGetUUID);
+    unsigned int count = 0;
+    if (!LoadNvmlTable() || (init = VGPU_REAL_NVML(nvmlInit_v2)) == nullptr ||
+        (count_fn = VGPU_REAL_NVML(nvmlDeviceGetCount_v2)) == nullptr ||
+        (by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2)) == nullptr ||
+        (uuid_fn = VGPU_REAL_NVML(nvmlDeviceGetUUID)) == nullptr || init() != NVML_SUCCESS ||
+        count_fn(&count) != NVML_SUCCESS) {
+      VGPU_ERROR("NVML (libnvidia-ml.so.1) unusable: identity device map, no SM limiting");
+    } else {
+      char uuids[kMaxDevices][HAMI_REGION_UUID_LEN] = {};
+      int n = count > kMaxDevices ? kMaxDevices : static_cast<int>(count);
+      for (int i = 0; i < n; ++i) {
+        nvmlDevice_t dev = nullptr;
+        if (by_index(static_cast<unsigned>(i), &dev) == NVML_SUCCESS) {
+          uuid_fn(dev, uuids[i], HAMI_REGION_UUID_LEN);
+          uuids[i][HAMI_REGION_UUID_LEN - 1] = '\0';
+        }
+      }
+      if (rt->accounting) rt->region.SetDeviceInfo(n, uuids);
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      if (visible != nullptr) {
+        char tokens[kMaxDevices][HAMI_REGION_UUID_LEN];
+        int t = SplitVisibleDevices(visible, tokens, kMaxDevices);
+        for (int k = 0; k < t; ++k) {
+          int idx = ResolveVisibleDevice(tokens[k], uuids, n);
+          if (idx >= 0) rt->cuda_to_nvml[k] = idx;
+        }
+      }
+      rt->nvml_count = n;
+      rt->nvml_ready.store(true, std::memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&g_nvml_mu);
+}
+
+int NvmlIndexOf(Runtime* rt, CUdevice dev) {
+  if (dev < 0 || dev >= kMaxDevices) return -1;
+  EnsureNvml(rt);
+  return rt->cuda_to_nvml[dev];
+}
+
+int CurrentNvmlIndex(Runtime* rt) {
+  CUdevice dev = 0;
+  auto get = VGPU_REAL_CUDA(cuCtxGetDevice);
+  if (get == nullptr || get(&dev) != CUDA_SUCCESS) dev = 0;
+  return NvmlIndexOf(rt, dev);
+}
+
+void BeforeLaunch(std::uint64_t cost) {
+  Runtime* rt = Rt();
+  if (!rt->accounting) return;
+  hami_shared_region_t* r = rt->region.raw();
+  std::uint64_t now_s = CoarseUnixSeconds();
+  std::uint64_t last = rt->last_kernel_second.load(std::memory_order_relaxed);
+  if (now_s >= last + static_cast<std::uint64_t>(rt->config.record_kernel_interval_s)) {
+    rt->last_kernel_second.store(now_s, std::memory_order_relaxed);
+    rt->region.RecordKernelTime(now_s);
+  }
+  if (!rt->any_sm_limit) {
+    if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
+    return;
+  }
+  int dev = CurrentNvmlIndex(rt);
+  if (dev < 0 || !rt->limiters[dev].active() ||
+      !ThrottleEnabled(rt->config.policy,
+                       __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED))) {
+    if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
+    return;
+  }
+  StartWatcherOnce(rt);
+  for (int i = 0;
+       i < kMaxPriorityWaitRounds && __atomic_load_n(&r->recent_kernel, __ATOMIC_ACQUIRE) < 0;
+       ++i) {
+    SleepNs(kMaxSleepNs);
+  }
+  MarkRecentKernel(r);
+  for (;;) {
+    std::int64_t wait = rt->limiters[dev].Admit(cost, NowNs());
+    if (wait == 0) break;
+    SleepNs(wait < kMaxSleepNs ? wait : kMaxSleepNs);
+  }
+}
+
+}  // namespace hami::vgpu

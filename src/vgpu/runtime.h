@@ -1,0 +1,59 @@
+// Process-wide state of libvgpu: configuration, the shared region and this process's slot, the
+// allocation tables, the CUDA→container device map and the per-device compute limiters.
+//
+// Initialisation is lazy (first hook, dlsym of a cu* name, cuInit or nvmlInit*), thread-safe,
+// and redone in a forked child (which gets its own slot). When the region file or NVML cannot be
+// used, one ERROR line is logged and the library passes calls through.
+#ifndef HAMI_VGPU_RUNTIME_H_
+#define HAMI_VGPU_RUNTIME_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "vgpu/alloc_table.h"
+#include "vgpu/cuda_defs.h"
+#include "vgpu/env.h"
+#include "vgpu/limiter.h"
+#include "vgpu/region.h"
+
+namespace hami::vgpu {
+
+enum AllocKind : int { kAllocPlain = 0, kAllocManaged = 1, kAllocAsync = 2, kAllocVmm = 3 };
+
+struct Runtime {
+  VgpuConfig config;
+  Region region;
+  bool accounting = false;  // region open and slot taken
+  AllocTable allocs;        // device pointer -> charge
+  AllocTable vmm;           // VMM handle -> charge
+  std::atomic<bool> nvml_ready{false};
+  int nvml_count = 0;
+  int cuda_to_nvml[kMaxDevices];
+  bool any_sm_limit = false;
+  ComputeLimiter limiters[kMaxDevices];
+  std::uint64_t ctx_charge[kMaxDevices];
+  int ctx_refs[kMaxDevices];
+  std::atomic<std::uint64_t> last_kernel_second{0};
+  std::atomic<bool> watcher_started{false};
+};
+
+// Initialises on first use; never returns null. Cheap after the first call.
+Runtime* Rt();
+// Ensures NVML is loaded and the device map / region UUIDs are set (idempotent).
+void EnsureNvml(Runtime* rt);
+
+// Container (NVML) index of the current context's device; -1 when it cannot be determined.
+int CurrentNvmlIndex(Runtime* rt);
+// Container index of CUDA ordinal `dev`; -1 when out of range.
+int NvmlIndexOf(Runtime* rt, CUdevice dev);
+
+// Monotonic clock in ns (the limiter's time base in production).
+std::int64_t NowNs();
+
+// Throttles one launch of `cost` units (threads) on the current device; returns when the launch
+// may proceed. No allocation.
+void BeforeLaunch(std::uint64_t cost);
+
+}  // namespace hami::vgpu
+
+#endif  // HAMI_VGPU_RUNTIME_H_

@@ -1,0 +1,461 @@
+// Test program run by preload_test.cc under LD_PRELOAD=libvgpu.so with the fake driver: calls
+// the driver API directly (linked against the fake libcuda.so.1), through dlopen/dlsym and
+// through cuGetProcAddress. argv[1] names a scenario; exit status 0 = every check passed,
+// failures are printed to stderr.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "vgpu/cuda_defs.h"
+#include "vgpu/nvml_defs.h"
+
+using namespace hami::vgpu;  // NOLINT: mirrors a C driver client.
+
+extern "C" {
+CUresult cuInit(unsigned int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext*, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuMemGetInfo_v2(size_t*, size_t*);
+CUresult cuDeviceTotalMem_v2(size_t*, CUdevice);
+CUresult cuMemAlloc_v2(CUdeviceptr*, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocPitch_v2(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr*, size_t, unsigned int);
+CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
+CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, int*);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream, void**);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream, void**);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+int fake_cuda_calls(const char*);
+void* fake_cuda_lookup_next(const char*);
+int fake_next_probe();
+}
+
+namespace {
+
+int g_failures = 0;
+
+#define CHECK(cond)                                                                \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      std::fprintf(stderr, "CHECK failed %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                                \
+    }                                                                              \
+  } while (0)
+#define CHECK_EQ(a, b)                                                                          \
+  do {                                                                                          \
+    auto va = (a);                                                                              \
+    auto vb = (b);                                                                              \
+    if (!(va == vb)) {                                                                          \
+      std::fprintf(stderr, "CHECK_EQ failed %s:%d: %s = %llu, %s = %llu\n", __FILE__, __LINE__, \
+                   #a, static_cast<unsigned long long>(va), #b,                                 \
+                   static_cast<unsigned long long>(vb));                                        \
+      ++g_failures;                                                                             \
+    }                                                                                           \
+  } while (0)
+
+unsigned long long Arg(char** argv, int i) { return std::strtoull(argv[i], nullptr, 0); }
+
+void UseDevice(int dev) {
+  CUcontext ctx = nullptr;
+  CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+  CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+size_t FreeBytes() {
+  size_t free_bytes = 0, total = 0;
+  CHECK_EQ(cuMemGetInfo_v2(&free_bytes, &total), CUDA_SUCCESS);
+  return free_bytes;
+}
+
+void* Hook(const char* name) {
+  void* self = dlopen(std::getenv("VGPU_LIB_PATH"), RTLD_LAZY | RTLD_NOLOAD);
+  void* fn = self ? dlsym(self, name) : nullptr;
+  if (fn == nullptr) std::fprintf(stderr, "no hook %s\n", name);
+  return fn;
+}
+
+void* CudaSym(const char* name) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  return cuda ? dlsym(cuda, name) : nullptr;
+}
+
+void WaitForEof() {
+  char buf[64];
+  while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
+  }
+}
+
+// info <dev> <expected total>
+void Info(char** argv) {
+  int dev = static_cast<int>(Arg(argv, 2));
+  UseDevice(dev);
+  size_t free_bytes = 0, total = 0, dev_total = 0;
+  CHECK_EQ(cuMemGetInfo_v2(&free_bytes, &total), CUDA_SUCCESS);
+  CHECK_EQ(total, Arg(argv, 3));
+  CHECK(free_bytes <= total);
+  CHECK_EQ(cuDeviceTotalMem_v2(&dev_total, dev), CUDA_SUCCESS);
+  CHECK_EQ(dev_total, Arg(argv, 3));
+  std::printf("total=%zu free=%zu\n", total, free_bytes);
+}
+
+// oom <limit>: fill to exactly the limit, then one byte more is CUDA_ERROR_OUT_OF_MEMORY.
+void Oom(char** argv) {
+  unsigned long long limit = Arg(argv, 2);
+  UseDevice(0);
+  CUdeviceptr a = 0, b = 0, c = 0;
+  CHECK_EQ(cuMemAlloc_v2(&a, limit / 2), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAlloc_v2(&b, limit - limit / 2), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), 0u);
+  CHECK_EQ(cuMemAlloc_v2(&c, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit / 2);
+  CHECK_EQ(cuMemAlloc_v2(&c, 1), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFree_v2(c), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+  // A pointer the library never saw still reaches the real driver (its error comes back).
+  CHECK_EQ(cuMemFree_v2(0x1234), CUDA_ERROR_INVALID_VALUE);
+}
+
+// families <limit>: every allocation family is charged and released.
+void Families(char** argv) {
+  unsigned long long limit = Arg(argv, 2);
+  unsigned long long half = limit / 2;
+  UseDevice(0);
+  struct Family {
+    const char* name;
+    CUresult (*alloc)(unsigned long long* key, size_t bytes);
+    CUresult (*release)(unsigned long long key);
+  };
+  static const Family kFamilies[] = {
+      {"pitch",
+       [](unsigned long long* k, size_t n) {
+         size_t pitch = 0;
+         return cuMemAllocPitch_v2(k, &pitch, (n + 15) / 16, 16, 4);  // pitch rounds up
+       },
+       [](unsigned long long k) { return cuMemFree_v2(k); }},
+      {"managed", [](unsigned long long* k, size_t n) { return cuMemAllocManaged(k, n, 1); },
+       [](unsigned long long k) { return cuMemFree_v2(k); }},
+      {"vmm",
+       [](unsigned long long* k, size_t n) {
+         CUmemAllocationProp prop{};
+         prop.type = 1;
+         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+         prop.location.id = 0;
+         return cuMemCreate(k, n, &prop, 0);
+       },
+       [](unsigned long long k) { return cuMemRelease(k); }},
+      {"async", [](unsigned long long* k, size_t n) { return cuMemAllocAsync(k, n, nullptr); },
+       [](unsigned long long k) { return cuMemFreeAsync(k, nullptr); }},
+      {"async_ptsz",
+       [](unsigned long long* k, size_t n) { return cuMemAllocAsync_ptsz(k, n, nullptr); },
+       [](unsigned long long k) { return cuMemFreeAsync_ptsz(k, nullptr); }},
+      {"pool",
+       [](unsigned long long* k, size_t n) {
+         return cuMemAllocFromPoolAsync(k, n, nullptr, nullptr);
+       },
+       [](unsigned long long k) { return cuMemFreeAsync(k, nullptr); }},
+      {"pool_ptsz",
+       [](unsigned long long* k, size_t n) {
+         return cuMemAllocFromPoolAsync_ptsz(k, n, nullptr, nullptr);
+       },
+       [](unsigned long long k) { return cuMemFree_v2(k); }},
+  };
+  for (const Family& f : kFamilies) {
+    std::fprintf(stderr, "family %s\n", f.name);
+    unsigned long long key = 0;
+    CUdeviceptr extra = 0;
+    CHECK_EQ(f.alloc(&key, half), CUDA_SUCCESS);
+    CHECK_EQ(FreeBytes(), limit - half);
+    CHECK_EQ(cuMemAlloc_v2(&extra, limit - half + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(f.alloc(&extra, limit - half + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(f.release(key), CUDA_SUCCESS);
+    CHECK_EQ(FreeBytes(), limit);
+  }
+}
+
+// nvml <alloc bytes> <expected total> <expected used>
+void Nvml(char** argv) {
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, Arg(argv, 2)), CUDA_SUCCESS);
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  CHECK(lib != nullptr);
+  auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(lib, "nvmlInit_v2"));
+  auto by_index = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(
+      dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto info = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(
+      dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+  auto info2 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*)>(
+      dlsym(lib, "nvmlDeviceGetMemoryInfo_v2"));
+  CHECK(info == Hook("nvmlDeviceGetMemoryInfo"));
+  CHECK_EQ(init(), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  CHECK_EQ(by_index(0, &dev), NVML_SUCCESS);
+  nvmlMemory_t mem{};
+  CHECK_EQ(info(dev, &mem), NVML_SUCCESS);
+  CHECK_EQ(mem.total, Arg(argv, 3));
+  CHECK_EQ(mem.used, Arg(argv, 4));
+  CHECK_EQ(mem.used + mem.free, mem.total);
+  nvmlMemory_v2_t mem2{};
+  CHECK_EQ(info2(dev, &mem2), NVML_SUCCESS);
+  CHECK_EQ(mem2.total, Arg(argv, 3));
+  CHECK_EQ(mem2.used + mem2.free, mem2.total);
+  std::printf("total=%llu used=%llu free=%llu\n", mem.total, mem.used, mem.free);
+}
+
+void ProcAddress() {
+  UseDevice(0);
+  struct Case {
+    const char* symbol;
+    int version;
+    cuuint64_t flags;
+    const char* expect_hook;  // null: pass-through, expect `expect_real`
+    const char* expect_real;
+  };
+  static const Case kCases[] = {
+      {"cuMemAlloc", 11040, 0, "cuMemAlloc_v2", nullptr},
+      {"cuMemAlloc", 12000, 0, "cuMemAlloc_v2", nullptr},
+      {"cuMemAlloc", 13000, 0, "cuMemAlloc_v2", nullptr},
+      {"cuMemAlloc", 3010, 0, nullptr, "cuMemAlloc"},
+      {"cuMemFree", 12000, 0, "cuMemFree_v2", nullptr},
+      {"cuMemGetInfo", 13000, 0, "cuMemGetInfo_v2", nullptr},
+      {"cuDeviceTotalMem", 11040, 0, "cuDeviceTotalMem_v2", nullptr},
+      {"cuMemCreate", 12000, 0, "cuMemCreate", nullptr},
+      {"cuMemAllocAsync", 12000, 2, "cuMemAllocAsync_ptsz", nullptr},
+      {"cuMemFreeAsync", 12000, 1, "cuMemFreeAsync", nullptr},
+      {"cuDevicePrimaryCtxRelease", 12000, 0, "cuDevicePrimaryCtxRelease_v2", nullptr},
+      {"cuLaunchKernel", 11040, 0, "cuLaunchKernel", nullptr},
+      {"cuLaunchKernel", 12000, 2, "cuLaunchKernel_ptsz", nullptr},
+      {"cuLaunchKernelEx", 13000, 2, "cuLaunchKernelEx_ptsz", nullptr},
+      {"cuLaunchCooperativeKernel", 13000, 2, "cuLaunchCooperativeKernel_ptsz", nullptr},
+      {"cuGraphLaunch", 12000, 0, "cuGraphLaunch", nullptr},
+      {"cuGraphLaunch", 12000, 2, "cuGraphLaunch_ptsz", nullptr},
+      {"cuGetProcAddress", 12000, 0, "cuGetProcAddress", nullptr},
+      {"cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2", nullptr},
+      {"cuCtxCreate", 11040, 0, nullptr, "cuCtxCreate_v3"},
+      {"cuCtxCreate", 13000, 0, nullptr, "cuCtxCreate_v4"},
+  };
+  for (const Case& c : kCases) {
+    for (int api = 0; api < 2; ++api) {
+      void* fn = nullptr;
+      int status = -1;
+      CUresult r = api == 0 ? cuGetProcAddress(c.symbol, &fn, c.version, c.flags)
+                            : cuGetProcAddress_v2(c.symbol, &fn, c.version, c.flags, &status);
+      void* want = c.expect_hook ? Hook(c.expect_hook) : CudaSym(c.expect_real);
+      if (r != CUDA_SUCCESS || fn != want || want == nullptr) {
+        std::fprintf(stderr, "cuGetProcAddress%s(%s, %d, %llu): r=%d fn=%p want=%p\n",
+                     api ? "_v2" : "", c.symbol, c.version,
+                     static_cast<unsigned long long>(c.flags), r, fn, want);
+        ++g_failures;
+      }
+      if (api == 1) CHECK_EQ(status, 0);
+    }
+  }
+  // The resolved per-thread-stream launch reaches the real _ptsz entry, not the legacy one.
+  void* fn = nullptr;
+  CHECK_EQ(cuGetProcAddress("cuLaunchKernel", &fn, 12000, 2), CUDA_SUCCESS);
+  int legacy = fake_cuda_calls("cuLaunchKernel");
+  int ptsz = fake_cuda_calls("cuLaunchKernel_ptsz");
+  reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(nullptr, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr,
+                                                  nullptr);
+  CHECK_EQ(fake_cuda_calls("cuLaunchKernel"), legacy);
+  CHECK_EQ(fake_cuda_calls("cuLaunchKernel_ptsz"), ptsz + 1);
+  // A resolved allocator is the accounting hook: the limit holds through it.
+  CHECK_EQ(cuGetProcAddress("cuMemAlloc", &fn, 13000, 0), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  size_t too_big = static_cast<size_t>(std::strtoull(std::getenv("TEST_LIMIT"), nullptr, 0)) + 1;
+  CHECK_EQ(reinterpret_cast<decltype(&cuMemAlloc_v2)>(fn)(&p, too_big), CUDA_ERROR_OUT_OF_MEMORY);
+  // Re-fetching the resolver through itself stays intercepted.
+  void* resolver = nullptr;
+  CHECK_EQ(cuGetProcAddress("cuGetProcAddress", &resolver, 12000, 0), CUDA_SUCCESS);
+  CHECK_EQ(reinterpret_cast<decltype(&cuGetProcAddress)>(resolver)("cuMemAlloc", &fn, 12000, 0),
+           CUDA_SUCCESS);
+  CHECK(fn == Hook("cuMemAlloc_v2"));
+}
+
+void Dlsym() {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(cuda != nullptr);
+  void* hook = Hook("cuMemAlloc_v2");
+  CHECK(hook != nullptr);
+  CHECK(dlsym(cuda, "cuMemAlloc_v2") == hook);
+  CHECK(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2") == hook);
+  CHECK(dlsym(RTLD_NEXT, "cuMemAlloc_v2") == hook);
+  CHECK(dlsym(cuda, "cuLaunchKernel_ptsz") == Hook("cuLaunchKernel_ptsz"));
+  // Not intercepted: unknown driver entries and cu-prefixed non-driver names.
+  CHECK(dlsym(cuda, "cuCtxCreate_v4") != nullptr);
+  CHECK(dlsym(cuda, "cuCtxCreate_v4") != Hook("cuCtxCreate_v4"));
+  auto blas = reinterpret_cast<int (*)()>(dlsym(cuda, "cublasFakeEntry"));
+  CHECK(blas != nullptr && blas() == 7);
+  CHECK(dlsym(cuda, "cuNoSuchEntry") == nullptr);
+  // RTLD_NEXT is relative to the caller. From the program: the next object with the symbol is
+  // the fake libcuda (linked) -> 1. From inside the fake libcuda: the NVML fake loaded later
+  // -> 2; a dlsym that forwarded RTLD_NEXT from libvgpu's position would answer 1.
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+  CHECK(nvml != nullptr);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    auto from_main = reinterpret_cast<int (*)()>(dlsym(RTLD_NEXT, "fake_next_probe"));
+    CHECK(from_main != nullptr && from_main() == 1);
+    auto from_cuda = reinterpret_cast<int (*)()>(fake_cuda_lookup_next("fake_next_probe"));
+    CHECK(from_cuda != nullptr && from_cuda() == 2);
+  }
+  CHECK(dlsym(RTLD_NEXT, "puts") == reinterpret_cast<void*>(&puts));
+  CHECK(dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2") == Hook("nvmlDeviceGetMemoryInfo_v2"));
+  CHECK(dlsym(nvml, "nvmlDeviceGetUUID") != nullptr);
+  CHECK(dlsym(nvml, "nvmlDeviceGetUUID") != Hook("nvmlDeviceGetUUID"));
+}
+
+void Launch() {
+  UseDevice(0);
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  struct Step {
+    const char* name;
+    void (*call)(const CUlaunchConfig*);
+  };
+  static const Step kSteps[] = {
+      {"cuLaunchKernel",
+       [](const CUlaunchConfig*) {
+         cuLaunchKernel(nullptr, 2, 1, 1, 64, 1, 1, 0, nullptr, nullptr, nullptr);
+       }},
+      {"cuLaunchKernel_ptsz",
+       [](const CUlaunchConfig*) {
+         cuLaunchKernel_ptsz(nullptr, 2, 1, 1, 64, 1, 1, 0, nullptr, nullptr, nullptr);
+       }},
+      {"cuLaunchKernelEx",
+       [](const CUlaunchConfig* c) { cuLaunchKernelEx(c, nullptr, nullptr, nullptr); }},
+      {"cuLaunchKernelEx_ptsz",
+       [](const CUlaunchConfig* c) { cuLaunchKernelEx_ptsz(c, nullptr, nullptr, nullptr); }},
+      {"cuLaunchCooperativeKernel",
+       [](const CUlaunchConfig*) {
+         cuLaunchCooperativeKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr);
+       }},
+      {"cuLaunchCooperativeKernel_ptsz",
+       [](const CUlaunchConfig*) {
+         cuLaunchCooperativeKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr);
+       }},
+      {"cuGraphLaunch", [](const CUlaunchConfig*) { cuGraphLaunch(nullptr, nullptr); }},
+      {"cuGraphLaunch_ptsz", [](const CUlaunchConfig*) { cuGraphLaunch_ptsz(nullptr, nullptr); }},
+  };
+  for (const Step& s : kSteps) {
+    int before = fake_cuda_calls(s.name);
+    for (int i = 0; i < 10; ++i) s.call(&config);
+    CHECK_EQ(fake_cuda_calls(s.name), before + 10);
+  }
+}
+
+// hold <bytes> die|wait
+void Hold(char** argv) {
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CUresult r = cuMemAlloc_v2(&p, Arg(argv, 2));
+  std::printf("rc=%d\n", r);
+  std::fflush(stdout);
+  if (std::strcmp(argv[3], "die") == 0) raise(SIGKILL);
+  WaitForEof();
+  if (r == CUDA_SUCCESS) cuMemFree_v2(p);
+}
+
+// fill <chunk>: allocate until the limit says no, report, hold until stdin closes.
+void Fill(char** argv) {
+  UseDevice(0);
+  unsigned long long chunk = Arg(argv, 2);
+  std::vector<CUdeviceptr> held;
+  CUresult r;
+  for (;;) {
+    CUdeviceptr p = 0;
+    r = cuMemAlloc_v2(&p, chunk);
+    if (r != CUDA_SUCCESS) break;
+    held.push_back(p);
+  }
+  std::printf("count=%zu rc=%d\n", held.size(), r);
+  std::fflush(stdout);
+  WaitForEof();
+  for (CUdeviceptr p : held) cuMemFree_v2(p);
+}
+
+// fork <bytes> <limit>: parent and child each hold bytes; both count against one limit.
+void Fork(char** argv) {
+  unsigned long long bytes = Arg(argv, 2);
+  unsigned long long limit = Arg(argv, 3);
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
+  pid_t child = fork();
+  if (child == 0) {
+    UseDevice(0);
+    CUdeviceptr q = 0;
+    CHECK_EQ(cuMemAlloc_v2(&q, bytes), CUDA_SUCCESS);
+    CHECK_EQ(FreeBytes(), limit - 2 * bytes);
+    CHECK_EQ(cuMemAlloc_v2(&q, limit - 2 * bytes + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    _exit(g_failures == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The child's exit gave its share back (its slot is reclaimed lazily, on our next OOM check).
+  CUdeviceptr q = 0;
+  CHECK_EQ(cuMemAlloc_v2(&q, limit - bytes), CUDA_SUCCESS);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string s = argv[1];
+  if (s == "info" && argc == 4) {
+    Info(argv);
+  } else if (s == "oom" && argc == 3) {
+    Oom(argv);
+  } else if (s == "families" && argc == 3) {
+    Families(argv);
+  } else if (s == "nvml" && argc == 5) {
+    Nvml(argv);
+  } else if (s == "procaddr") {
+    ProcAddress();
+  } else if (s == "dlsym") {
+    Dlsym();
+  } else if (s == "launch") {
+    Launch();
+  } else if (s == "hold" && argc == 4) {
+    Hold(argv);
+  } else if (s == "fill" && argc == 3) {
+    Fill(argv);
+  } else if (s == "fork" && argc == 4) {
+    Fork(argv);
+  } else {
+    std::fprintf(stderr, "unknown scenario\n");
+    return 2;
+  }
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,355 @@
+// A fake libcuda.so.1 for CPU-only tests: an in-process device model (N devices, bytes total,
+// allocation map, primary contexts), a cuGetProcAddress that honours cudaVersion and the
+// per-thread-default-stream flag by handing out distinct entry points, and per-entry-point call
+// counters the tests read through fake_cuda_calls().
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "tests/vgpu/fake_ids.h"
+#include "vgpu/cuda_defs.h"
+
+using namespace hami::vgpu;  // NOLINT: the fake mirrors the driver's C surface.
+namespace fake = hami::vgpu::fake;
+
+namespace {
+
+constexpr int kMaxFakeDevices = 16;
+
+struct Model {
+  std::mutex mu;
+  std::map<std::string, int> calls;
+  std::map<unsigned long long, std::pair<int, unsigned long long>> allocs;  // ptr -> (phys, size)
+  unsigned long long used[kMaxFakeDevices] = {};
+  int ctx_refs[kMaxFakeDevices] = {};
+  int visible[kMaxFakeDevices];
+  int visible_count = 0;
+  unsigned long long next_ptr = 0x7f0000000000ULL;
+  unsigned long long next_handle = 1;
+  bool ready = false;
+};
+
+Model& M() {
+  static Model model;
+  return model;
+}
+
+thread_local int t_current = 0;
+
+void Count(const char* name) {
+  std::lock_guard<std::mutex> lock(M().mu);
+  M().calls[name]++;
+}
+
+// CUDA_VISIBLE_DEVICES as the real driver applies it: ordinals or UUIDs of physical devices.
+void EnsureModel() {
+  Model& m = M();
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.ready) return;
+  m.ready = true;
+  int physical = fake::DeviceCount();
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (env == nullptr) {
+    for (int i = 0; i < physical; ++i) m.visible[m.visible_count++] = i;
+    return;
+  }
+  std::string list(env);
+  std::size_t pos = 0;
+  while (pos <= list.size() && m.visible_count < kMaxFakeDevices) {
+    std::size_t comma = list.find(',', pos);
+    std::string token = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    int index = -1;
+    if (!token.empty() && token[0] >= '0' && token[0] <= '9') {
+      index = std::atoi(token.c_str());
+    } else {
+      for (int i = 0; i < physical; ++i) {
+        char uuid[96];
+        fake::Uuid(i, uuid, sizeof(uuid));
+        if (!token.empty() && std::strncmp(uuid, token.c_str(), token.size()) == 0) index = i;
+      }
+    }
+    if (index < 0 || index >= physical) break;  // The driver stops at the first invalid entry.
+    m.visible[m.visible_count++] = index;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+}
+
+int Physical(int ordinal) {
+  EnsureModel();
+  return (ordinal >= 0 && ordinal < M().visible_count) ? M().visible[ordinal] : -1;
+}
+
+CUresult Allocate(const char* name, CUdeviceptr* dptr, unsigned long long bytes, int ordinal) {
+  Count(name);
+  int phys = Physical(ordinal);
+  if (dptr == nullptr || phys < 0) return CUDA_ERROR_INVALID_VALUE;
+  Model& m = M();
+  std::lock_guard<std::mutex> lock(m.mu);
+  unsigned long long capacity = fake::TotalBytes() - fake::EnvU64(fake::kOtherUsedEnv, 0);
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (m.used[phys] + bytes > capacity) return CUDA_ERROR_OUT_OF_MEMORY;
+  m.used[phys] += bytes;
+  *dptr = m.next_ptr;
+  m.next_ptr += (bytes + 511) / 512 * 512 + 512;
+  m.allocs[*dptr] = {phys, bytes};
+  return CUDA_SUCCESS;
+}
+
+CUresult Release(const char* name, unsigned long long key) {
+  Count(name);
+  Model& m = M();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.allocs.find(key);
+  if (it == m.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  m.used[it->second.first] -= it->second.second;
+  m.allocs.erase(it);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- test probes ----
+unsigned long long fake_cuda_physical_used(int physical) {
+  if (physical < 0 || physical >= kMaxFakeDevices) return 0;
+  std::lock_guard<std::mutex> lock(M().mu);
+  return M().used[physical];
+}
+int fake_cuda_calls(const char* name) {
+  std::lock_guard<std::mutex> lock(M().mu);
+  auto it = M().calls.find(name);
+  return it == M().calls.end() ? 0 : it->second;
+}
+int fake_next_probe() { return 1; }  // Also defined (returning 2) by the fake NVML.
+// dlsym(RTLD_NEXT) issued from inside this library: must find the NVML fake's definition (loaded
+// later), not this library's own.
+void* fake_cuda_lookup_next(const char* name) { return dlsym(RTLD_NEXT, name); }
+// A cu-prefixed name that is not a driver entry point: never intercepted.
+int cublasFakeEntry() { return 7; }
+
+// ---- driver API ----
+CUresult cuInit(unsigned int) {
+  Count("cuInit");
+  EnsureModel();
+  return CUDA_SUCCESS;
+}
+CUresult cuDriverGetVersion(int* v) {
+  if (v) *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int* count) {
+  EnsureModel();
+  *count = M().visible_count;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
+  if (Physical(ordinal) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* value, int attr, CUdevice) {
+  *value = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132 : 2048;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (Physical(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = fake::TotalBytes();
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice* dev) {
+  *dev = t_current;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  t_current = static_cast<int>(reinterpret_cast<std::uintptr_t>(ctx) & 0xff);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  Count("cuDevicePrimaryCtxRetain");
+  int phys = Physical(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(M().mu);
+  if (M().ctx_refs[phys]++ == 0) M().used[phys] += fake::EnvU64(fake::kCtxBytesEnv, 0);
+  *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev));
+  return CUDA_SUCCESS;
+}
+static CUresult ReleaseCtx(CUdevice dev, bool reset) {
+  int phys = Physical(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(M().mu);
+  if (M().ctx_refs[phys] > 0 && (reset || --M().ctx_refs[phys] == 0)) {
+    M().ctx_refs[phys] = 0;
+    M().used[phys] -= fake::EnvU64(fake::kCtxBytesEnv, 0);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return ReleaseCtx(dev, false); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return ReleaseCtx(dev, true); }
+CUresult cuCtxCreate_v2(CUcontext*, unsigned int, CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxCreate_v3(CUcontext*, void*, int, unsigned int, CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxCreate_v4(CUcontext*, void*, unsigned int, CUdevice) { return CUDA_SUCCESS; }
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  int phys = Physical(t_current);
+  if (phys < 0 || free_bytes == nullptr || total_bytes == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard<std::mutex> lock(M().mu);
+  *total_bytes = fake::TotalBytes();
+  unsigned long long taken = M().used[phys] + fake::EnvU64(fake::kOtherUsedEnv, 0);
+  *free_bytes = taken >= *total_bytes ? 0 : *total_bytes - taken;
+  return CUDA_SUCCESS;
+}
+// The 32-bit v1 entry: only here so tests can see that version 3010 resolves to it.
+CUresult cuMemAlloc(unsigned int*, unsigned int) { return CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
+}
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return Release("cuMemFree_v2", dptr); }
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int) {
+  size_t p = (width + 511) / 512 * 512;
+  CUresult r = Allocate("cuMemAllocPitch_v2", dptr, p * height, t_current);
+  if (r == CUDA_SUCCESS) *pitch = p;
+  return r;
+}
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) {
+  return Allocate("cuMemAllocManaged", dptr, bytes, t_current);
+}
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long) {
+  if (prop == nullptr || handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr ptr = 0;
+  CUresult r = Allocate("cuMemCreate", &ptr, size, prop->location.id);
+  if (r == CUDA_SUCCESS) *handle = ptr;  // The handle is the model's key.
+  return r;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  return Release("cuMemRelease", handle);
+}
+CUresult cuMemAllocAsync(CUdeviceptr* d, size_t n, CUstream) {
+  return Allocate("cuMemAllocAsync", d, n, t_current);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t n, CUstream) {
+  return Allocate("cuMemAllocAsync_ptsz", d, n, t_current);
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* d, size_t n, CUmemoryPool, CUstream) {
+  return Allocate("cuMemAllocFromPoolAsync", d, n, t_current);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool, CUstream) {
+  return Allocate("cuMemAllocFromPoolAsync_ptsz", d, n, t_current);
+}
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync", d); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync_ptsz", d); }
+
+#define FAKE_LAUNCH(name, ...) \
+  CUresult name(__VA_ARGS__) { \
+    Count(#name);              \
+    return CUDA_SUCCESS;       \
+  }
+FAKE_LAUNCH(cuLaunchKernel, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+            unsigned, CUstream, void**, void**)
+FAKE_LAUNCH(cuLaunchKernel_ptsz, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+            unsigned, unsigned, CUstream, void**, void**)
+FAKE_LAUNCH(cuLaunchKernelEx, const CUlaunchConfig*, CUfunction, void**, void**)
+FAKE_LAUNCH(cuLaunchKernelEx_ptsz, const CUlaunchConfig*, CUfunction, void**, void**)
+FAKE_LAUNCH(cuLaunchCooperativeKernel, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+            unsigned, unsigned, CUstream, void**)
+FAKE_LAUNCH(cuLaunchCooperativeKernel_ptsz, CUfunction, unsigned, unsigned, unsigned, unsigned,
+            unsigned, unsigned, unsigned, CUstream, void**)
+FAKE_LAUNCH(cuGraphLaunch, CUgraphExec, CUstream)
+FAKE_LAUNCH(cuGraphLaunch_ptsz, CUgraphExec, CUstream)
+#undef FAKE_LAUNCH
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status);
+
+}  // extern "C"
+
+namespace {
+
+struct ProcEntry {
+  const char* name;
+  int min_version;  // the entry applies from this cudaVersion on (the latest match wins)
+  bool ptsz;        // chosen only with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+  void* fn;
+};
+
+#define E(name, symbol, version, ptsz) \
+  { name, version, ptsz, reinterpret_cast<void*>(&symbol) }
+const ProcEntry kProcTable[] = {
+    E("cuInit", cuInit, 2000, false),
+    E("cuDriverGetVersion", cuDriverGetVersion, 2020, false),
+    E("cuGetProcAddress", cuGetProcAddress, 11030, false),
+    E("cuGetProcAddress", cuGetProcAddress_v2, 12050, false),
+    E("cuMemAlloc", cuMemAlloc, 2000, false),
+    E("cuMemAlloc", cuMemAlloc_v2, 3020, false),
+    E("cuMemFree", cuMemFree_v2, 3020, false),
+    E("cuMemAllocPitch", cuMemAllocPitch_v2, 3020, false),
+    E("cuMemAllocManaged", cuMemAllocManaged, 6000, false),
+    E("cuMemGetInfo", cuMemGetInfo_v2, 3020, false),
+    E("cuDeviceTotalMem", cuDeviceTotalMem_v2, 3020, false),
+    E("cuMemCreate", cuMemCreate, 10020, false),
+    E("cuMemRelease", cuMemRelease, 10020, false),
+    E("cuMemAllocAsync", cuMemAllocAsync, 11020, false),
+    E("cuMemAllocAsync", cuMemAllocAsync_ptsz, 11020, true),
+    E("cuMemFreeAsync", cuMemFreeAsync, 11020, false),
+    E("cuMemFreeAsync", cuMemFreeAsync_ptsz, 11020, true),
+    E("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync, 11020, false),
+    E("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync_ptsz, 11020, true),
+    E("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 7000, false),
+    E("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2, 11000, false),
+    E("cuDevicePrimaryCtxReset", cuDevicePrimaryCtxReset_v2, 11000, false),
+    E("cuCtxCreate", cuCtxCreate_v2, 3020, false),
+    E("cuCtxCreate", cuCtxCreate_v3, 11040, false),
+    E("cuCtxCreate", cuCtxCreate_v4, 12050, false),
+    E("cuCtxGetDevice", cuCtxGetDevice, 2000, false),
+    E("cuLaunchKernel", cuLaunchKernel, 4000, false),
+    E("cuLaunchKernel", cuLaunchKernel_ptsz, 7000, true),
+    E("cuLaunchKernelEx", cuLaunchKernelEx, 11060, false),
+    E("cuLaunchKernelEx", cuLaunchKernelEx_ptsz, 11060, true),
+    E("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel, 9000, false),
+    E("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel_ptsz, 9000, true),
+    E("cuGraphLaunch", cuGraphLaunch, 10000, false),
+    E("cuGraphLaunch", cuGraphLaunch_ptsz, 10000, true),
+};
+#undef E
+
+CUresult Resolve(const char* symbol, void** pfn, int version, cuuint64_t flags, int* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const ProcEntry* best = nullptr;
+  bool name_known = false;
+  for (const ProcEntry& e : kProcTable) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    name_known = true;
+    if (e.min_version > version) continue;
+    if (e.ptsz && !want_ptsz) continue;
+    if (best == nullptr || e.min_version > best->min_version || (e.ptsz && !best->ptsz)) best = &e;
+  }
+  *pfn = best ? best->fn : nullptr;
+  if (status) *status = best ? 0 : (name_known ? 2 : 1);
+  return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+}  // namespace
+
+extern "C" {
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  Count("cuGetProcAddress");
+  return Resolve(symbol, pfn, version, flags, nullptr);
+}
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
+  Count("cuGetProcAddress_v2");
+  return Resolve(symbol, pfn, version, flags, status);
+}
+}  // extern "C"

@@ -1,0 +1,112 @@
+// A fake libnvidia-ml.so.1: the devices of the fake driver (same FAKE_GPU_* knobs), used memory
+// read from the fake libcuda's model, and a constant scripted SM utilisation.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "tests/vgpu/fake_ids.h"
+#include "vgpu/nvml_defs.h"
+
+using namespace hami::vgpu;  // NOLINT: the fake mirrors NVML's C surface.
+namespace fake = hami::vgpu::fake;
+
+namespace hami::vgpu {
+struct nvmlDevice_st {
+  int index;
+};
+}  // namespace hami::vgpu
+
+namespace {
+
+nvmlDevice_st g_devices[16] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
+                               {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+
+unsigned long long CudaUsed(int index) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (cuda == nullptr) return 0;
+  auto probe =
+      reinterpret_cast<unsigned long long (*)(int)>(dlsym(cuda, "fake_cuda_physical_used"));
+  unsigned long long used = probe ? probe(index) : 0;
+  dlclose(cuda);
+  return used;
+}
+
+bool Valid(nvmlDevice_t d) {
+  return d != nullptr && d->index >= 0 && d->index < fake::DeviceCount();
+}
+
+}  // namespace
+
+extern "C" {
+
+int fake_next_probe() { return 2; }
+
+nvmlReturn_t nvmlInit(void) { return NVML_SUCCESS; }
+nvmlReturn_t nvmlInit_v2(void) { return NVML_SUCCESS; }
+nvmlReturn_t nvmlInitWithFlags(unsigned int) { return NVML_SUCCESS; }
+nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+const char* nvmlErrorString(nvmlReturn_t) { return "fake nvml error"; }
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  *count = static_cast<unsigned>(fake::DeviceCount());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) { return nvmlDeviceGetCount_v2(count); }
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  if (index >= static_cast<unsigned>(fake::DeviceCount())) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &g_devices[index];
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = static_cast<unsigned>(device->index);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  fake::Uuid(device->index, uuid, length);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* mem) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  mem->total = fake::TotalBytes();
+  mem->used = CudaUsed(device->index) + fake::EnvU64(fake::kOtherUsedEnv, 0);
+  mem->free = mem->used >= mem->total ? 0 : mem->total - mem->used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* mem) {
+  nvmlMemory_t v1;
+  nvmlReturn_t r = nvmlDeviceGetMemoryInfo(device, &v1);
+  if (r != NVML_SUCCESS) return r;
+  mem->total = v1.total;
+  mem->reserved = 0;
+  mem->used = v1.used;
+  mem->free = v1.free;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* samples,
+                                             unsigned int* count, unsigned long long) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (samples == nullptr || *count < 1) {
+    *count = 1;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::memset(samples, 0, sizeof(*samples));
+  samples[0].pid = static_cast<unsigned>(getpid());
+  samples[0].smUtil = static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));
+  *count = 1;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  util->gpu = static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));
+  util->memory = 0;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,196 @@
+// The compute limiter against simulated time: a scripted utilisation curve, and a closed loop
+// with a simulated GPU (kernels of fixed duration executed in order, utilisation measured over
+// the watcher's window) to check the accuracy target |measured - limit| <= 5 points.
+#include "vgpu/limiter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "vgpu/env.h"
+
+namespace hami::vgpu {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kUs = 1'000;
+
+TEST(ThrottleEnabledTest, PolicyAndSwitch) {
+  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 0));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 1));
+  EXPECT_FALSE(ThrottleEnabled(kPolicyDisable, 1));
+  EXPECT_FALSE(ThrottleEnabled(kPolicyDefault, 0));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyDefault, 1));
+}
+
+TEST(ComputeLimiterTest, InactiveLimitsNeverWait) {
+  for (int limit : {0, 100, 150, -3}) {
+    ComputeLimiter l;
+    l.Configure(limit, 0);
+    EXPECT_FALSE(l.active());
+    for (int i = 0; i < 1000; ++i) EXPECT_EQ(l.Admit(1 << 20, i), 0);
+    l.Observe(100, kMs);
+    EXPECT_EQ(l.Admit(1 << 20, 2 * kMs), 0);
+  }
+}
+
+TEST(ComputeLimiterTest, UncalibratedAdmitsUntilOverLimit) {
+  ComputeLimiter l;
+  l.Configure(50, 0);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(l.Admit(1000, i * kUs), 0);
+  l.Observe(30, 200 * kMs);  // under the limit: stays uncalibrated
+  EXPECT_EQ(l.rate(), 0);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(l.Admit(1000, 200 * kMs + i * kUs), 0);
+  l.Observe(100, 400 * kMs);  // over the limit: calibrates from the averages
+  // 500 000 units/s on average produced 0.8 * 30 + 0.2 * 100 = 44 % on average; 50 % needs
+  // 500 000 * 50 / 44 units/s.
+  EXPECT_NEAR(l.rate(), 500000.0 * 50 / 44, 1);
+}
+
+TEST(ComputeLimiterTest, ScriptedUtilisationCurveMovesTheRate) {
+  ComputeLimiter l;
+  l.Configure(40, 0);
+  std::int64_t now = 0;
+  auto window = [&](double util) {
+    // Launch as fast as admitted for one 200 ms window, then report `util`.
+    std::int64_t end = now + 200 * kMs;
+    while (now < end) {
+      std::int64_t wait = l.Admit(100, now);
+      now += wait > 0 ? wait : 10 * kUs;
+    }
+    l.Observe(util, now);
+  };
+  window(100);
+  double r0 = l.rate();
+  ASSERT_GT(r0, 0);
+  // Scripted curve: still over the limit -> lower; then under while throttled -> higher; then
+  // exactly at the limit -> unchanged.
+  window(80);
+  double r1 = l.rate();
+  EXPECT_LT(r1, r0);
+  window(20);
+  double r2 = l.rate();
+  EXPECT_GT(r2, r1);
+  window(40);
+  EXPECT_NEAR(l.rate(), r2, r2 * 0.05);
+  // A step is bounded (x4) even for an extreme reading.
+  double before = l.rate();
+  window(0.6);
+  EXPECT_LE(l.rate(), before * 4 + 1);
+}
+
+TEST(ComputeLimiterTest, LargeLaunchIsAdmittedAndPaidBackLater) {
+  ComputeLimiter l;
+  l.Configure(50, 0);
+  for (int i = 0; i < 10; ++i) l.Admit(1000, i * kMs);
+  l.Observe(100, 100 * kMs);  // 10 000 units/0.1 s at 100 % -> rate 50 000 units/s
+  ASSERT_NEAR(l.rate(), 50000, 1);
+  std::int64_t t = 200 * kMs;
+  EXPECT_EQ(l.Admit(100000, t), 0);   // two seconds' worth in one launch: never refused...
+  std::int64_t wait = l.Admit(1, t);  // ...but the debt delays the next one
+  EXPECT_GT(wait, 1900 * kMs);
+  EXPECT_LT(wait, 2100 * kMs);
+  EXPECT_EQ(l.Admit(1, t + wait), 0);
+}
+
+// A simulated device: kernels run one after another for `kernel_ns` each; utilisation over a
+// window is the busy fraction.
+struct SimGpu {
+  std::deque<std::pair<std::int64_t, std::int64_t>> busy;  // [start, end)
+  std::int64_t free_at = 0;
+
+  std::int64_t Run(std::int64_t now, std::int64_t kernel_ns) {
+    std::int64_t start = now > free_at ? now : free_at;
+    free_at = start + kernel_ns;
+    busy.emplace_back(start, free_at);
+    return free_at;
+  }
+  double Util(std::int64_t from, std::int64_t to) {
+    while (!busy.empty() && busy.front().second < from - 1000 * kMs) busy.pop_front();
+    std::int64_t sum = 0;
+    for (auto& [s, e] : busy) {
+      std::int64_t a = s > from ? s : from;
+      std::int64_t b = e < to ? e : to;
+      if (b > a) sum += b - a;
+    }
+    return 100.0 * static_cast<double>(sum) / static_cast<double>(to - from);
+  }
+};
+
+struct SimCase {
+  int limit;
+  std::int64_t kernel_ns;
+  std::uint64_t cost;  // threads per launch (unrelated to duration on purpose)
+  bool sync;           // the app waits for each kernel (idle-synchronised loop)
+  bool lagged;         // utilisation reported one window late (NVML averaging)
+};
+
+std::string Name(const SimCase& c) {
+  return "limit=" + std::to_string(c.limit) + " kernel=" + std::to_string(c.kernel_ns / kUs) +
+         "us sync=" + std::to_string(c.sync) + " lagged=" + std::to_string(c.lagged);
+}
+
+// Runs the closed loop for 30 simulated seconds and returns the mean utilisation of the last
+// 20 seconds.
+double Simulate(const SimCase& c) {
+  constexpr std::int64_t kWindow = 200 * kMs;
+  constexpr std::int64_t kEnd = 30'000 * kMs;
+  constexpr std::int64_t kMeasureFrom = 10'000 * kMs;
+  constexpr std::int64_t kMaxQueue = 50 * kMs;  // async apps block when this far ahead
+  ComputeLimiter limiter;
+  limiter.Configure(c.limit, 0);
+  SimGpu gpu;
+  std::int64_t now = 0;
+  std::int64_t next_tick = kWindow;
+  double previous = 0;
+  double measured_sum = 0;
+  int measured_windows = 0;
+  while (now < kEnd) {
+    while (next_tick <= now) {
+      double util = gpu.Util(next_tick - kWindow, next_tick);
+      if (next_tick > kMeasureFrom && next_tick <= kEnd) {
+        measured_sum += util;
+        ++measured_windows;
+      }
+      limiter.Observe(c.lagged ? previous : util, next_tick);
+      previous = util;
+      next_tick += kWindow;
+    }
+    std::int64_t wait = limiter.Admit(c.cost, now);
+    if (wait > 0) {
+      now += wait < 100 * kMs ? wait : 100 * kMs;
+      continue;
+    }
+    std::int64_t done = gpu.Run(now, c.kernel_ns);
+    if (c.sync) {
+      now = done + 20 * kUs;
+    } else {
+      now += 5 * kUs;
+      if (done - now > kMaxQueue) now = done - kMaxQueue;
+    }
+  }
+  return measured_sum / measured_windows;
+}
+
+TEST(ComputeLimiterSimTest, MeasuredUtilisationWithinFivePointsOfTheLimit) {
+  for (int limit : {10, 30, 50, 70, 90}) {
+    for (std::int64_t kernel : {100 * kUs, 2 * kMs, 25 * kMs}) {
+      for (bool sync : {true, false}) {
+        for (bool lagged : {false, true}) {
+          SimCase c{limit, kernel, 128 * 256, sync, lagged};
+          // A synchronised loop cannot exceed its own duty cycle (20 us gap per kernel).
+          double natural = sync ? 100.0 * kernel / (kernel + 20 * kUs) : 100.0;
+          double want = limit < natural ? limit : natural;
+          double measured = Simulate(c);
+          EXPECT_NEAR(measured, want, 5.0) << Name(c);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hami::vgpu

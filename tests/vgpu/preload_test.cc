@@ -1,0 +1,402 @@
+// End-to-end tests of libvgpu.so: driver_app runs under LD_PRELOAD with the fake libcuda.so.1 and
+// libnvidia-ml.so.1, each test with its own region file in a fresh temporary directory.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/vgpu/region_reader.h"
+#include "tests/vgpu/test_env.h"
+
+namespace hami::vgpu {
+namespace {
+
+using testing::AppPath;
+using testing::FakesDir;
+using testing::LibPath;
+using testing::RawRegion;
+
+constexpr unsigned long long kMiB = 1ULL << 20;
+constexpr unsigned long long kGiB = 1ULL << 30;
+
+struct AppResult {
+  int status = -1;  // raw wait status
+  std::string out;
+  std::string err;
+  bool ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+struct Child {
+  pid_t pid = -1;
+  int in = -1;   // write end of the child's stdin
+  int out = -1;  // read end of the child's stdout
+  std::string err_path;
+};
+
+class PreloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vgpu_preload_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    cache_ = dir_ + "/vgpu.cache";
+  }
+  void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
+
+  std::vector<std::string> Env(const std::vector<std::string>& extra) {
+    std::vector<std::string> env = {
+        "LD_PRELOAD=" + LibPath(),    "LD_LIBRARY_PATH=" + library_path_.value_or(FakesDir()),
+        "VGPU_LIB_PATH=" + LibPath(), "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_,
+        "PATH=/usr/bin:/bin",
+    };
+    env.insert(env.end(), extra.begin(), extra.end());
+    return env;
+  }
+
+  Child Spawn(const std::vector<std::string>& extra_env, const std::vector<std::string>& args) {
+    static int counter = 0;
+    Child c;
+    c.err_path = dir_ + "/stderr." + std::to_string(counter++);
+    int in[2], out[2];
+    // Close-on-exec, or every later sibling would hold these pipe ends open.
+    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    std::vector<std::string> env = Env(extra_env);
+    std::vector<std::string> argv = {AppPath()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    c.pid = fork();
+    if (c.pid == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      int err = open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(err, 2);
+      close(in[1]);
+      close(out[0]);
+      std::vector<char*> cargv, cenv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      for (auto& e : env) cenv.push_back(e.data());
+      cenv.push_back(nullptr);
+      execve(cargv[0], cargv.data(), cenv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c.in = in[1];
+    c.out = out[0];
+    return c;
+  }
+
+  static std::string ReadLine(int fd) {
+    std::string line;
+    char ch;
+    while (read(fd, &ch, 1) == 1 && ch != '\n') line += ch;
+    return line;
+  }
+
+  AppResult Finish(Child& c) {
+    AppResult r;
+    if (c.in >= 0) close(c.in);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(c.out, buf, sizeof(buf))) > 0) r.out.append(buf, n);
+    close(c.out);
+    waitpid(c.pid, &r.status, 0);
+    std::FILE* f = std::fopen(c.err_path.c_str(), "r");
+    while (f && (n = static_cast<ssize_t>(std::fread(buf, 1, sizeof(buf), f))) > 0) {
+      r.err.append(buf, n);
+    }
+    if (f) std::fclose(f);
+    return r;
+  }
+
+  AppResult Run(const std::vector<std::string>& extra_env, const std::vector<std::string>& args) {
+    Child c = Spawn(extra_env, args);
+    return Finish(c);
+  }
+
+  static int Count(const std::string& haystack, const std::string& needle) {
+    int n = 0;
+    for (std::size_t pos = haystack.find(needle); pos != std::string::npos;
+         pos = haystack.find(needle, pos + 1)) {
+      ++n;
+    }
+    return n;
+  }
+
+  std::string dir_, cache_;
+  std::optional<std::string> library_path_;
+};
+
+#define EXPECT_APP_OK(r) EXPECT_TRUE((r).ok()) << "status " << (r).status << "\n" << (r).err
+
+TEST_F(PreloadTest, MemoryLimitSuffixesAndPerDeviceOverride) {
+  struct Case {
+    std::vector<std::string> env;
+    int dev;
+    unsigned long long want_total;
+  } cases[] = {
+      {{}, 0, 8 * kGiB},  // unlimited: the physical figures
+      {{"CUDA_DEVICE_MEMORY_LIMIT=1g"}, 0, kGiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=1G"}, 1, kGiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=3000m"}, 0, 3000 * kMiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=1048576k"}, 0, kGiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=536870912"}, 0, 512 * kMiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=0x20000000"}, 0, 512 * kMiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=64g"}, 0, 8 * kGiB},  // never above the physical total
+      {{"CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g"}, 1, 2 * kGiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g"}, 0, kGiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT_0=100m"}, 0, 100 * kMiB},
+      {{"CUDA_DEVICE_MEMORY_LIMIT_0=100m"}, 1, 8 * kGiB},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    cache_ = dir_ + "/case" + std::to_string(i++) + ".cache";
+    AppResult r = Run(c.env, {"info", std::to_string(c.dev), std::to_string(c.want_total)});
+    EXPECT_APP_OK(r) << " case " << i;
+  }
+}
+
+TEST_F(PreloadTest, OutOfMemoryCodeAtTheLimit) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"oom", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.err.find("[HAMI-core ERROR (pid:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Device 0 OOM 67108865 / 67108864"), std::string::npos) << r.err;
+}
+
+TEST_F(PreloadTest, EveryAllocationFamilyIsCounted) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"families", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, NvmlMemoryInfoIsVirtualised) {
+  AppResult r =
+      Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"},
+          {"nvml", std::to_string(100 * kMiB), std::to_string(kGiB), std::to_string(100 * kMiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, PrimaryContextIsChargedOnce) {
+  AppResult r =
+      Run({"CUDA_DEVICE_MEMORY_LIMIT=1g", "FAKE_GPU_CONTEXT_BYTES=314572800"},
+          {"nvml", std::to_string(100 * kMiB), std::to_string(kGiB), std::to_string(400 * kMiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, FreeNeverAboveThePhysicalFree) {
+  // Co-tenants use 7.5 of 8 GiB: a 1 GiB container sees 0.5 GiB free, used + free = total.
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=1g",
+                                  "FAKE_GPU_OTHER_USED=" + std::to_string(7 * kGiB + kGiB / 2)};
+  AppResult r = Run(env, {"info", "0", std::to_string(kGiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.out.find("free=536870912"), std::string::npos) << r.out;
+  r = Run(env, {"nvml", "1", std::to_string(kGiB), std::to_string(kGiB / 2 + 1)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, VisibleDevicesByUuidAndOrdinalShareOneIndexSpace) {
+  std::vector<std::string> limits = {"CUDA_DEVICE_MEMORY_LIMIT_0=1g",
+                                     "CUDA_DEVICE_MEMORY_LIMIT_1=2g"};
+  auto with = [&](const std::string& visible) {
+    std::vector<std::string> env = limits;
+    env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+    return env;
+  };
+  EXPECT_APP_OK(Run(with("GPU-fa4e0000-0000-0000-0000-000000000001"), {"info", "0", "2147483648"}));
+  EXPECT_APP_OK(
+      Run(with("GPU-fa4e0000-0000-0000-0000-000000000001,GPU-fa4e0000-0000-0000-0000-000000000000"),
+          {"info", "1", "1073741824"}));
+  EXPECT_APP_OK(Run(with("1,0"), {"info", "0", "2147483648"}));
+  EXPECT_APP_OK(Run(with("1,0"), {"info", "1", "1073741824"}));
+}
+
+TEST_F(PreloadTest, GetProcAddressForCuda11To13AndPerThreadStreams) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m", "TEST_LIMIT=67108864"}, {"procaddr"});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, EveryDlsymPath) {
+  AppResult r = Run({}, {"dlsym"});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
+  EXPECT_APP_OK(Run({}, {"launch"}));
+  cache_ = dir_ + "/limited.cache";
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"launch"}));
+}
+
+TEST_F(PreloadTest, EightProcessesAllocatingAtOnceNeverExceedTheLimit) {
+  constexpr unsigned long long kLimit = 256 * kMiB;
+  constexpr unsigned long long kChunk = 3 * kMiB;
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=256m", "LIBCUDA_LOG_LEVEL=0"};
+  // Create the region first so the sampler can map it while the children race.
+  EXPECT_APP_OK(Run(env, {"info", "0", std::to_string(kLimit)}));
+  std::atomic<bool> stop{false};
+  std::atomic<unsigned long long> max_seen{0};
+  std::thread sampler([&] {
+    while (!stop.load()) {
+      RawRegion raw;
+      if (raw.Load(cache_) && raw.size() == RawRegion::kFileSize) {
+        unsigned long long u = raw.MonitorUsage(0);
+        if (u > max_seen.load()) max_seen.store(u);
+      }
+    }
+  });
+  std::vector<Child> children;
+  for (int i = 0; i < 8; ++i) children.push_back(Spawn(env, {"fill", std::to_string(kChunk)}));
+  unsigned long long total = 0;
+  for (Child& c : children) {
+    std::string line = ReadLine(c.out);
+    unsigned long count = 0;
+    int rc = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "count=%lu rc=%d", &count, &rc), 2) << line;
+    EXPECT_EQ(rc, 2);
+    total += count * kChunk;
+  }
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.MonitorUsage(0), total);
+  EXPECT_GE(raw.proc_num(), 8);
+  stop = true;
+  sampler.join();
+  EXPECT_EQ(total, kLimit / kChunk * kChunk);  // filled to the last whole chunk, never beyond
+  EXPECT_LE(max_seen.load(), kLimit);
+  for (Child& c : children) EXPECT_APP_OK(Finish(c));
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.MonitorUsage(0), 0u);  // every child left its slot on exit
+}
+
+TEST_F(PreloadTest, KilledProcessMemoryIsReclaimed) {
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=256m"};
+  AppResult dead = Run(env, {"hold", std::to_string(200 * kMiB), "die"});
+  ASSERT_TRUE(WIFSIGNALED(dead.status)) << dead.status;
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.MonitorUsage(0), 200 * kMiB);  // stale until someone sweeps
+  AppResult next = Run(env, {"hold", std::to_string(200 * kMiB), "exit"});
+  EXPECT_APP_OK(next);
+  EXPECT_NE(next.out.find("rc=0"), std::string::npos) << next.out << next.err;
+}
+
+TEST_F(PreloadTest, KilledLockHolderDoesNotWedgeTheContainer) {
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=64m"};
+  EXPECT_APP_OK(Run(env, {"info", "0", std::to_string(64 * kMiB)}));
+  for (bool reap : {true, false}) {
+    pid_t holder = fork();
+    if (holder == 0) {
+      int fd = open(cache_.c_str(), O_RDWR);
+      void* map = mmap(nullptr, 2008952, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (map == MAP_FAILED) _exit(1);
+      std::uint64_t expected = 0;
+      auto* owner = reinterpret_cast<std::uint64_t*>(static_cast<char*>(map) + 16);
+      if (__atomic_compare_exchange_n(owner, &expected, static_cast<std::uint64_t>(getpid()), false,
+                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        raise(SIGKILL);
+      }
+      _exit(1);
+    }
+    int status = 0;
+    if (reap) {
+      ASSERT_EQ(waitpid(holder, &status, 0), holder);
+    } else {
+      siginfo_t info;
+      ASSERT_EQ(waitid(P_PID, holder, &info, WEXITED | WNOWAIT), 0);  // zombie holder
+    }
+    auto start = std::chrono::steady_clock::now();
+    AppResult r = Run(env, {"oom", std::to_string(64 * kMiB)});
+    EXPECT_APP_OK(r) << "reap=" << reap;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+    if (!reap) {
+      ASSERT_EQ(waitpid(holder, &status, 0), holder);
+    }
+  }
+}
+
+TEST_F(PreloadTest, ForkedChildGetsItsOwnSlotUnderTheSameLimit) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"},
+                    {"fork", std::to_string(16 * kMiB), std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, RegionFileReadByIndependentReader) {
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=64m", "CUDA_DEVICE_SM_LIMIT=30",
+                                  "CUDA_TASK_PRIORITY=0"};
+  Child c = Spawn(env, {"hold", std::to_string(5 * kMiB), "wait"});
+  ASSERT_EQ(ReadLine(c.out), "rc=0");
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.size(), 2008953u);
+  EXPECT_EQ(raw.magic(), 19920718);
+  EXPECT_EQ(raw.major(), 1u);
+  EXPECT_EQ(raw.minor(), 2u);
+  EXPECT_EQ(raw.device_num(), 2u);
+  EXPECT_EQ(raw.uuid(0), "GPU-fa4e0000-0000-0000-0000-000000000000");
+  EXPECT_EQ(raw.uuid(1), "GPU-fa4e0000-0000-0000-0000-000000000001");
+  EXPECT_EQ(raw.limit(0), 64 * kMiB);
+  EXPECT_EQ(raw.limit(15), 64 * kMiB);
+  EXPECT_EQ(raw.sm_limit(0), 30u);
+  EXPECT_EQ(raw.priority(), 0);
+  EXPECT_EQ(raw.utilization_switch(), 1);
+  EXPECT_EQ(raw.proc_num(), 1);
+  EXPECT_EQ(raw.slot_pid(0), c.pid);
+  EXPECT_EQ(raw.slot_status(0), 1);
+  EXPECT_EQ(raw.slot_data(0, 0), 5 * kMiB);
+  EXPECT_EQ(raw.slot_total(0, 0), 5 * kMiB);
+  EXPECT_EQ(raw.MonitorUsage(0), 5 * kMiB);
+  EXPECT_NEAR(static_cast<double>(raw.last_kernel_time()), static_cast<double>(time(nullptr)), 5);
+  EXPECT_APP_OK(Finish(c));
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.slot_status(0), 0);
+  EXPECT_EQ(raw.MonitorUsage(0), 0u);
+}
+
+TEST_F(PreloadTest, FirstProcessDecidesTheLimit) {
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"info", "0", std::to_string(64 * kMiB)}));
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=128m"}, {"info", "0", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.err.find("Limit inconsistency"), std::string::npos) << r.err;
+}
+
+TEST_F(PreloadTest, UnusableRegionFileMeansPassThroughWithOneErrorLine) {
+  cache_ = dir_ + "/missing-dir/vgpu.cache";
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"info", "0", std::to_string(8 * kGiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_EQ(Count(r.err, "[HAMI-core ERROR"), 1) << r.err;
+}
+
+TEST_F(PreloadTest, MissingNvmlKeepsMemoryLimitsWithOneErrorLine) {
+  // A library directory holding only the fake driver.
+  std::string only_cuda = dir_ + "/only-cuda";
+  ASSERT_EQ(mkdir(only_cuda.c_str(), 0755), 0);
+  ASSERT_EQ(symlink((FakesDir() + "/libcuda.so.1").c_str(), (only_cuda + "/libcuda.so.1").c_str()),
+            0);
+  library_path_ = only_cuda;
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"oom", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_EQ(Count(r.err, "NVML"), 1) << r.err;
+}
+
+TEST_F(PreloadTest, LogLinesHaveHamiCoreShape) {
+  AppResult r = Run({"LIBCUDA_LOG_LEVEL=4"}, {"info", "0", std::to_string(8 * kGiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.err.find("[HAMI-core Msg("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Initializing....."), std::string::npos) << r.err;
+  AppResult quiet = Run({"LIBCUDA_LOG_LEVEL=0"}, {"info", "0", std::to_string(8 * kGiB)});
+  EXPECT_EQ(quiet.err.find("Initializing"), std::string::npos) << quiet.err;
+}
+
+}  // namespace
+}  // namespace hami::vgpu
