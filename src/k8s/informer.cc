@@ -108,7 +108,8 @@ bool Informer::Relist() {
   std::unordered_map<std::string, ObjectRef> fresh;
   fresh.reserve(list->items.size());
   for (auto& item : list->items) {
-    auto obj = std::make_shared<const Json>(std::move(item));
+    auto obj = std::make_shared<const Json>(options_.transform ? options_.transform(std::move(item))
+                                                               : std::move(item));
     fresh.emplace(ObjectKey(*obj), std::move(obj));
   }
   std::unordered_map<std::string, ObjectRef> old;
@@ -144,7 +145,8 @@ void Informer::Apply(const WatchEvent& e) {
     if (!rv.empty()) rv_ = rv;
     return;
   }
-  auto obj = std::make_shared<const Json>(e.object);
+  auto obj =
+      std::make_shared<const Json>(options_.transform ? options_.transform(e.object) : e.object);
   std::string key = ObjectKey(*obj);
   ObjectRef old;
   {

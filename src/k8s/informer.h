@@ -35,6 +35,10 @@ struct InformerOptions {
   std::chrono::milliseconds backoff_max{5000};
   // Server-side watch timeout per stream, so streams are renewed now and then.
   int64_t watch_timeout_seconds = 300;
+  // Applied to every object before it is cached (client-go's SetTransform): drop what the
+  // consumer never reads to keep a large cache small. Must keep metadata name, namespace and
+  // resourceVersion.
+  std::function<Json(Json)> transform;
 };
 
 struct InformerHandlers {

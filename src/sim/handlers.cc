@@ -155,6 +155,8 @@ void List(Store& store, const Target& t, const httplib::Request& req, httplib::R
   ReplyJson(res, 200, ListBody(*t.type, *page));
 }
 
+bool IsDryRun(const httplib::Request& req) { return req.get_param_value("dryRun") == "All"; }
+
 void Get(Store& store, const Target& t, httplib::Response& res) {
   auto obj = store.Get(*t.type, t.ns, t.name);
   if (!obj) return ReplyError(res, obj.error());
@@ -164,7 +166,7 @@ void Get(Store& store, const Target& t, httplib::Response& res) {
 void Create(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseBody(*t.type, req.body);
   if (!body) return ReplyError(res, body.error());
-  if (req.get_param_value("dryRun") == "All") {
+  if (IsDryRun(req)) {
     return ReplyJson(res, 201, body->dump());
   }
   auto obj = store.Create(*t.type, t.ns, std::move(*body));
@@ -194,6 +196,21 @@ Json MergeSubresource(const ResourceType& type, const std::string& subresource, 
   return next;
 }
 
+// Store::Update, or under dryRun=All the object the update would store, not stored.
+void UpdateAndReply(Store& store, const Target& t, const httplib::Request& req,
+                    httplib::Response& res, const Store::Mutation& mutate) {
+  if (IsDryRun(req)) {
+    auto cur = store.Get(*t.type, t.ns, t.name);
+    if (!cur) return ReplyError(res, cur.error());
+    auto next = mutate((*cur)->json);
+    if (!next) return ReplyError(res, next.error());
+    return ReplyJson(res, 200, next->dump());
+  }
+  auto obj = store.Update(*t.type, t.ns, t.name, mutate);
+  if (!obj) return ReplyError(res, obj.error());
+  ReplyJson(res, 200, (*obj)->raw);
+}
+
 void Replace(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseBody(*t.type, req.body);
   if (!body) return ReplyError(res, body.error());
@@ -208,17 +225,15 @@ void Replace(Store& store, const Target& t, const httplib::Request& req, httplib
                                       "namespace sent on the request"));
   }
   Json next = std::move(*body);
-  auto obj = store.Update(*t.type, t.ns, t.name, [&](const Json& cur) -> ApiResult<Json> {
+  UpdateAndReply(store, t, req, res, [&](const Json& cur) -> ApiResult<Json> {
     return MergeSubresource(*t.type, t.subresource, cur, next);
   });
-  if (!obj) return ReplyError(res, obj.error());
-  ReplyJson(res, 200, (*obj)->raw);
 }
 
 void Patch(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
   auto type = PatchTypeFromContentType(req.get_header_value("Content-Type"));
   if (!type) return ReplyError(res, type.error());
-  auto obj = store.Update(*t.type, t.ns, t.name, [&](const Json& cur) -> ApiResult<Json> {
+  UpdateAndReply(store, t, req, res, [&](const Json& cur) -> ApiResult<Json> {
     auto patched = ApplyPatch(cur, *type, req.body);
     if (!patched) return patched;
     if (!patched->is_object()) return BadRequest("the patched object is not a JSON object");
@@ -229,8 +244,6 @@ void Patch(Store& store, const Target& t, const httplib::Request& req, httplib::
     }
     return MergeSubresource(*t.type, t.subresource, cur, std::move(*patched));
   });
-  if (!obj) return ReplyError(res, obj.error());
-  ReplyJson(res, 200, (*obj)->raw);
 }
 
 ApiResult<DeletePreconditions> ParseDeleteOptions(const std::string& body) {
@@ -257,7 +270,8 @@ ApiResult<DeletePreconditions> ParseDeleteOptions(const std::string& body) {
 void Delete(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
   auto pre = ParseDeleteOptions(req.body);
   if (!pre) return ReplyError(res, pre.error());
-  auto obj = store.Delete(*t.type, t.ns, t.name, *pre);
+  auto obj =
+      IsDryRun(req) ? store.Get(*t.type, t.ns, t.name) : store.Delete(*t.type, t.ns, t.name, *pre);
   if (!obj) return ReplyError(res, obj.error());
   ReplyJson(res, 200, (*obj)->raw);
 }

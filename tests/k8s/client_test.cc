@@ -183,6 +183,21 @@ TEST_F(ClientTest, Patches) {
   EXPECT_TRUE(IsConflict(stale.error()));
 }
 
+TEST_F(ClientTest, DryRunChangesNothing) {
+  auto created = client_->Create(kPods, "default", Pod("p1"));
+  ASSERT_TRUE(created);
+  auto patched =
+      client_->Request("PATCH", "/api/v1/namespaces/default/pods/p1?dryRun=All",
+                       R"({"metadata":{"labels":{"dry":"1"}}})", "application/merge-patch+json");
+  ASSERT_TRUE(patched) << patched.error().ToString();
+  EXPECT_NE(patched->find("\"dry\""), std::string::npos);
+  auto deleted = client_->Request("DELETE", "/api/v1/namespaces/default/pods/p1?dryRun=All");
+  ASSERT_TRUE(deleted);
+  auto pod = client_->Get(kPods, "default", "p1");
+  ASSERT_TRUE(pod);
+  EXPECT_EQ(ResourceVersion(*pod), ResourceVersion(*created));
+}
+
 TEST_F(ClientTest, StatusSubresourceSeparatesSpecAndStatus) {
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("p1")));
   auto st = client_->Patch(

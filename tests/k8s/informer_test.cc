@@ -180,6 +180,22 @@ TEST_F(InformerTest, FieldSelectedPodsOfOneNode) {
   EXPECT_NE(inf.Get("default/pending"), nullptr);
 }
 
+TEST_F(InformerTest, TransformShrinksCachedObjects) {
+  Start();
+  CreatePod("a");
+  InformerOptions opts;
+  opts.transform = [](Json obj) {
+    obj.erase("spec");
+    return obj;
+  };
+  Informer inf(*client_, kPods, opts, {});
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(milliseconds(10000)));
+  CreatePod("b");
+  ASSERT_TRUE(Eventually([&] { return inf.Size() == 2; }));
+  for (const auto& obj : inf.List()) EXPECT_FALSE(obj->contains("spec"));
+}
+
 TEST_F(InformerTest, TwentyThousandPodsSync) {
   Start();
   const int kPods = 20000;
