@@ -1,0 +1,38 @@
+// Device discovery for the NVIDIA device plugin: one interface, two implementations (NVML loaded
+// with dlopen, nvml.h; an inventory file, inventory.h), so a node without a GPU, a simulation or
+// a test runs the same plugin code as a GPU node.
+#ifndef HAMI_DEVICEPLUGIN_DISCOVERY_H_
+#define HAMI_DEVICEPLUGIN_DISCOVERY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace hami::deviceplugin {
+
+// One physical GPU as discovered on this node.
+struct GpuDevice {
+  uint64_t index = 0;      // position on the node (NVML index)
+  std::string uuid{};      // "GPU-0fc3eda5-..."
+  std::string model{};     // NVML name, e.g. "Tesla V100-PCIE-32GB"
+  int64_t memory_mib = 0;  // total device memory
+  int64_t numa = 0;        // NUMA node of the PCI device; 0 when unknown
+  bool healthy = true;
+  bool operator==(const GpuDevice&) const = default;
+};
+
+class Discovery {
+ public:
+  virtual ~Discovery() = default;
+  // The GPUs of this node in index order. Called again on every publish tick, so it must
+  // reflect health changes. Thread-compatible: callers serialise calls.
+  virtual Result<std::vector<GpuDevice>> Discover() = 0;
+  // "nvml" or "inventory:<path>", for logs.
+  virtual std::string Name() const = 0;
+};
+
+}  // namespace hami::deviceplugin
+
+#endif  // HAMI_DEVICEPLUGIN_DISCOVERY_H_

@@ -1,0 +1,51 @@
+// NVML discovery: libnvidia-ml.so.1 is loaded with dlopen at run time (no link-time dependency,
+// so the plugin binary starts on nodes without a driver and reports why). Reads count, UUID,
+// name, total memory and PCI bus id per GPU; the NUMA node comes from sysfs. A device whose
+// queries answer NVML_ERROR_GPU_IS_LOST is reported unhealthy.
+#ifndef HAMI_DEVICEPLUGIN_NVML_H_
+#define HAMI_DEVICEPLUGIN_NVML_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "deviceplugin/discovery.h"
+
+namespace hami::deviceplugin {
+
+struct NvmlOptions {
+  std::string library = "libnvidia-ml.so.1";  // dlopen name or path
+  std::string sysfs_root = "/sys";            // tests point this at a fake tree
+};
+
+class NvmlDiscovery : public Discovery {
+ public:
+  explicit NvmlDiscovery(NvmlOptions options = {});
+  ~NvmlDiscovery() override;
+  NvmlDiscovery(const NvmlDiscovery&) = delete;
+  NvmlDiscovery& operator=(const NvmlDiscovery&) = delete;
+
+  // Loads the library and calls nvmlInit_v2 on first use; errors name the library and the
+  // failing NVML call with its return code.
+  Result<std::vector<GpuDevice>> Discover() override;
+  std::string Name() const override { return "nvml:" + options_.library; }
+
+ private:
+  struct Api;
+  Status Load();
+  NvmlOptions options_;
+  std::unique_ptr<Api> api_;
+};
+
+// NVML writes bus ids as "00000000:3B:00.0"; sysfs names the device "0000:3b:00.0".
+std::string SysfsBusId(std::string_view nvml_bus_id);
+
+// <sysfs_root>/bus/pci/devices/<bus id>/numa_node; a missing file, junk or a negative value
+// (no NUMA affinity) reads as 0.
+int64_t NumaNodeFromSysfs(const std::string& sysfs_root, std::string_view nvml_bus_id);
+
+}  // namespace hami::deviceplugin
+
+#endif  // HAMI_DEVICEPLUGIN_NVML_H_

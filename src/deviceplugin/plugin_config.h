@@ -1,0 +1,48 @@
+// What the NVIDIA device plugin reads from its configuration (spec hami.md §7): the `nvidia`
+// section of device-config.yaml (--config-file) and the per-node overrides of config.json
+// (§7.2). A deliberately small struct of the fields the plugin uses; the scheduler-side schema
+// lives in src/device/config.h.
+#ifndef HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
+#define HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace hami::deviceplugin {
+
+struct PluginConfig {
+  std::string resource_name = "nvidia.com/gpu";  // nvidia.resourceCountName
+  int32_t device_split_count = 10;               // >= 1
+  double device_memory_scaling = 1.0;            // > 0; > 1 sets CUDA_OVERSUBSCRIBE
+  double device_core_scaling = 1.0;              // > 0
+  int64_t pre_configured_device_memory = 0;      // MiB when NVML cannot report memory
+  std::string lib_cuda_log_level = "1";          // LIBCUDA_LOG_LEVEL when non-empty
+  bool enable_numa_topology = false;             // attach NUMA topology in ListAndWatch
+  bool disable_core_limit = false;               // GPU_CORE_UTILIZATION_POLICY=disable
+  std::string operating_mode = "hami-core";      // "hami-core" or "mps" ("mig" is not served)
+  bool enable_preferred_allocation = false;      // Register option + UUIDs from kubelet's ids
+  std::vector<std::string> filter_uuids{};       // GPUs hidden from the plugin
+  std::vector<uint64_t> filter_indices{};
+  bool operator==(const PluginConfig&) const = default;
+};
+
+// Reads the `nvidia` section of a device-config.yaml text over `base` (keys absent keep their
+// value; unknown keys are ignored). Errors name the YAML path, e.g.
+// `nvidia.deviceSplitCount: want a positive integer, got "x"`.
+Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginConfig base);
+
+// Merges the `nodeconfig` entry whose name is `node_name` from a config.json text over `base`
+// (present fields override). No entry for the node leaves `base` as is.
+Result<PluginConfig> ApplyNodeConfigJson(std::string_view json_text, std::string_view node_name,
+                                         PluginConfig base);
+
+// Checks ranges: split count >= 1, scalings > 0, mode known.
+Status ValidatePluginConfig(const PluginConfig& config);
+
+}  // namespace hami::deviceplugin
+
+#endif  // HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_

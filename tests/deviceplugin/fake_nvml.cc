@@ -1,0 +1,110 @@
+// A fake libnvidia-ml.so.1 for the NVML discovery tests. Its GPUs come from the environment at
+// nvmlInit_v2 time:
+//   HAMI_FAKE_NVML_DEVICES = "uuid|name|MiB|busid;uuid|name|MiB|busid"  (MiB "ns": NOT_SUPPORTED)
+//   HAMI_FAKE_NVML_LOST    = index of a GPU whose memory query answers GPU_IS_LOST
+//   HAMI_FAKE_NVML_INIT_RC = return code of nvmlInit_v2
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct FakeGpu {
+  std::string uuid, name, mib, bus_id;
+};
+std::vector<FakeGpu> g_gpus;
+int g_lost = -1;
+
+std::vector<std::string> SplitOn(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) return out;
+    start = pos + 1;
+  }
+}
+
+int Copy(const std::string& s, char* out, unsigned len) {
+  if (s.size() + 1 > len) return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return 0;
+}
+
+const FakeGpu* Gpu(void* dev) {
+  auto i = reinterpret_cast<size_t>(dev) - 1;
+  return i < g_gpus.size() ? &g_gpus[i] : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+struct FakeMemory {
+  unsigned long long total, free, used;
+};
+struct FakePci {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_sub_system_id;
+  char bus_id[32];
+};
+
+int nvmlInit_v2() {
+  if (const char* rc = std::getenv("HAMI_FAKE_NVML_INIT_RC")) return std::atoi(rc);
+  g_gpus.clear();
+  const char* spec = std::getenv("HAMI_FAKE_NVML_DEVICES");
+  if (spec && *spec) {
+    for (const std::string& entry : SplitOn(spec, ';')) {
+      auto f = SplitOn(entry, '|');
+      if (f.size() == 4) g_gpus.push_back({f[0], f[1], f[2], f[3]});
+    }
+  }
+  const char* lost = std::getenv("HAMI_FAKE_NVML_LOST");
+  g_lost = lost ? std::atoi(lost) : -1;
+  return 0;
+}
+
+int nvmlShutdown() { return 0; }
+
+int nvmlDeviceGetCount_v2(unsigned int* count) {
+  *count = static_cast<unsigned>(g_gpus.size());
+  return 0;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** dev) {
+  if (index >= g_gpus.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+  *dev = reinterpret_cast<void*>(static_cast<size_t>(index) + 1);
+  return 0;
+}
+
+int nvmlDeviceGetUUID(void* dev, char* out, unsigned int len) {
+  const FakeGpu* g = Gpu(dev);
+  return g ? Copy(g->uuid, out, len) : 2;
+}
+
+int nvmlDeviceGetName(void* dev, char* out, unsigned int len) {
+  const FakeGpu* g = Gpu(dev);
+  return g ? Copy(g->name, out, len) : 2;
+}
+
+int nvmlDeviceGetMemoryInfo(void* dev, FakeMemory* mem) {
+  const FakeGpu* g = Gpu(dev);
+  if (!g) return 2;
+  if (reinterpret_cast<size_t>(dev) - 1 == static_cast<size_t>(g_lost)) return 15;
+  if (g->mib == "ns") return 3;
+  mem->total = std::strtoull(g->mib.c_str(), nullptr, 10) * 1024 * 1024;
+  mem->free = mem->total;
+  mem->used = 0;
+  return 0;
+}
+
+int nvmlDeviceGetPciInfo_v3(void* dev, FakePci* pci) {
+  const FakeGpu* g = Gpu(dev);
+  if (!g) return 2;
+  std::memset(pci, 0, sizeof *pci);
+  return Copy(g->bus_id, pci->bus_id, sizeof pci->bus_id);
+}
+
+}  // extern "C"
