@@ -1,0 +1,98 @@
+// The scheduling decision for one pod over a set of candidate nodes (spec hami.md §4.2 steps
+// 1-3 and 5-6, §4.5, §4.6): per node a fit or a reason, the node score, the chosen node, and the
+// per-vendor PodDevices to write. One pure function, called by the live /filter, by the
+// simulation filter (ExtenderArgs.Nodes, usage zero) and by hami-sim.
+//
+// Determinism: HAMi breaks node-score ties by map order. Here ties go to the node whose name
+// sorts first (byte order), whatever the policy; device ties keep the node's registered order
+// (see SortDevices), so equal inputs always give equal decisions.
+#ifndef HAMI_DEVICE_SCHEDULE_H_
+#define HAMI_DEVICE_SCHEDULE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "device/device.h"
+#include "device/pod_view.h"
+#include "device/policy.h"
+#include "device/quota.h"
+#include "device/usage.h"
+#include "protocol/pod_devices.h"
+#include "protocol/scoring_weights.h"
+
+namespace hami::device {
+
+// The reason given for a candidate node the usage index does not know.
+inline constexpr std::string_view kNodeUnregistered = "node unregistered";
+
+// Every container's requests, init containers first; each backend normalises each container.
+// The first bad quantity is the error (naming the container, resource and value).
+Result<PodRequests> NormalizePodRequests(const Registry& registry, const PodView& pod);
+
+// The policies that apply to one pod: its annotations over the defaults.
+struct PodPolicy {
+  NodePolicy node_policy = NodePolicy::kBinpack;
+  GpuPolicy gpu_policy{};
+  bool numa_bind = false;
+  protocol::ScoringWeights weights{1, 1, 1};
+};
+
+// hami.io/node-scheduler-policy (binpack|spread; anything else keeps the default),
+// hami.io/gpu-scheduler-policy (non-strict; replaces the default when present), nvidia.com/
+// numa-bind (Go bool set) and hami.io/device-scoring-weights (an invalid value is an error).
+Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_policy,
+                                   const GpuPolicy& default_gpu_policy);
+
+struct NodeFit {
+  std::string node{};
+  bool fit = false;
+  std::string reason{};  // why not, when !fit: a GenReason string or NodeInsufficientDevice
+  double score = 0;      // node score before the pod, plus the backends' bonuses
+  // When fit: vendor key -> one ContainerDevices per container (init first), index-aligned with
+  // the pod's containers, empty for containers that asked for nothing of that vendor.
+  std::map<std::string, protocol::PodDevices> devices{};
+};
+
+// Fits every container of the pod on one node (§4.5 scoreNode): init containers each against
+// the node's current usage (they run one after another), then regular containers in order, each
+// seeing the usage of those before it.
+NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
+                     const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota);
+
+struct ScheduleOptions {
+  NodePolicy node_policy = NodePolicy::kBinpack;  // --node-scheduler-policy
+  GpuPolicy gpu_policy{};                         // --gpu-scheduler-policy (default: spread)
+  const NamespaceQuota* quota = nullptr;          // the pod's namespace; nullptr = unchecked
+};
+
+struct ScheduleDecision {
+  bool pass_through = false;  // the pod asks for no device: keep the candidate list as is
+  PodRequests requests{};
+  std::vector<NodeFit> nodes{};    // the candidates in input order, then the unregistered ones
+  std::optional<size_t> chosen{};  // index into nodes
+
+  const NodeFit* Chosen() const { return chosen ? &nodes[*chosen] : nullptr; }
+  // node -> reason for every candidate that does not fit (FailedNodes).
+  std::map<std::string, std::string> FailedNodes() const;
+};
+
+// Decides for `pod` over `nodes` (the candidates' usage rows) and `unregistered` (candidate
+// names without a row: they fail with kNodeUnregistered). Errors: a bad request quantity or an
+// invalid hami.io/device-scoring-weights.
+Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
+                                  const std::vector<NodeUsage>& nodes,
+                                  const std::vector<std::string>& unregistered,
+                                  const ScheduleOptions& options);
+
+// The pod annotations Filter writes for the chosen node: hami.io/vgpu-node and, per vendor with
+// a device, its to-allocate and allocated keys (same value). hami.io/vgpu-time is the caller's
+// (it owns the clock). Empty when nothing was chosen.
+std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const ScheduleDecision& decision);
+
+}  // namespace hami::device
+
+#endif  // HAMI_DEVICE_SCHEDULE_H_

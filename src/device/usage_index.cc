@@ -1,0 +1,161 @@
+#include "device/usage_index.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "common/strings.h"
+#include "protocol/keys.h"
+
+namespace hami::device {
+
+Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& registry,
+                                                          const PodView& pod) {
+  std::optional<PodAllocation> none;
+  auto node = pod.annotations.find(std::string(protocol::kVgpuNodeKey));
+  if (node == pod.annotations.end() || node->second.empty()) return none;
+  if (pod.phase == "Succeeded" || pod.phase == "Failed") return none;
+  PodAllocation out;
+  out.key = pod.Key();
+  out.namespace_name = pod.namespace_name;
+  out.node = node->second;
+  for (const Device* device : registry.All()) {
+    const std::string& key = device->Info().allocated_key;
+    auto it = pod.annotations.find(key);
+    if (key.empty() || it == pod.annotations.end()) continue;
+    auto decoded = protocol::DecodePodDevices(it->second);
+    if (!decoded) {
+      return Error{"pod " + Quote(pod.Key()) + ": annotation " + key + ": " + decoded.error()};
+    }
+    for (auto& d : CollapsePodDevices(*decoded, pod.init_containers.size(), pod.init_done)) {
+      out.deltas.push_back(std::move(d));
+    }
+  }
+  if (out.deltas.empty()) return none;
+  return std::optional<PodAllocation>(std::move(out));
+}
+
+void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
+  auto& node = usage_[allocation.node];
+  auto& ns = namespaces_[allocation.namespace_name];
+  for (const auto& d : allocation.deltas) {
+    Counters& c = node[d.uuid];
+    c.used += sign * std::max(d.slots, 1);
+    c.usedmem += sign * d.usedmem;
+    c.usedcores += sign * d.usedcores;
+    if (c.used == 0 && c.usedmem == 0 && c.usedcores == 0) node.erase(d.uuid);
+    Totals& t = ns[d.vendor];
+    t.usedmem += sign * d.usedmem;
+    t.usedcores += sign * d.usedcores;
+    if (t == Totals{}) ns.erase(d.vendor);
+  }
+  if (node.empty()) usage_.erase(allocation.node);
+  if (ns.empty()) namespaces_.erase(allocation.namespace_name);
+}
+
+void UsageIndex::SetNode(NodeUsage node) {
+  for (auto& d : node.devices) d.used = d.usedmem = d.usedcores = 0;
+  std::unique_lock lock(mu_);
+  std::string name = node.name;
+  nodes_[name] = std::move(node);
+}
+
+void UsageIndex::RemoveNode(const std::string& name) {
+  std::unique_lock lock(mu_);
+  nodes_.erase(name);
+}
+
+void UsageIndex::UpsertPod(PodAllocation allocation) {
+  std::unique_lock lock(mu_);
+  auto it = pods_.find(allocation.key);
+  if (it != pods_.end()) {
+    ApplyLocked(it->second, -1);
+    pods_.erase(it);
+  }
+  ApplyLocked(allocation, +1);
+  std::string key = allocation.key;
+  pods_.emplace(std::move(key), std::move(allocation));
+}
+
+bool UsageIndex::RemovePod(const std::string& key) {
+  std::unique_lock lock(mu_);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return false;
+  ApplyLocked(it->second, -1);
+  pods_.erase(it);
+  return true;
+}
+
+UsageIndex::Snapshot UsageIndex::Rows(const std::vector<std::string>& names) const {
+  Snapshot out;
+  std::shared_lock lock(mu_);
+  for (const auto& name : names) {
+    auto n = nodes_.find(name);
+    if (n == nodes_.end()) {
+      out.missing.push_back(name);
+      continue;
+    }
+    NodeUsage row = n->second;
+    if (auto u = usage_.find(name); u != usage_.end()) {
+      for (auto& d : row.devices) {
+        auto c = u->second.find(d.id);
+        if (c == u->second.end()) continue;
+        d.used = static_cast<int32_t>(c->second.used);
+        d.usedmem = static_cast<int32_t>(c->second.usedmem);
+        d.usedcores = static_cast<int32_t>(c->second.usedcores);
+      }
+    }
+    out.nodes.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<std::string> UsageIndex::NodeNames() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) out.push_back(name);
+  return out;
+}
+
+std::map<std::string, UsageIndex::Totals> UsageIndex::NamespaceUsage(
+    const std::string& namespace_name) const {
+  std::shared_lock lock(mu_);
+  auto it = namespaces_.find(namespace_name);
+  return it == namespaces_.end() ? std::map<std::string, Totals>{} : it->second;
+}
+
+std::optional<PodAllocation> UsageIndex::Pod(const std::string& key) const {
+  std::shared_lock lock(mu_);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t UsageIndex::PodCount() const {
+  std::shared_lock lock(mu_);
+  return pods_.size();
+}
+
+void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation> pods) {
+  std::unique_lock lock(mu_);
+  nodes_.clear();
+  usage_.clear();
+  pods_.clear();
+  namespaces_.clear();
+  for (auto& n : nodes) {
+    for (auto& d : n.devices) d.used = d.usedmem = d.usedcores = 0;
+    std::string name = n.name;
+    nodes_[name] = std::move(n);
+  }
+  for (auto& p : pods) {
+    if (auto it = pods_.find(p.key); it != pods_.end()) {
+      ApplyLocked(it->second, -1);
+      pods_.erase(it);
+    }
+    ApplyLocked(p, +1);
+    std::string key = p.key;
+    pods_.emplace(std::move(key), std::move(p));
+  }
+}
+
+}  // namespace hami::device

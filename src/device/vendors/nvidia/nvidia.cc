@@ -1,0 +1,327 @@
+#include "device/vendors/nvidia/nvidia.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/strings.h"
+#include "protocol/keys.h"
+#include "protocol/node_register.h"
+#include "protocol/quantity.h"
+
+namespace hami::device::nvidia {
+namespace {
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kVendorKey);
+  info.count_resource = config.resource_count_name;
+  info.memory_resource = config.resource_memory_name;
+  info.memory_percentage_resource = config.resource_memory_percentage_name;
+  info.core_resource = config.resource_core_name;
+  info.priority_resource = config.resource_priority_name;
+  return info;
+}
+
+// The trimmed, non-empty items of a CSV annotation value.
+std::vector<std::string_view> Items(std::string_view csv) {
+  std::vector<std::string_view> out;
+  for (std::string_view part : Split(csv, ',')) {
+    std::string_view item = Trim(part);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+const std::string* Find(const StringMap& m, std::string_view key) {
+  if (key.empty()) return nullptr;
+  auto it = m.find(std::string(key));
+  return it == m.end() ? nullptr : &it->second;
+}
+
+template <typename Match>
+bool CheckLists(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
+                Match match) {
+  if (const std::string* nouse = Find(annotations, nouse_key)) {
+    for (std::string_view item : Items(*nouse)) {
+      if (match(item)) return false;
+    }
+  }
+  if (const std::string* use = Find(annotations, use_key)) {
+    auto items = Items(*use);
+    if (items.empty()) return true;
+    return std::any_of(items.begin(), items.end(), match);
+  }
+  return true;
+}
+
+// Percentage: a whole number; above 100 (even beyond int32) is clamped to 100, zero and negative
+// values are "not given" (kPercentUnset).
+Result<int32_t> ParsePercentage(std::string_view resource, std::string_view value) {
+  auto v = protocol::ParseDeviceCount(resource, value);
+  if (v) return *v > 100 ? 100 : (*v > 0 ? *v : kPercentUnset);
+  auto q = protocol::ParseQuantity(value);
+  if (q && q->negative) return kPercentUnset;
+  if (q && q->exp10 >= 0 && q->exp2 >= 0) return 100;  // a whole number past int32
+  return std::move(v).take_error();
+}
+
+// The pod total for the quota check: this vendor's earlier containers plus the current one with
+// `candidate` added, collapsed as the usage index would (§4.4).
+std::pair<int64_t, int64_t> HypotheticalTotal(const FitContext& ctx,
+                                              const protocol::ContainerDevices& current,
+                                              const protocol::ContainerDevice& candidate) {
+  protocol::PodDevices pod = ctx.earlier ? *ctx.earlier : protocol::PodDevices{};
+  pod.push_back(current);
+  pod.back().push_back(candidate);
+  int64_t mem = 0, cores = 0;
+  for (const auto& d : CollapsePodDevices(pod, ctx.init_count, false)) {
+    mem += d.usedmem;
+    cores += d.usedcores;
+  }
+  return {mem, cores};
+}
+
+int64_t PairScore(const protocol::PairScores& scores, const std::string& a, const std::string& b) {
+  const int64_t* ab = nullptr;
+  const int64_t* ba = nullptr;
+  for (const auto& entry : scores) {
+    if (entry.uuid == a) {
+      if (auto it = entry.score.find(b); it != entry.score.end()) ab = &it->second;
+    } else if (entry.uuid == b) {
+      if (auto it = entry.score.find(a); it != entry.score.end()) ba = &it->second;
+    }
+  }
+  return ab ? *ab : (ba ? *ba : 0);
+}
+
+}  // namespace
+
+bool CheckUuid(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
+               std::string_view uuid) {
+  return CheckLists(annotations, use_key, nouse_key,
+                    [&](std::string_view item) { return item == uuid; });
+}
+
+bool CheckType(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
+               std::string_view device_type) {
+  std::string type = ToLower(device_type);
+  return CheckLists(annotations, use_key, nouse_key, [&](std::string_view item) {
+    return type.find(ToLower(item)) != std::string::npos;
+  });
+}
+
+std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed, int32_t nums,
+                                   const protocol::PairScores& scores) {
+  size_t n = passed.size();
+  size_t k = nums > 0 ? static_cast<size_t>(nums) : 0;
+  std::vector<size_t> best;
+  if (k == 0 || k > n) return best;
+  if (k == n) {
+    for (size_t i = 0; i < n; ++i) best.push_back(i);
+    return best;
+  }
+  std::vector<std::vector<int64_t>> pair(n, std::vector<int64_t>(n, 0));
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      pair[i][j] = pair[j][i] = PairScore(scores, passed[i]->id, passed[j]->id);
+    }
+  }
+  if (k == 1) {
+    int64_t lowest = 0;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t sum = 0;
+      for (size_t j = 0; j < n; ++j) sum += pair[i][j];
+      if (best.empty() || sum < lowest) best = {i}, lowest = sum;
+    }
+    return best;
+  }
+  std::vector<size_t> combo(k);
+  for (size_t i = 0; i < k; ++i) combo[i] = i;
+  int64_t highest = 0;
+  while (true) {
+    int64_t sum = 0;
+    for (size_t a = 0; a < k; ++a) {
+      for (size_t b = a + 1; b < k; ++b) sum += pair[combo[a]][combo[b]];
+    }
+    if (best.empty() || sum > highest) best = combo, highest = sum;
+    // Next combination in lexicographic order.
+    size_t i = k;
+    while (i > 0 && combo[i - 1] == n - k + (i - 1)) --i;
+    if (i == 0) break;
+    ++combo[i - 1];
+    for (size_t j = i; j < k; ++j) combo[j] = combo[j - 1] + 1;
+  }
+  return best;
+}
+
+NvidiaDevice::NvidiaDevice(NvidiaConfig config)
+    : config_(std::move(config)), info_(MakeInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> NvidiaDevice::NodeDevices(const StringMap& annotations) const {
+  std::vector<DeviceUsage> out;
+  const std::string* value = Find(annotations, info_.register_key);
+  if (!value) return out;
+  std::string_view text = Trim(*value);
+  // JSON since v2.8; older plugins wrote the colon form, which we still read.
+  bool json = text.empty() || text.front() == '[' || text == "null";
+  auto devices =
+      json ? protocol::DecodeNodeRegister(text) : protocol::DecodeNodeRegisterLegacy(text);
+  if (!devices) return Error{"annotation " + info_.register_key + ": " + devices.error()};
+  for (const auto& info : *devices) out.push_back(UsageFromDeviceInfo(info, info_.vendor_key));
+  return out;
+}
+
+Result<DeviceRequest> NvidiaDevice::NormalizeRequest(const ContainerView& container) const {
+  auto lookup = [&](const std::string& resource) -> const std::string* {
+    if (const std::string* v = Find(container.limits, resource)) return v;
+    return Find(container.requests, resource);
+  };
+  auto fail = [&](const std::string& why) {
+    return Error{"container " + Quote(container.name) + ": " + why};
+  };
+  DeviceRequest req;
+  const std::string* count = lookup(config_.resource_count_name);
+  if (!count) return req;
+  auto nums = protocol::ParseDeviceCount(config_.resource_count_name, *count);
+  if (!nums) return fail(nums.error());
+  if (*nums == 0) return req;
+  req.nums = *nums;
+  req.type = std::string(kVendorKey);
+  if (const std::string* mem = lookup(config_.resource_memory_name)) {
+    auto mib = protocol::ParseMemoryMiB(config_.resource_memory_name, *mem);
+    if (!mib) return fail(mib.error());
+    if (*mib > kInt32Max / config_.memory_factor) {
+      return fail("resource " + config_.resource_memory_name + " value " + Quote(*mem) +
+                  ": times memoryFactor " + std::to_string(config_.memory_factor) +
+                  " exceeds 2147483647 MiB");
+    }
+    req.memreq = *mib * config_.memory_factor;
+  }
+  if (const std::string* pct = lookup(config_.resource_memory_percentage_name)) {
+    auto p = ParsePercentage(config_.resource_memory_percentage_name, *pct);
+    if (!p) return fail(p.error());
+    req.mem_percentage = *p;
+  }
+  if (req.memreq == 0 && req.mem_percentage == kPercentUnset) {
+    if (config_.default_memory != 0) {
+      req.memreq = config_.default_memory;
+    } else {
+      req.mem_percentage = 100;
+    }
+  }
+  req.coresreq = config_.default_cores;
+  if (const std::string* cores = lookup(config_.resource_core_name)) {
+    auto c = protocol::ParseDeviceCount(config_.resource_core_name, *cores);
+    if (!c) return fail(c.error());
+    req.coresreq = *c;
+  }
+  return req;
+}
+
+FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                            const DeviceRequest& request, const FitContext& ctx) const {
+  FitResult r;
+  r.devices_considered = static_cast<int>(candidates.size());
+  if (request.nums <= 0) return r.fit = true, r;
+  static const StringMap kNone;
+  const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
+  const std::string* numa_value = Find(annos, protocol::kNumaBindKey);
+  bool numa_bind = numa_value && ParseBool(*numa_value).value_or(false);
+  const std::string* vgpu_mode = Find(annos, protocol::kVgpuModeKey);
+  int32_t remaining = request.nums;
+  bool have_numa = false;
+  int64_t prev_numa = 0;
+  std::vector<const DeviceUsage*> passed;
+  protocol::ContainerDevices picked;
+  auto reject = [&](std::string_view reason) { r.reasons[std::string(reason)] += 1; };
+  for (size_t k = candidates.size(); k-- > 0;) {
+    const DeviceUsage& dev = *candidates[k];
+    if (!dev.health) {
+      reject(protocol::kCardNotHealth);
+      continue;
+    }
+    if (ctx.node && ctx.node->cordoned.count(dev.id)) {
+      reject(protocol::kCardCordoned);
+      continue;
+    }
+    if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
+        (vgpu_mode && vgpu_mode->find(dev.mode) == std::string::npos) ||
+        request.type != kVendorKey) {
+      reject(protocol::kCardTypeMismatch);
+      continue;
+    }
+    if (numa_bind && (!have_numa || dev.numa != prev_numa)) {
+      if (!picked.empty()) r.reasons[std::string(protocol::kNumaNotFit)] += picked.size();
+      picked.clear();
+      passed.clear();
+      remaining = request.nums;
+      prev_numa = dev.numa;
+      have_numa = true;
+    }
+    if (!CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
+      reject(protocol::kCardUuidMismatch);
+      continue;
+    }
+    if (dev.count <= dev.used) {
+      reject(protocol::kCardTimeSlicingExhausted);
+      continue;
+    }
+    if (ctx.policy.mutex && dev.used > 0) {
+      reject(protocol::kExclusiveDeviceAllocateConflict);
+      continue;
+    }
+    int32_t cores = std::min(request.coresreq, 100);
+    int32_t memreq = request.memreq;
+    if (memreq <= 0 && request.mem_percentage != kPercentUnset) {
+      memreq =
+          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+    }
+    protocol::ContainerDevice chosen{dev.id, request.type, memreq, cores};
+    if (ctx.quota) {
+      auto [mem, core] = HypotheticalTotal(ctx, picked, chosen);
+      if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
+                    config_.memory_factor)) {
+        reject(protocol::kResourceQuotaNotFit);
+        continue;
+      }
+    }
+    if (dev.totalmem - dev.usedmem < memreq) {
+      reject(protocol::kCardInsufficientMemory);
+      continue;
+    }
+    if (dev.totalcore - dev.usedcores < cores) {
+      reject(protocol::kCardInsufficientCore);
+      continue;
+    }
+    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
+      reject(protocol::kExclusiveDeviceAllocateConflict);
+      continue;
+    }
+    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
+      reject(protocol::kCardComputeUnitsExhausted);
+      continue;
+    }
+    passed.push_back(&dev);
+    picked.push_back(std::move(chosen));
+    if (!ctx.policy.topology_aware && --remaining == 0) {
+      r.fit = true;
+      r.devices = std::move(picked);
+      return r;
+    }
+  }
+  if (ctx.policy.topology_aware && static_cast<int64_t>(passed.size()) >= request.nums) {
+    static const protocol::PairScores kNoScores;
+    const auto& scores = ctx.node ? ctx.node->pair_scores : kNoScores;
+    for (size_t pos : PickByTopology(passed, request.nums, scores))
+      r.devices.push_back(picked[pos]);
+    r.fit = true;
+    return r;
+  }
+  if (!picked.empty()) {
+    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
+  }
+  return r;
+}
+
+}  // namespace hami::device::nvidia

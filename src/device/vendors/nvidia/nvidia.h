@@ -1,0 +1,71 @@
+// The NVIDIA backend of the Device API (spec hami.md §2.1, §4.5): node devices from
+// hami.io/node-nvidia-register (JSON; the legacy colon form is read too), request normalisation
+// of nvidia.com/gpu|gpumem|gpumem-percentage|gpucores (names as configured), and Fit with every
+// check of §4.5 in HAMi's order and with HAMi's reason names.
+#ifndef HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
+#define HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "device/config.h"
+#include "device/device.h"
+
+namespace hami::device::nvidia {
+
+inline constexpr std::string_view kVendorKey = "NVIDIA";
+
+class NvidiaDevice : public Device {
+ public:
+  explicit NvidiaDevice(NvidiaConfig config);
+
+  const protocol::VendorInfo& Info() const override { return info_; }
+  int32_t MemoryFactor() const override { return config_.memory_factor; }
+  const NvidiaConfig& config() const { return config_; }
+
+  Result<std::vector<DeviceUsage>> NodeDevices(const StringMap& node_annotations) const override;
+
+  // Spec §4.5 end, vector 6: nums = count; memreq = gpumem x memoryFactor; percentage default
+  // 101 (unset), > 100 clamped to 100 (also beyond int32), <= 0 ignored; neither memory nor
+  // percentage: memreq = defaultMemory if non-zero, else percentage 100; cores = gpucores or
+  // defaultCores. No count resource = no request, whatever else is set.
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+
+  // Scans `candidates` from the last to the first; each device is rejected with the first
+  // failing check: CardNotHealth, CardCordoned, CardTypeMismatch (use/nouse-gputype, vgpu-mode,
+  // request type), [numa-bind restart: partial picks count as NumaNotFit], CardUuidMismatch,
+  // CardTimeSlicingExhausted (count <= used), ExclusiveDeviceAllocateConflict (mutex policy and
+  // used > 0), [cores clamped to 100, memory from percentage], ResourceQuotaNotFit,
+  // CardInsufficientMemory, CardInsufficientCore, ExclusiveDeviceAllocateConflict (whole-card
+  // request on a used card), CardComputeUnitsExhausted. A failed request also counts its partial
+  // picks as AllocatedCardsInsufficientRequest. Topology-aware: see PickByTopology.
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+
+ private:
+  NvidiaConfig config_;
+  protocol::VendorInfo info_;
+};
+
+// use/nouse UUID lists (vector 9): CSV, items trimmed, empty items ignored, exact match; a list
+// with no item is no constraint; nouse wins.
+bool CheckUuid(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
+               std::string_view uuid);
+
+// use/nouse type lists (vector 10): CSV, items trimmed, empty items ignored, case-insensitive
+// substring of the device type; a list with no item is no constraint; nouse wins.
+bool CheckType(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
+               std::string_view device_type);
+
+// Topology-aware choice among the devices that passed (in pick order): exactly `nums` -> all of
+// them; nums == 1 -> the device with the lowest sum of pair scores to the others (first wins on
+// ties); otherwise the combination with the highest sum of pairwise scores, combinations
+// generated in lexicographic order of positions, first maximum wins. Returns positions into
+// `passed`, ascending. Pair score a-b reads a's entry for b, else b's entry for a, else 0.
+std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed, int32_t nums,
+                                   const protocol::PairScores& scores);
+
+}  // namespace hami::device::nvidia
+
+#endif  // HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_

@@ -1,0 +1,105 @@
+#include "device/pod_view.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace hami::device {
+namespace {
+
+using nlohmann::json;
+
+TEST(PodView, ParsesWhatFitReads) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "demo", "namespace": "default", "uid": "u-1",
+                 "annotations": {"a": "1", "n": 5}, "labels": {"l": "x"},
+                 "deletionTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"nodeName": "node-a",
+             "initContainers": [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+             "containers": [{"name": "main", "resources": {
+                 "limits": {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "3k"},
+                 "requests": {"cpu": "1"}}}, {"name": "side"}]},
+    "status": {"phase": "Pending", "initContainerStatuses": [
+        {"name": "init", "state": {"terminated": {"exitCode": 0}}}]}
+  })");
+  auto v = ParsePodView(pod);
+  ASSERT_TRUE(v) << v.error();
+  EXPECT_EQ(v->name, "demo");
+  EXPECT_EQ(v->namespace_name, "default");
+  EXPECT_EQ(v->Key(), "default/demo");
+  EXPECT_EQ(v->uid, "u-1");
+  EXPECT_EQ(v->node_name, "node-a");
+  EXPECT_EQ(v->phase, "Pending");
+  EXPECT_TRUE(v->deleting);
+  EXPECT_TRUE(v->init_done);
+  EXPECT_EQ(v->annotations, (StringMap{{"a", "1"}}));
+  EXPECT_EQ(v->labels, (StringMap{{"l", "x"}}));
+  ASSERT_EQ(v->init_containers.size(), 1u);
+  EXPECT_EQ(v->init_containers[0].limits, (StringMap{{"nvidia.com/gpu", "1"}}));
+  ASSERT_EQ(v->containers.size(), 2u);
+  EXPECT_EQ(v->containers[0].limits,
+            (StringMap{{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "3k"}}));
+  EXPECT_EQ(v->containers[0].requests, (StringMap{{"cpu", "1"}}));
+  auto all = v->AllContainers();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]->name, "init");
+  EXPECT_EQ(all[2]->name, "side");
+}
+
+TEST(PodView, InitNotDone) {
+  const char* cases[] = {
+      R"({"spec": {"initContainers": [{"name": "i"}]}})",
+      R"({"spec": {"initContainers": [{"name": "i"}]}, "status": {"initContainerStatuses": [
+          {"state": {"terminated": {"exitCode": 1}}}]}})",
+      R"({"spec": {"initContainers": [{"name": "i"}]}, "status": {"initContainerStatuses": [
+          {"state": {"running": {}}}]}})",
+      R"({"spec": {}, "status": {"initContainerStatuses": []}})",
+  };
+  for (const char* c : cases) {
+    auto v = ParsePodView(json::parse(c));
+    ASSERT_TRUE(v) << v.error();
+    EXPECT_FALSE(v->init_done) << c;
+  }
+}
+
+TEST(PodView, EmptyAndTolerant) {
+  auto v = ParsePodView(json::object());
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, PodView{});
+  v = ParsePodView(json::parse(R"({"metadata": null, "spec": {"containers": null}})"));
+  ASSERT_TRUE(v);
+}
+
+TEST(PodView, RejectsWrongTypesNamingTheField) {
+  struct Case {
+    const char* pod;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"[]", "pod: want an object"},
+      {R"({"spec": {"containers": {}}})", "spec.containers: want a list"},
+      {R"({"spec": {"containers": [3]}})", "spec.containers[0]: want an object"},
+      {R"({"spec": {"initContainers": [{"resources": []}]}})",
+       "spec.initContainers[0].resources: want an object"},
+      {R"({"spec": {"containers": [{}, {"resources": {"limits": {"nvidia.com/gpu": [1]}}}]}})",
+       R"(spec.containers[1].resources.limits["nvidia.com/gpu"]: want a quantity, got "[1]")"},
+      {R"({"spec": {"containers": [{"resources": {"requests": {"x": 1.5}}}]}})",
+       R"(spec.containers[0].resources.requests["x"]: want a quantity)"},
+      {R"({"spec": {"containers": [{"resources": {"limits": "x"}}]}})",
+       "spec.containers[0].resources.limits: want a map"},
+  };
+  for (const auto& c : cases) {
+    auto v = ParsePodView(json::parse(c.pod));
+    ASSERT_FALSE(v) << c.pod;
+    EXPECT_EQ(v.error().rfind(c.want, 0), 0u) << v.error();
+  }
+}
+
+TEST(ObjectAnnotations, ReadsStringsOnly) {
+  auto a = ObjectAnnotations(json::parse(R"({"metadata": {"annotations": {"k": "v", "n": 1}}})"));
+  EXPECT_EQ(a, (StringMap{{"k", "v"}}));
+  EXPECT_TRUE(ObjectAnnotations(json::parse("3")).empty());
+}
+
+}  // namespace
+}  // namespace hami::device

@@ -1,0 +1,242 @@
+// The per-pod scheduling decision (spec hami.md §4.2, §4.5, §4.6; §10.2 vector 24 end to end).
+#include "device/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace hami::device {
+namespace {
+
+using nlohmann::json;
+
+DeviceUsage Gpu(std::string id, uint64_t index, int32_t used, int32_t usedmem, int32_t usedcores) {
+  return DeviceUsage{.id = std::move(id),
+                     .index = index,
+                     .type = "NVIDIA",
+                     .vendor = "NVIDIA",
+                     .health = true,
+                     .mode = "hami-core",
+                     .count = 10,
+                     .used = used,
+                     .totalmem = 8000,
+                     .usedmem = usedmem,
+                     .totalcore = 100,
+                     .usedcores = usedcores};
+}
+
+// Vector 24: node1 has a pod on device1 (2000 MiB, 25 cores), node2 one on device4 (6000, 75).
+std::vector<NodeUsage> Nodes() {
+  return {NodeUsage{.name = "node1",
+                    .devices = {Gpu("device1", 0, 1, 2000, 25), Gpu("device2", 1, 0, 0, 0)}},
+          NodeUsage{.name = "node2",
+                    .devices = {Gpu("device3", 0, 0, 0, 0), Gpu("device4", 1, 1, 6000, 75)}}};
+}
+
+json Container(const char* name, const char* mem, const char* cores) {
+  return {
+      {"name", name},
+      {"resources",
+       {{"limits",
+         {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", cores}}}}}};
+}
+
+PodView Pod(json spec, json annotations = json::object()) {
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"annotations", annotations}}},
+              {"spec", spec}};
+  auto view = ParsePodView(pod);
+  EXPECT_TRUE(view) << view.error();
+  return *view;
+}
+
+ScheduleOptions Options(NodePolicy node, const char* gpu) {
+  return ScheduleOptions{.node_policy = node, .gpu_policy = *ParseGpuPolicy(gpu, true)};
+}
+
+struct Fixture {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+};
+
+TEST(Schedule, SpecVector24) {
+  Fixture f;
+  PodView one = Pod({{"containers", {Container("main", "1000", "20")}}});
+  struct Case {
+    NodePolicy node;
+    const char* gpu;
+    const char* want_node;
+    const char* want_device;
+  };
+  const Case cases[] = {
+      {NodePolicy::kBinpack, "binpack", "node2", "device4"},
+      {NodePolicy::kSpread, "binpack", "node1", "device1"},
+      {NodePolicy::kSpread, "spread", "node1", "device2"},
+  };
+  for (const auto& c : cases) {
+    auto d = Schedule(f.registry, one, Nodes(), {}, Options(c.node, c.gpu));
+    ASSERT_TRUE(d) << d.error();
+    ASSERT_NE(d->Chosen(), nullptr);
+    EXPECT_EQ(d->Chosen()->node, c.want_node) << c.gpu;
+    const auto& devices = d->Chosen()->devices.at("NVIDIA");
+    ASSERT_EQ(devices.size(), 1u);
+    ASSERT_EQ(devices[0].size(), 1u);
+    EXPECT_EQ(devices[0][0].uuid, c.want_device) << c.gpu;
+  }
+  auto d = Schedule(f.registry, one, Nodes(), {}, Options(NodePolicy::kBinpack, "binpack"));
+  ASSERT_TRUE(d);
+  EXPECT_DOUBLE_EQ(d->nodes[0].score, 3.0);
+  EXPECT_DOUBLE_EQ(d->nodes[1].score, 8.0);
+}
+
+TEST(Schedule, SpecVector24InitContainer) {
+  Fixture f;
+  PodView pod = Pod({{"initContainers", {Container("init", "5000", "20")}},
+                     {"containers", {Container("main", "4000", "20")}}});
+  auto d = Schedule(f.registry, pod, Nodes(), {}, Options(NodePolicy::kBinpack, "binpack"));
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  EXPECT_EQ(d->Chosen()->node, "node2");
+  auto annotations = AllocationAnnotations(f.registry, *d);
+  const std::string want = "device3,NVIDIA,5000,20:;device3,NVIDIA,4000,20:;";
+  EXPECT_EQ(annotations,
+            (std::map<std::string, std::string>{{"hami.io/vgpu-node", "node2"},
+                                                {"hami.io/vgpu-devices-to-allocate", want},
+                                                {"hami.io/vgpu-devices-allocated", want}}));
+}
+
+// §11 point 13: one segment per init + regular container, empty ones included.
+TEST(Schedule, PodDevicesAreIndexAligned) {
+  Fixture f;
+  json plain = {{"name", "sidecar"}};
+  PodView pod = Pod({{"initContainers", {plain}},
+                     {"containers", {plain, Container("main", "1000", "10"), plain}}});
+  auto d = Schedule(f.registry, pod, Nodes(), {}, Options(NodePolicy::kSpread, "spread"));
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  EXPECT_EQ(AllocationAnnotations(f.registry, *d).at("hami.io/vgpu-devices-allocated"),
+            ";;device2,NVIDIA,1000,10:;;");
+}
+
+TEST(Schedule, LaterContainersSeeEarlierPicks) {
+  Fixture f;
+  // Two 3000 MiB containers on node2 under binpack: device4 has 2000 free, so both go to
+  // device3, the second seeing the first's usage.
+  PodView pod = Pod({{"containers", {Container("a", "3000", "10"), Container("b", "3000", "10")}}});
+  std::vector<NodeUsage> nodes = {Nodes()[1]};
+  auto d = Schedule(f.registry, pod, nodes, {}, Options(NodePolicy::kBinpack, "binpack"));
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(AllocationAnnotations(f.registry, *d).at("hami.io/vgpu-devices-allocated"),
+            "device3,NVIDIA,3000,10:;device3,NVIDIA,3000,10:;");
+  // A third would not fit: 8000 - 6000 < 3000 on device3, device4 has 2000.
+  pod = Pod({{"containers",
+              {Container("a", "3000", "10"), Container("b", "3000", "10"),
+               Container("c", "3000", "10")}}});
+  d = Schedule(f.registry, pod, nodes, {}, Options(NodePolicy::kBinpack, "binpack"));
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->Chosen(), nullptr);
+  EXPECT_EQ(d->FailedNodes(),
+            (std::map<std::string, std::string>{{"node2", "2/2 CardInsufficientMemory"}}));
+}
+
+TEST(Schedule, FailuresAndUnregisteredNodes) {
+  Fixture f;
+  PodView big = Pod({{"containers", {Container("main", "7000", "20")}}});
+  auto d = Schedule(f.registry, big, Nodes(), {"node3"}, Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->Chosen()->node, "node2");  // device3 (idle) fits; node2 scores higher
+  PodView huge = Pod({{"containers", {Container("main", "9000", "20")}}});
+  d = Schedule(f.registry, huge, Nodes(), {"node3"}, Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->Chosen(), nullptr);
+  EXPECT_EQ(d->FailedNodes(),
+            (std::map<std::string, std::string>{{"node1", "2/2 CardInsufficientMemory"},
+                                                {"node2", "2/2 CardInsufficientMemory"},
+                                                {"node3", "node unregistered"}}));
+  json three = Container("main", "100", "0");
+  three["resources"]["limits"]["nvidia.com/gpu"] = "3";
+  d = Schedule(f.registry, Pod({{"containers", {three}}}), Nodes(), {},
+               Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->FailedNodes().at("node1"), "NodeInsufficientDevice");
+  EXPECT_TRUE(AllocationAnnotations(f.registry, *d).empty());
+}
+
+TEST(Schedule, PassThroughWithoutRequests) {
+  Fixture f;
+  auto d = Schedule(f.registry, Pod({{"containers", {{{"name", "c"}}}}}), Nodes(), {},
+                    Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->pass_through);
+  EXPECT_TRUE(d->nodes.empty());
+}
+
+TEST(Schedule, ErrorsAreValues) {
+  Fixture f;
+  auto d = Schedule(f.registry, Pod({{"containers", {Container("main", "lots", "20")}}}), Nodes(),
+                    {}, Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().find("container \"main\""), std::string::npos) << d.error();
+  EXPECT_NE(d.error().find("\"lots\""), std::string::npos) << d.error();
+  d = Schedule(f.registry,
+               Pod({{"containers", {Container("main", "1000", "20")}}},
+                   {{"hami.io/device-scoring-weights", "slot=1"}}),
+               Nodes(), {}, Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().find("hami.io/device-scoring-weights"), std::string::npos) << d.error();
+}
+
+TEST(Schedule, PodAnnotationsOverrideDefaults) {
+  Fixture f;
+  PodView pod = Pod(
+      {{"containers", {Container("main", "1000", "20")}}},
+      {{"hami.io/node-scheduler-policy", "spread"}, {"hami.io/gpu-scheduler-policy", "spread"}});
+  auto d = Schedule(f.registry, pod, Nodes(), {}, Options(NodePolicy::kBinpack, "binpack"));
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->Chosen()->node, "node1");
+  EXPECT_EQ(d->Chosen()->devices.at("NVIDIA")[0][0].uuid, "device2");
+}
+
+TEST(Schedule, TiesGoToTheFirstNodeName) {
+  Fixture f;
+  std::vector<NodeUsage> nodes = {NodeUsage{.name = "node-b", .devices = {Gpu("b0", 0, 0, 0, 0)}},
+                                  NodeUsage{.name = "node-a", .devices = {Gpu("a0", 0, 0, 0, 0)}},
+                                  NodeUsage{.name = "node-c", .devices = {Gpu("c0", 0, 0, 0, 0)}}};
+  PodView pod = Pod({{"containers", {Container("main", "1000", "20")}}});
+  for (NodePolicy p : {NodePolicy::kBinpack, NodePolicy::kSpread}) {
+    auto d = Schedule(f.registry, pod, nodes, {}, ScheduleOptions{.node_policy = p});
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->Chosen()->node, "node-a");
+  }
+}
+
+TEST(Schedule, QuotaBlocksEveryNode) {
+  Fixture f;
+  NamespaceQuota quota{{"nvidia.com/gpumem", {.used = 0, .limit = 0, .limit_set = true}}};
+  ScheduleOptions options = Options(NodePolicy::kBinpack, "spread");
+  options.quota = &quota;
+  auto d = Schedule(f.registry, Pod({{"containers", {Container("main", "1000", "20")}}}), Nodes(),
+                    {}, options);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->Chosen(), nullptr);
+  EXPECT_EQ(d->FailedNodes().at("node1"), "2/2 ResourceQuotaNotFit");
+}
+
+TEST(NodeUsageFromAnnotations, ReadsDevicesCordonAndScores) {
+  Fixture f;
+  auto n = NodeUsageFromAnnotations(
+      f.registry, "n1",
+      {{"hami.io/node-nvidia-register",
+        R"([{"id":"GPU-a","count":10,"devmem":100,"devcore":100,"type":"NVIDIA A10","health":true}])"},
+       {"hami.io/device-cordon", "GPU-a"},
+       {"hami.io/node-nvidia-score", R"([{"uuid":"GPU-a","score":{"GPU-b":200}}])"}});
+  ASSERT_TRUE(n) << n.error();
+  EXPECT_EQ(n->name, "n1");
+  ASSERT_EQ(n->devices.size(), 1u);
+  EXPECT_EQ(n->cordoned, std::set<std::string>{"GPU-a"});
+  ASSERT_EQ(n->pair_scores.size(), 1u);
+  auto bad = NodeUsageFromAnnotations(f.registry, "n1", {{"hami.io/node-nvidia-score", "{"}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("hami.io/node-nvidia-score"), std::string::npos) << bad.error();
+}
+
+}  // namespace
+}  // namespace hami::device

@@ -1,0 +1,224 @@
+// The incremental usage index (DESIGN decision 3) and the pod -> allocation decoder.
+#include "device/usage_index.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "device/schedule.h"
+
+namespace hami::device {
+namespace {
+
+DeviceUsage Gpu(std::string id) {
+  return DeviceUsage{.id = std::move(id),
+                     .type = "NVIDIA",
+                     .vendor = "NVIDIA",
+                     .health = true,
+                     .count = 10,
+                     .totalmem = 8000,
+                     .totalcore = 100};
+}
+
+NodeUsage Node(std::string name, std::vector<std::string> ids) {
+  NodeUsage n{.name = std::move(name)};
+  for (auto& id : ids) n.devices.push_back(Gpu(std::move(id)));
+  return n;
+}
+
+PodAllocation Alloc(std::string key, std::string node, std::vector<DeviceDelta> deltas) {
+  std::string ns = key.substr(0, key.find('/'));
+  return PodAllocation{.key = std::move(key),
+                       .namespace_name = ns,
+                       .node = std::move(node),
+                       .deltas = std::move(deltas)};
+}
+
+DeviceDelta D(const char* uuid, int32_t mem, int32_t cores, int32_t slots = 1) {
+  return {.uuid = uuid, .vendor = "NVIDIA", .usedmem = mem, .usedcores = cores, .slots = slots};
+}
+
+const DeviceUsage& Row(const UsageIndex& index, const std::string& node, size_t i) {
+  static thread_local UsageIndex::Snapshot snap;
+  snap = index.Rows({node});
+  return snap.nodes.at(0).devices.at(i);
+}
+
+TEST(UsageIndex, AddUpdateRemove) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a", "b"}));
+  index.UpsertPod(Alloc("ns/p1", "n1", {D("a", 1000, 10)}));
+  index.UpsertPod(Alloc("ns/p2", "n1", {D("a", 500, 5, 2), D("b", 100, 1)}));
+  EXPECT_EQ(Row(index, "n1", 0).used, 3);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 1500);
+  EXPECT_EQ(Row(index, "n1", 0).usedcores, 15);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 100);
+  // Update replaces p1's deltas (e.g. after its init containers finished).
+  index.UpsertPod(Alloc("ns/p1", "n1", {D("a", 200, 2)}));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 700);
+  EXPECT_EQ(Row(index, "n1", 0).used, 3);
+  EXPECT_TRUE(index.RemovePod("ns/p2"));
+  EXPECT_FALSE(index.RemovePod("ns/p2"));
+  EXPECT_EQ(Row(index, "n1", 0).used, 1);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 200);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 0);
+  EXPECT_EQ(index.PodCount(), 1u);
+  EXPECT_TRUE(index.RemovePod("ns/p1"));
+  EXPECT_EQ(Row(index, "n1", 0), Gpu("a"));
+}
+
+TEST(UsageIndex, RowsOnlyForCandidatesAndMissingNames) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  index.SetNode(Node("n2", {"b"}));
+  auto snap = index.Rows({"n2", "ghost"});
+  ASSERT_EQ(snap.nodes.size(), 1u);
+  EXPECT_EQ(snap.nodes[0].name, "n2");
+  EXPECT_EQ(snap.missing, std::vector<std::string>{"ghost"});
+  EXPECT_EQ(index.NodeNames(), (std::vector<std::string>{"n1", "n2"}));
+  index.RemoveNode("n1");
+  EXPECT_EQ(index.Rows({"n1"}).missing, std::vector<std::string>{"n1"});
+}
+
+// Pods may be seen before their node registers, and a re-registration keeps usage.
+TEST(UsageIndex, UsageSurvivesNodeChurn) {
+  UsageIndex index;
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 10)}));
+  NodeUsage n = Node("n1", {"a"});
+  n.devices[0].usedmem = 12345;  // ignored: usage comes from pods
+  index.SetNode(n);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 1000);
+  index.RemoveNode("n1");
+  index.SetNode(Node("n1", {"a", "b"}));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 1000);
+}
+
+TEST(UsageIndex, NamespaceUsage) {
+  UsageIndex index;
+  index.UpsertPod(Alloc("ns/p1", "n1", {D("a", 1000, 10)}));
+  index.UpsertPod(Alloc("ns/p2", "n2", {D("b", 500, 5), D("c", 500, 5)}));
+  index.UpsertPod(Alloc("other/p", "n2", {D("b", 1, 1)}));
+  EXPECT_EQ(index.NamespaceUsage("ns"),
+            (std::map<std::string, UsageIndex::Totals>{{"NVIDIA", {2000, 20}}}));
+  index.RemovePod("ns/p1");
+  index.RemovePod("ns/p2");
+  EXPECT_TRUE(index.NamespaceUsage("ns").empty());
+  EXPECT_EQ(index.NamespaceUsage("other").at("NVIDIA").usedmem, 1);
+}
+
+TEST(UsageIndex, RebuildEqualsIncremental) {
+  UsageIndex incremental, rebuilt;
+  std::vector<NodeUsage> nodes = {Node("n1", {"a", "b"}), Node("n2", {"c"})};
+  std::vector<PodAllocation> pods = {Alloc("ns/p1", "n1", {D("a", 1000, 10)}),
+                                     Alloc("ns/p2", "n2", {D("c", 300, 30)}),
+                                     Alloc("ns/p3", "n1", {D("a", 10, 1), D("b", 20, 2)})};
+  for (const auto& n : nodes) incremental.SetNode(n);
+  for (const auto& p : pods) incremental.UpsertPod(p);
+  incremental.UpsertPod(Alloc("ns/gone", "n1", {D("b", 7, 7)}));
+  incremental.RemovePod("ns/gone");
+  rebuilt.UpsertPod(Alloc("ns/stale", "n1", {D("a", 99, 9)}));
+  rebuilt.Rebuild(nodes, pods);
+  auto a = incremental.Rows({"n1", "n2"});
+  auto b = rebuilt.Rows({"n1", "n2"});
+  EXPECT_EQ(a.nodes, b.nodes);
+  EXPECT_EQ(rebuilt.PodCount(), 3u);
+  EXPECT_FALSE(rebuilt.Pod("ns/stale"));
+}
+
+// Writers and readers on several threads; TSan/ASan builds check the locking. The final state
+// is exact because every delta added is removed again.
+TEST(UsageIndex, ConcurrentUse) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&index, t] {
+      for (int i = 0; i < 200; ++i) {
+        std::string key = "ns/p" + std::to_string(t) + "-" + std::to_string(i);
+        index.UpsertPod(Alloc(key, "n1", {D("a", 10, 1)}));
+        auto snap = index.Rows({"n1"});
+        EXPECT_GE(snap.nodes.at(0).devices.at(0).used, 1);
+        EXPECT_TRUE(index.RemovePod(key));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(Row(index, "n1", 0), Gpu("a"));
+  EXPECT_EQ(index.PodCount(), 0u);
+}
+
+PodView AnnotatedPod(StringMap annotations, size_t init = 0) {
+  PodView pod{.name = "p", .namespace_name = "ns", .annotations = std::move(annotations)};
+  pod.init_containers.resize(init);
+  return pod;
+}
+
+TEST(PodAllocationFromPod, DecodesAndCollapses) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  PodView pod = AnnotatedPod({{"hami.io/vgpu-node", "n1"},
+                              {"hami.io/vgpu-devices-allocated",
+                               "GPU-a,NVIDIA,500,50:;GPU-a,NVIDIA,100,10:GPU-b,NVIDIA,1,1:;"}},
+                             1);
+  auto a = PodAllocationFromPod(registry, pod);
+  ASSERT_TRUE(a) << a.error();
+  ASSERT_TRUE(a->has_value());
+  EXPECT_EQ(**a, Alloc("ns/p", "n1", {D("GPU-a", 500, 50), D("GPU-b", 1, 1)}));
+  pod.init_done = true;
+  a = PodAllocationFromPod(registry, pod);
+  EXPECT_EQ((**a).deltas, (std::vector<DeviceDelta>{D("GPU-a", 100, 10), D("GPU-b", 1, 1)}));
+}
+
+TEST(PodAllocationFromPod, NothingHeld) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  const StringMap allocated = {{"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1,1:;"}};
+  auto a = PodAllocationFromPod(registry, AnnotatedPod(allocated));  // no vgpu-node
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->has_value());
+  PodView done = AnnotatedPod({{"hami.io/vgpu-node", "n1"}, *allocated.begin()});
+  done.phase = "Succeeded";
+  EXPECT_FALSE(PodAllocationFromPod(registry, done)->has_value());
+  done.phase = "Running";
+  done.deleting = true;  // still holds its devices until gone
+  EXPECT_TRUE(PodAllocationFromPod(registry, done)->has_value());
+  // Consumed to-allocate strings leave ";;"-style empties in nothing but to-allocate.
+  EXPECT_FALSE(
+      PodAllocationFromPod(registry, AnnotatedPod({{"hami.io/vgpu-node", "n1"},
+                                                   {"hami.io/vgpu-devices-allocated", ";;"}}))
+          ->has_value());
+  auto bad = PodAllocationFromPod(
+      registry, AnnotatedPod({{"hami.io/vgpu-node", "n1"},
+                              {"hami.io/vgpu-devices-allocated", "uuid,type,100:;"}}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("hami.io/vgpu-devices-allocated"), std::string::npos) << bad.error();
+}
+
+// The filter path end to end: registration and pods into the index, a snapshot of the
+// candidates, the decision, and the decision's annotations back into the index.
+TEST(UsageIndex, FeedsSchedule) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  PodView pod{.name = "p", .namespace_name = "ns"};
+  pod.containers.push_back(ContainerView{
+      .name = "main", .limits = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "5000"}}});
+  for (int round = 0; round < 2; ++round) {
+    auto snap = index.Rows({"n1", "n2"});
+    auto d = Schedule(registry, pod, snap.nodes, snap.missing, ScheduleOptions{});
+    ASSERT_TRUE(d) << d.error();
+    if (round == 1) {  // 5000 + 5000 > 8000
+      EXPECT_EQ(d->Chosen(), nullptr);
+      EXPECT_EQ(d->FailedNodes().at("n1"), "1/1 CardInsufficientMemory");
+      EXPECT_EQ(d->FailedNodes().at("n2"), "node unregistered");
+      break;
+    }
+    PodView placed = pod;
+    placed.name = "placed";
+    placed.annotations = AllocationAnnotations(registry, *d);
+    auto a = PodAllocationFromPod(registry, placed);
+    ASSERT_TRUE(a && a->has_value());
+    index.UpsertPod(**a);
+  }
+}
+
+}  // namespace
+}  // namespace hami::device
