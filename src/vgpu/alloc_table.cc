@@ -35,15 +35,38 @@ void AllocTable::LockTable() {
 }
 
 std::size_t AllocTable::Home(std::uint64_t key) const {
-  // Device pointers are aligned; mix the bits so they spread over the table.
-  std::uint64_t h = key * 0x9E3779B97F4A7C15ULL;
-  return static_cast<std::size_t>(h >> 20) & (capacity_ - 1);
+  // Device pointers are at least 512-byte aligned; mix the remaining bits (Fibonacci hashing,
+  // top bits of the product).
+  std::uint64_t h = (key >> 9) * 0x9E3779B97F4A7C15ULL;
+  return static_cast<std::size_t>(h >> 40) & (capacity_ - 1);
+}
+
+bool AllocTable::GrowLocked() {
+  if (capacity_ >= kMaxCapacity) return false;
+  std::size_t cap = capacity_ * 2;
+  void* mem = mmap(nullptr, cap * sizeof(AllocEntry), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  AllocEntry* old = slots_;
+  std::size_t old_cap = capacity_;
+  slots_ = static_cast<AllocEntry*>(mem);
+  capacity_ = cap;
+  for (std::size_t i = 0; i < old_cap; ++i) {
+    if (old[i].key == 0) continue;
+    std::size_t j = Home(old[i].key);
+    while (slots_[j].key != 0) j = (j + 1) & (capacity_ - 1);
+    slots_[j] = old[i];
+  }
+  munmap(old, old_cap * sizeof(AllocEntry));
+  return true;
 }
 
 bool AllocTable::Insert(const AllocEntry& entry) {
   if (entry.key == 0 || slots_ == nullptr) return false;
   LockTable();
   bool inserted = false;
+  // Grow at 3/4 load; refuse only when growing is impossible and the table is 7/8 full.
+  if (size_ >= capacity_ - capacity_ / 4) GrowLocked();
   if (size_ < capacity_ - capacity_ / 8) {
     std::size_t i = Home(entry.key);
     while (slots_[i].key != 0 && slots_[i].key != entry.key) i = (i + 1) & (capacity_ - 1);

@@ -1,8 +1,9 @@
 // A fixed-capacity map from device pointer (or VMM handle) to what was charged for it.
 //
-// Open addressing with linear probing and backward-shift deletion; storage is one anonymous
-// mmap made by Init(), so Insert/Erase never allocate. Thread-safe (one spinlock; critical
-// sections are a few probes). Key 0 is reserved (no allocation is ever at address 0).
+// Open addressing with linear probing and backward-shift deletion; storage is an anonymous
+// mmap, kept small (cache-resident) and doubled at 3/4 load up to kMaxCapacity. Erase and
+// lookups never allocate. Thread-safe (one spinlock; critical sections are a few probes). Key 0
+// is reserved (no allocation is ever at address 0).
 #ifndef HAMI_VGPU_ALLOC_TABLE_H_
 #define HAMI_VGPU_ALLOC_TABLE_H_
 
@@ -26,12 +27,15 @@ class AllocTable {
   AllocTable& operator=(const AllocTable&) = delete;
   ~AllocTable();
 
-  // capacity is rounded up to a power of two. Returns false when the mmap fails.
+  static constexpr std::size_t kMaxCapacity = std::size_t{1} << 22;
+
+  // Initial capacity, rounded up to a power of two. Returns false when the mmap fails.
   bool Init(std::size_t capacity);
   // Drops every entry (after fork the child starts with no charges of its own).
   void Clear();
 
-  // Returns false when the key is 0, already present, or the table is 7/8 full.
+  // Returns false when the key is 0, already present, or the table is full (7/8 of
+  // kMaxCapacity).
   bool Insert(const AllocEntry& entry);
   // Removes the key and copies its entry to *out; false when absent.
   bool Erase(std::uint64_t key, AllocEntry* out);
@@ -39,6 +43,7 @@ class AllocTable {
 
  private:
   void LockTable();
+  bool GrowLocked();
   void UnlockTable() { lock_.clear(std::memory_order_release); }
   std::size_t Home(std::uint64_t key) const;
 

@@ -23,8 +23,8 @@ pthread_mutex_t g_nvml_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_process_hooks_registered = false;
 thread_local bool t_initialising = false;
 
-constexpr std::size_t kAllocTableCapacity = 1 << 18;
-constexpr std::size_t kVmmTableCapacity = 1 << 14;
+constexpr std::size_t kAllocTableCapacity = 1 << 12;
+constexpr std::size_t kVmmTableCapacity = 1 << 10;
 constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
 constexpr std::int64_t kMaxSleepNs = 100'000'000;
 // A monitor that died with recent_kernel < 0 must not stall the application forever.

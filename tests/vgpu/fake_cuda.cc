@@ -358,3 +358,25 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
   return Resolve(symbol, pfn, version, flags, status);
 }
 }  // extern "C"
+
+// The fake's own entry points by exact name, bypassing symbol interposition (inside this
+// library `&cuMemAlloc_v2` would resolve to libvgpu's hook): the benchmark's "no preload"
+// baseline inside a preloaded process.
+namespace {
+CUresult DirectAlloc(CUdeviceptr* dptr, size_t bytes) {
+  return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
+}
+CUresult DirectFree(CUdeviceptr dptr) { return Release("cuMemFree_v2", dptr); }
+CUresult DirectLaunch(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                      unsigned, CUstream, void**, void**) {
+  Count("cuLaunchKernel");
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+extern "C" void* fake_cuda_entry(const char* name) {
+  if (std::strcmp(name, "cuMemAlloc_v2") == 0) return reinterpret_cast<void*>(&DirectAlloc);
+  if (std::strcmp(name, "cuMemFree_v2") == 0) return reinterpret_cast<void*>(&DirectFree);
+  if (std::strcmp(name, "cuLaunchKernel") == 0) return reinterpret_cast<void*>(&DirectLaunch);
+  return nullptr;
+}
