@@ -1,0 +1,158 @@
+#include "deviceplugin/allocate.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace hami::deviceplugin {
+
+Result<DeviceListStrategy> ParseDeviceListStrategy(std::string_view value) {
+  if (value == "envvar") return DeviceListStrategy::kEnvvar;
+  if (value == "volume-mounts") return DeviceListStrategy::kVolumeMounts;
+  if (value == "cdi-annotations") return DeviceListStrategy::kCdiAnnotations;
+  return Error{"--device-list-strategy: want envvar, volume-mounts or cdi-annotations, got " +
+               Quote(value)};
+}
+
+std::string ContainerCacheHostDir(std::string_view hook_path, std::string_view pod_uid,
+                                  std::string_view container) {
+  return std::string(hook_path) + "/vgpu/containers/" + std::string(pod_uid) + "_" +
+         std::string(container);
+}
+
+std::string StripReplicaSuffix(std::string_view id) {
+  if (std::count(id.begin(), id.end(), '-') != 6) return std::string(id);
+  return std::string(id.substr(0, id.rfind('-')));
+}
+
+namespace {
+
+void AddDeviceList(const std::vector<std::string>& uuids, std::string_view cache_id,
+                   const AllocateEnv& env, ContainerAllocation* out) {
+  switch (env.strategy) {
+    case DeviceListStrategy::kEnvvar:
+      out->envs["NVIDIA_VISIBLE_DEVICES"] = Join(uuids, ",");
+      break;
+    case DeviceListStrategy::kVolumeMounts:
+      out->envs["NVIDIA_VISIBLE_DEVICES"] = std::string(kContainerDevicesDir);
+      for (const std::string& u : uuids) {
+        out->mounts.push_back({std::string(kContainerDevicesDir) + "/" + u, "/dev/null", true});
+      }
+      break;
+    case DeviceListStrategy::kCdiAnnotations: {
+      std::vector<std::string> names;
+      for (const std::string& u : uuids) names.push_back("nvidia.com/gpu=" + u);
+      out->annotations["cdi.k8s.io/hami-device-plugin_" + std::string(cache_id)] = Join(names, ",");
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& devices,
+                                             const ContainerInfo& container,
+                                             std::string_view pod_uid, std::string_view cache_id,
+                                             const AllocateEnv& env) {
+  ContainerAllocation out;
+  std::vector<std::string> uuids;
+  for (const auto& d : devices) uuids.push_back(d.uuid);
+  AddDeviceList(uuids, cache_id, env, &out);
+  const std::string vgpu = env.hook_path + "/vgpu";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] =
+        std::to_string(devices[i].usedmem) + "m";
+  }
+  if (!devices.empty()) out.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(devices[0].usedcores);
+  out.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = vgpu + "/" + std::string(cache_id) + ".cache";
+  if (env.config.device_memory_scaling > 1) out.envs["CUDA_OVERSUBSCRIBE"] = "true";
+  if (!env.config.lib_cuda_log_level.empty()) {
+    out.envs["LIBCUDA_LOG_LEVEL"] = env.config.lib_cuda_log_level;
+  }
+  if (env.config.disable_core_limit) out.envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+
+  const std::string lib_host =
+      env.libvgpu_host_path.empty() ? vgpu + "/libvgpu.so" : env.libvgpu_host_path;
+  out.mounts.push_back({vgpu + "/libvgpu.so", lib_host, true});
+  out.mounts.push_back(
+      {vgpu, ContainerCacheHostDir(env.hook_path, pod_uid, container.name), false});
+  out.mounts.push_back({"/tmp/vgpulock", "/tmp/vgpulock", false});
+  if (!container.disable_control) {
+    out.mounts.push_back({"/etc/ld.so.preload", vgpu + "/ld.so.preload", true});
+  }
+  if (env.license_present) {
+    out.mounts.push_back({"/tmp/license", vgpu + "/license", true});
+    out.mounts.push_back({"/usr/bin/vgpuvalidator", vgpu + "/vgpuvalidator", true});
+  }
+  return out;
+}
+
+Result<AllocationPlan> PlanAllocate(const PodView& pod,
+                                    const std::vector<std::vector<std::string>>& requests,
+                                    const AllocateEnv& env,
+                                    const std::function<std::string()>& new_cache_id) {
+  auto decoded = protocol::DecodePodDevices(pod.to_allocate);
+  if (!decoded) return Error{std::string(kToAllocateKey) + ": " + decoded.error()};
+  protocol::PodDevices devices = std::move(*decoded);
+  AllocationPlan plan;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const std::string where = "container request " + std::to_string(r);
+    auto index = protocol::FirstNonEmptyContainer(devices);
+    if (!index) return Error{where + ": no pending devices left in " + Quote(pod.to_allocate)};
+    protocol::ContainerDevices entry = devices[*index];
+    if (entry.size() != requests[r].size()) {
+      return Error{where + ": device number not matched: annotation has " +
+                   std::to_string(entry.size()) + ", kubelet asked for " +
+                   std::to_string(requests[r].size())};
+    }
+    if (env.config.enable_preferred_allocation) {
+      for (size_t i = 0; i < entry.size(); ++i) entry[i].uuid = StripReplicaSuffix(requests[r][i]);
+    }
+    ContainerInfo container;
+    if (*index < pod.containers.size()) {
+      container = pod.containers[*index];
+    } else {
+      container.name = "container-" + std::to_string(*index);
+    }
+    plan.containers.push_back(
+        BuildContainerAllocation(entry, container, pod.uid, new_cache_id(), env));
+    plan.consumed.push_back(*index);
+    devices[*index].clear();
+  }
+  // The decoder keeps every ';' segment, so re-encoding needs the last (trailing) one dropped.
+  if (!devices.empty()) devices.pop_back();
+  plan.remaining = protocol::EncodePodDevices(devices);
+  return plan;
+}
+
+std::vector<std::vector<std::string>> PreferReplicas(
+    const protocol::PodDevices& pod, const std::vector<std::vector<std::string>>& available,
+    const std::vector<int32_t>& sizes) {
+  std::vector<std::vector<std::string>> out;
+  size_t next = 0;
+  for (size_t r = 0; r < available.size(); ++r) {
+    const size_t size = r < sizes.size() && sizes[r] > 0 ? static_cast<size_t>(sizes[r]) : 0;
+    while (next < pod.size() && pod[next].empty()) ++next;
+    std::vector<std::string> chosen;
+    if (next < pod.size()) {
+      for (const auto& device : pod[next]) {
+        for (const std::string& id : available[r]) {
+          if (StripReplicaSuffix(id) == device.uuid &&
+              std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
+            chosen.push_back(id);
+            break;
+          }
+        }
+      }
+      ++next;
+    }
+    if (chosen.size() != size) {
+      chosen.assign(available[r].begin(),
+                    available[r].begin() + std::min(size, available[r].size()));
+    }
+    out.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,105 @@
+// The Allocate answer as a pure function (spec hami.md §6.2): from the pod's pending
+// `hami.io/vgpu-devices-to-allocate` entries and kubelet's container requests to the env,
+// mounts and annotations of each container, plus the annotation value left afterwards. No I/O:
+// the caller (allocator.h) reads the pod, supplies fresh cache ids and writes the result.
+#ifndef HAMI_DEVICEPLUGIN_ALLOCATE_H_
+#define HAMI_DEVICEPLUGIN_ALLOCATE_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "deviceplugin/plugin_config.h"
+#include "protocol/pod_devices.h"
+
+namespace hami::deviceplugin {
+
+inline constexpr std::string_view kToAllocateKey = "hami.io/vgpu-devices-to-allocate";
+inline constexpr std::string_view kNvidiaVendorKey = "NVIDIA";
+// Where the volume-mounts strategy lists devices inside the container.
+inline constexpr std::string_view kContainerDevicesDir = "/var/run/nvidia-container-devices";
+
+enum class DeviceListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations };
+// "envvar", "volume-mounts", "cdi-annotations"; errors name the flag and value.
+Result<DeviceListStrategy> ParseDeviceListStrategy(std::string_view value);
+
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = false;
+  bool operator==(const MountSpec&) const = default;
+};
+
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;
+  bool operator==(const ContainerAllocation&) const = default;
+};
+
+// Everything outside the pod that shapes the answer.
+struct AllocateEnv {
+  std::string hook_path = "/usr/local";  // HOOK_PATH
+  // Host path of the library mounted at <hook>/vgpu/libvgpu.so: <hook>/vgpu/libvgpu.so.<version>
+  // when that file exists; "" means <hook>/vgpu/libvgpu.so.
+  std::string libvgpu_host_path;
+  bool license_present = false;  // <hook>/vgpu/license exists
+  PluginConfig config;
+  DeviceListStrategy strategy = DeviceListStrategy::kEnvvar;
+};
+
+// One container of the pod in the annotation's index space (init containers first).
+struct ContainerInfo {
+  std::string name;
+  bool disable_control = false;  // its env CUDA_DISABLE_CONTROL parses as true
+};
+
+struct PodView {
+  std::string ns, name, uid;
+  std::vector<ContainerInfo> containers;
+  std::string to_allocate;  // the raw annotation value
+};
+
+// <hook>/vgpu/containers/<podUID>_<container>: the host side of the per-container cache dir.
+std::string ContainerCacheHostDir(std::string_view hook_path, std::string_view pod_uid,
+                                  std::string_view container);
+
+// kubelet's replica ID "<uuid>-<n>" back to the UUID: the suffix is stripped when the ID has
+// exactly 6 dashes (GPU UUIDs have 5).
+std::string StripReplicaSuffix(std::string_view id);
+
+// The answer for one container given its devices; `cache_id` names the shared cache file.
+ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& devices,
+                                             const ContainerInfo& container,
+                                             std::string_view pod_uid, std::string_view cache_id,
+                                             const AllocateEnv& env);
+
+struct AllocationPlan {
+  std::vector<ContainerAllocation> containers;  // one per request, in request order
+  std::vector<size_t> consumed;                 // annotation indices served, in request order
+  std::string remaining;                        // to-allocate value with those entries emptied
+};
+
+// Serves kubelet's requests (device ID lists, in kubelet order) positionally: each takes the
+// first still non-empty entry; its device count must equal the request's. `new_cache_id` is
+// called once per container. Errors name the container index and reason, e.g.
+// "container 1: device number not matched: annotation has 2, kubelet asked for 1".
+Result<AllocationPlan> PlanAllocate(const PodView& pod,
+                                    const std::vector<std::vector<std::string>>& requests,
+                                    const AllocateEnv& env,
+                                    const std::function<std::string()>& new_cache_id);
+
+// GetPreferredAllocation: for each request, replica IDs (from `available`) of the GPUs in the
+// pod's next not yet preferred non-empty entries, `size` of them, first replica first. Falls
+// back to the first `size` available IDs when the annotation does not name enough.
+std::vector<std::vector<std::string>> PreferReplicas(
+    const protocol::PodDevices& pod, const std::vector<std::vector<std::string>>& available,
+    const std::vector<int32_t>& sizes);
+
+}  // namespace hami::deviceplugin
+
+#endif  // HAMI_DEVICEPLUGIN_ALLOCATE_H_

@@ -1,0 +1,207 @@
+#include "deviceplugin/allocator.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <random>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "k8s/client.h"
+#include "protocol/bind.h"
+#include "protocol/keys.h"
+#include "protocol/node_lock.h"
+
+namespace hami::deviceplugin {
+namespace {
+
+using k8s::Json;
+namespace res = k8s::resources;
+
+Json AnnotationPatch(std::string_view key, const Json& value) {
+  Json patch;
+  patch["metadata"]["annotations"][std::string(key)] = value;
+  return patch;
+}
+
+bool IsCandidate(const Json& pod, std::string_view node) {
+  if (k8s::FieldString(pod, "status.phase") != "Pending") return false;
+  auto ann = k8s::Annotations(pod);
+  if (!ann.count(std::string(protocol::kBindTimeKey))) return false;
+  auto phase = ann.find(std::string(protocol::kBindPhaseKey));
+  if (phase == ann.end() || (phase->second != "allocating" && phase->second != "success")) {
+    return false;
+  }
+  auto vnode = ann.find(std::string(protocol::kVgpuNodeKey));
+  return vnode != ann.end() && vnode->second == node;
+}
+
+void AddContainers(const Json& spec, const char* field, std::vector<ContainerInfo>* out) {
+  auto list = spec.find(field);
+  if (list == spec.end() || !list->is_array()) return;
+  for (const Json& c : *list) {
+    ContainerInfo info;
+    info.name = c.value("name", "");
+    auto env = c.find("env");
+    if (env != c.end() && env->is_array()) {
+      for (const Json& e : *env) {
+        if (e.value("name", "") != "CUDA_DISABLE_CONTROL") continue;
+        auto v = ParseBool(e.value("value", ""));
+        info.disable_control = v && *v;
+      }
+    }
+    out->push_back(std::move(info));
+  }
+}
+
+}  // namespace
+
+Result<Json> FindPendingPod(k8s::Client& client, std::string_view node) {
+  auto n = client.Get(res::kNodes, "", node);
+  if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
+  if (auto lock = k8s::Annotation(*n, protocol::kNodeLockKey)) {
+    auto parsed = protocol::ParseNodeLock(*lock);
+    if (!parsed) return Error{"node " + Quote(node) + ": " + parsed.error()};
+    if (parsed->owner) {
+      auto pod = client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod);
+      if (!pod) {
+        return Error{"get lock owner pod " + parsed->owner->ns + "/" + parsed->owner->pod + ": " +
+                     pod.error().ToString()};
+      }
+      return std::move(*pod);
+    }
+  }
+  k8s::ListOptions options;
+  options.field_selector = "spec.nodeName=" + std::string(node);
+  auto pods = client.List(res::kPods, "", options);
+  if (!pods) return Error{"list pods on " + Quote(node) + ": " + pods.error().ToString()};
+  for (Json& pod : pods->items) {
+    if (IsCandidate(pod, node)) return std::move(pod);
+  }
+  return Error{"no pending pod found on node " + Quote(node)};
+}
+
+PodView PodViewFromJson(const Json& pod) {
+  PodView view;
+  view.ns = k8s::Namespace(pod);
+  view.name = k8s::Name(pod);
+  view.uid = k8s::Uid(pod);
+  view.to_allocate = k8s::Annotation(pod, kToAllocateKey).value_or("");
+  auto spec = pod.find("spec");
+  if (spec != pod.end() && spec->is_object()) {
+    AddContainers(*spec, "initContainers", &view.containers);
+    AddContainers(*spec, "containers", &view.containers);
+  }
+  return view;
+}
+
+Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_view ns,
+                       std::string_view pod) {
+  auto n = client.Get(res::kNodes, "", node);
+  if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
+  auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
+  if (!lock) return OkStatus();
+  if (!protocol::MayReleaseNodeLock(*lock, ns, pod)) {
+    HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
+    return OkStatus();
+  }
+  auto r = client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge,
+                        AnnotationPatch(protocol::kNodeLockKey, nullptr));
+  if (!r) return Error{"release lock on " + Quote(node) + ": " + r.error().ToString()};
+  return OkStatus();
+}
+
+std::string RandomUuid() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t hi = rng(), lo = rng();
+  hi = (hi & ~0xF000ULL) | 0x4000ULL;              // version 4
+  lo = (lo & ~(0xC0ULL << 56)) | (0x80ULL << 56);  // RFC 4122 variant
+  char buf[37];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xFFFF), static_cast<unsigned>(hi & 0xFFFF),
+                static_cast<unsigned>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFULL));
+  return buf;
+}
+
+Allocator::Allocator(k8s::Client* client, std::string node, AllocateEnv env,
+                     std::function<std::string()> new_cache_id)
+    : client_(client),
+      node_(std::move(node)),
+      env_(std::move(env)),
+      new_cache_id_(std::move(new_cache_id)) {}
+
+Status Allocator::Fail(const PodView& pod, const std::string& reason) {
+  const std::string who = "pod " + pod.ns + "/" + pod.name;
+  HAMI_ERROR("allocate {}: {}", who, reason);
+  auto r = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
+                          AnnotationPatch(protocol::kBindPhaseKey, "failed"));
+  if (!r) HAMI_ERROR("{}: set bind-phase failed: {}", who, r.error().ToString());
+  if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name); !s) {
+    HAMI_ERROR("{}: {}", who, s.error());
+  }
+  return Error{who + ": " + reason};
+}
+
+Status Allocator::PrepareHostDirs(const PodView& pod, const AllocationPlan& plan) {
+  namespace fs = std::filesystem;
+  for (size_t index : plan.consumed) {
+    const std::string name = index < pod.containers.size() ? pod.containers[index].name
+                                                           : "container-" + std::to_string(index);
+    const std::string dir = ContainerCacheHostDir(env_.hook_path, pod.uid, name);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return Error{"create " + Quote(dir) + ": " + ec.message()};
+    ::chmod(dir.c_str(), 0777);  // the container's user is unknown: anyone may write the cache
+  }
+  return OkStatus();
+}
+
+// Step 5: once nothing NVIDIA is left to allocate, the bind is complete.
+Status Allocator::Finish(const PodView& pod) {
+  auto fresh = client_->Get(res::kPods, pod.ns, pod.name);
+  if (!fresh) return Error{"re-read pod: " + fresh.error().ToString()};
+  if (protocol::HasVendorDevice(k8s::Annotation(*fresh, kToAllocateKey).value_or(""),
+                                kNvidiaVendorKey)) {
+    return OkStatus();
+  }
+  auto r = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
+                          AnnotationPatch(protocol::kBindPhaseKey, "success"));
+  if (!r) return Error{"set bind-phase success: " + r.error().ToString()};
+  return ReleaseNodeLock(*client_, node_, pod.ns, pod.name);
+}
+
+Result<std::vector<ContainerAllocation>> Allocator::Allocate(
+    const std::vector<std::vector<std::string>>& requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found = FindPendingPod(*client_, node_);
+  if (!found) return Error{"allocate on node " + Quote(node_) + ": " + found.error()};
+  const PodView pod = PodViewFromJson(*found);
+  auto plan = PlanAllocate(pod, requests, env_, new_cache_id_);
+  if (!plan) return std::move(Fail(pod, plan.error())).take_error();
+  if (Status s = PrepareHostDirs(pod, *plan); !s)
+    return std::move(Fail(pod, s.error())).take_error();
+  auto patched = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
+                                AnnotationPatch(kToAllocateKey, plan->remaining));
+  if (!patched) {
+    return std::move(Fail(pod, "update " + std::string(kToAllocateKey) + ": " +
+                                   patched.error().ToString()))
+        .take_error();
+  }
+  if (Status s = Finish(pod); !s) return std::move(Fail(pod, s.error())).take_error();
+  return std::move(plan->containers);
+}
+
+std::vector<std::vector<std::string>> Allocator::Prefer(
+    const std::vector<std::vector<std::string>>& available, const std::vector<int32_t>& sizes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  protocol::PodDevices devices;
+  if (auto pod = FindPendingPod(*client_, node_)) {
+    auto decoded = protocol::DecodePodDevices(k8s::Annotation(*pod, kToAllocateKey).value_or(""));
+    if (decoded) devices = std::move(*decoded);
+  }
+  return PreferReplicas(devices, available, sizes);
+}
+
+}  // namespace hami::deviceplugin
