@@ -398,6 +398,19 @@ TEST_F(ClientTest, WatchEndsAtTimeoutSecondsAndOnCancel) {
   EXPECT_TRUE(timed);
 }
 
+TEST_F(ClientTest, InjectedFailuresAreRetryableStatuses) {
+  sim::ApiServerOptions o;
+  o.fail_rate = 1.0;
+  Start(o);
+  auto r = client_->Get(kPods, "default", "x");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, 500);
+  EXPECT_EQ(r.error().reason, kReasonInternalError);
+  EXPECT_TRUE(IsRetryable(r.error()));
+  auto version = client_->Request("GET", "/version");  // discovery is never failed
+  EXPECT_TRUE(version);
+}
+
 TEST_F(ClientTest, TransportErrorsAreValues) {
   RestConfig cfg;
   cfg.server = "http://127.0.0.1:1";

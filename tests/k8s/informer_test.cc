@@ -180,6 +180,21 @@ TEST_F(InformerTest, FieldSelectedPodsOfOneNode) {
   EXPECT_NE(inf.Get("default/pending"), nullptr);
 }
 
+TEST_F(InformerTest, SyncsThroughInjectedFailures) {
+  sim::ApiServerOptions o;
+  o.fail_rate = 0.5;
+  Start(o);
+  for (int i = 0; i < 5; ++i) CreatePod("p" + std::to_string(i));
+  InformerOptions opts;
+  opts.backoff_initial = milliseconds(5);
+  opts.backoff_max = milliseconds(50);
+  Informer inf(*client_, kPods, opts, {});
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(milliseconds(30000)));
+  CreatePod("late");
+  ASSERT_TRUE(Eventually([&] { return inf.Size() == 6; }));
+}
+
 TEST_F(InformerTest, TransformShrinksCachedObjects) {
   Start();
   CreatePod("a");
