@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# GPU checks that need a real NVIDIA GPU and driver. Exit status: 0 all passed, 1 a check
+# failed, 77 skipped (no GPU here). Runs in well under 5 minutes.
+#
+# libvgpu section: a cudart program and PyTorch under LD_PRELOAD=libvgpu.so with
+# CUDA_DEVICE_MEMORY_LIMIT=4g (reported total, OOM past the limit, NVML view), and the SM limit
+# (30 %, FORCE) measured with NVML on a busy loop. Prints a summary table.
+#
+#   tests/gpu/run.sh                # uses build/lib/libvgpu.so, builds it when missing
+#   BUILD=build-rel tests/gpu/run.sh
+set -u
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "tests/gpu/run.sh: no NVIDIA GPU on this machine, skipped"
+  exit 77
+fi
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${BUILD:-$ROOT/build}"
+LIB="$BUILD/lib/libvgpu.so"
+if [[ ! -f "$LIB" ]]; then
+  echo "building libvgpu.so in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$BUILD" --target vgpu >/dev/null || { echo "build failed"; exit 1; }
+fi
+WORK="$(mktemp -d /tmp/hami-gpu.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+GIB=$((1 << 30))
+LIMIT_BYTES=$((4 * GIB))
+ROWS=()
+FAILED=0
+
+row() {  # name expected measured PASS|FAIL|SKIP
+  ROWS+=("$(printf '| %-44s | %-16s | %-22s | %-4s |' "$1" "$2" "$3" "$4")")
+  [[ "$4" == FAIL ]] && FAILED=1
+  return 0
+}
+
+preload() {  # runs "$@" under libvgpu with a fresh region file per call
+  local cache="$WORK/$RANDOM$RANDOM.cache"
+  env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" CUDA_VISIBLE_DEVICES=0 \
+    LIBCUDA_LOG_LEVEL=0 "$@"
+}
+
+# ---------------------------------------------------------------- cudart program
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+cat >"$WORK/memcheck.cu" <<'CU'
+#include <cstdio>
+#include <cuda_runtime.h>
+int main() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 3;
+  printf("total=%zu free=%zu\n", total_b, free_b);
+  size_t chunk = 256u << 20, held = 0;
+  void* p;
+  cudaError_t err;
+  while ((err = cudaMalloc(&p, chunk)) == cudaSuccess) held += chunk;
+  printf("held=%zu err=%d\n", held, (int)err);
+  return 0;
+}
+CU
+CUDART_BIN=""
+if command -v nvcc >/dev/null 2>&1 || [[ -x "$CUDA_HOME/bin/nvcc" ]]; then
+  NVCC="$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")"
+  "$NVCC" -o "$WORK/memcheck" "$WORK/memcheck.cu" >/dev/null 2>&1 && CUDART_BIN="$WORK/memcheck"
+fi
+if [[ -n "$CUDART_BIN" ]]; then
+  out="$(preload CUDA_DEVICE_MEMORY_LIMIT=4g timeout 60 "$CUDART_BIN" 2>&1)"
+  total="$(sed -n 's/^total=\([0-9]*\).*/\1/p' <<<"$out")"
+  held="$(sed -n 's/^held=\([0-9]*\).*/\1/p' <<<"$out")"
+  err="$(sed -n 's/.*err=\([0-9]*\).*/\1/p' <<<"$out")"
+  [[ "$total" == "$LIMIT_BYTES" ]] && r=PASS || r=FAIL
+  row "cudart: cudaMemGetInfo total" "4 GiB" "${total:-none}" "$r"
+  [[ -n "$held" && "$held" -le "$LIMIT_BYTES" && "$err" == 2 ]] && r=PASS || r=FAIL
+  row "cudart: cudaMalloc past 4 GiB -> error 2" "<=4 GiB, err 2" "${held:-none} err ${err:-?}" "$r"
+else
+  row "cudart program" "nvcc available" "no nvcc" SKIP
+fi
+
+# ---------------------------------------------------------------- NVML view (nvidia-smi)
+smi_total="$(preload CUDA_DEVICE_MEMORY_LIMIT=4g timeout 30 nvidia-smi -i 0 \
+  --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')"
+[[ "$smi_total" == 4096 ]] && r=PASS || r=FAIL
+row "NVML (nvidia-smi) memory.total" "4096 MiB" "${smi_total:-none} MiB" "$r"
+
+# ---------------------------------------------------------------- PyTorch
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  cat >"$WORK/torch_mem.py" <<'PY'
+import torch
+free, total = torch.cuda.mem_get_info()
+print(f"total={total}")
+held, blocks = 0, []
+try:
+    while True:
+        blocks.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
+        held += 256 << 20
+except torch.cuda.OutOfMemoryError:
+    print(f"oom=1 held={held}")
+PY
+  out="$(preload CUDA_DEVICE_MEMORY_LIMIT=4g timeout 120 python3 "$WORK/torch_mem.py" 2>&1)"
+  total="$(sed -n 's/^total=\([0-9]*\)/\1/p' <<<"$out")"
+  held="$(sed -n 's/^oom=1 held=\([0-9]*\)/\1/p' <<<"$out")"
+  [[ "$total" == "$LIMIT_BYTES" ]] && r=PASS || r=FAIL
+  row "torch.cuda.mem_get_info() total" "4 GiB" "${total:-none}" "$r"
+  [[ -n "$held" && "$held" -le "$LIMIT_BYTES" ]] && r=PASS || r=FAIL
+  row "torch: allocating past 4 GiB raises OOM" "OutOfMemoryError" "${held:+held $held}" "$r"
+  TORCH=1
+else
+  row "PyTorch checks" "torch with CUDA" "not installed" SKIP
+  TORCH=0
+fi
+
+# ---------------------------------------------------------------- SM limit 30 %
+# Mean GPU utilisation (NVML, sampled every 200 ms by nvidia-smi outside the preload) over
+# seconds 6-20 of a busy loop running under CUDA_DEVICE_SM_LIMIT=30, policy FORCE.
+measure_util() {  # command...
+  local samples="$WORK/util.$RANDOM"
+  nvidia-smi -i 0 --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 \
+    >"$samples" 2>/dev/null &
+  local smi=$!
+  preload CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force timeout 40 "$@" \
+    >/dev/null 2>&1
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+  # 5 samples per second: skip the first 30 (6 s of calibration), average the next 70.
+  awk 'NR > 30 && NR <= 100 { s += $1; n++ } END { if (n) printf "%.1f", s / n }' "$samples"
+}
+if [[ "$TORCH" == 1 ]]; then
+  cat >"$WORK/matmul.py" <<'PY'
+import time, torch
+a = torch.randn(4096, 4096, device="cuda")
+b = torch.randn(4096, 4096, device="cuda")
+end = time.time() + 22
+while time.time() < end:
+    for _ in range(10):
+        c = a @ b
+    torch.cuda.synchronize()
+PY
+  util="$(measure_util python3 "$WORK/matmul.py")"
+  if [[ -n "$util" ]] && awk -v u="$util" 'BEGIN { exit !(u >= 25 && u <= 35) }'; then
+    r=PASS
+  else
+    r=FAIL
+  fi
+  row "SM limit 30% (FORCE), torch matmul loop" "30 +- 5 %" "${util:-none} %" "$r"
+else
+  row "SM limit 30% measurement" "torch with CUDA" "not installed" SKIP
+fi
+
+echo
+echo "libvgpu on $(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader 2>/dev/null)"
+printf '| %-44s | %-16s | %-22s | %-4s |\n' check expected measured ok
+printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..18})" \
+  "$(printf -- '-%.0s' {1..24})" "------"
+printf '%s\n' "${ROWS[@]}"
+exit "$FAILED"
