@@ -1,0 +1,166 @@
+// hami-device-plugin (NVIDIA): parses flags, loads configuration, and runs deviceplugin::Plugin
+// until SIGTERM or SIGINT. Everything else lives in the library so tests and hami-sim can run
+// the same code in-process.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "deviceplugin/allocator.h"
+#include "deviceplugin/inventory.h"
+#include "deviceplugin/nvml.h"
+#include "deviceplugin/plugin.h"
+#include "deviceplugin/plugin_config.h"
+#include "deviceplugin/register.h"
+#include "k8s/client.h"
+#include "k8s/kubeconfig.h"
+
+namespace hami::deviceplugin {
+namespace {
+
+struct Flags {
+  std::string kubeconfig;
+  std::string node_name;
+  std::string config_file;
+  std::string node_config_file = "/config/config.json";
+  std::string kubelet_socket = kDefaultKubeletSocket;
+  std::string hook_path = "/usr/local";
+  std::string device_list_strategy = "envvar";
+  std::string device_inventory;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string sysfs_root = "/sys";
+  int verbosity = 0;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig file; empty: $KUBECONFIG, in-cluster, then ~/.kube/config");
+  app.add_option("--node-name", f.node_name,
+                 "this node's name: the Node that gets hami.io/node-nvidia-register and whose "
+                 "pods Allocate serves (required)")
+      ->envname("NODE_NAME");
+  app.add_option("--config-file", f.config_file,
+                 "device-config.yaml, the scheduler's schema; its nvidia section sets "
+                 "deviceSplitCount, scalings, libCudaLogLevel, ... (optional)")
+      ->envname("CONFIG_FILE");
+  app.add_option("--node-config-file", f.node_config_file,
+                 "per-node overrides (config.json, `nodeconfig` list); missing file: defaults");
+  app.add_option("--kubelet-socket", f.kubelet_socket,
+                 "kubelet's registration socket; the plugin serves nvidia-gpu.sock in the same "
+                 "directory")
+      ->envname("KUBELET_SOCKET");
+  app.add_option("--hook-path", f.hook_path,
+                 "host directory holding vgpu/libvgpu.so and the per-container caches")
+      ->envname("HOOK_PATH");
+  app.add_option("--device-list-strategy", f.device_list_strategy,
+                 "how containers learn their GPUs: envvar, volume-mounts or cdi-annotations")
+      ->envname("DEVICE_LIST_STRATEGY");
+  app.add_option("--device-inventory", f.device_inventory,
+                 "YAML inventory (devices: [{index, uuid, model, memory MiB, numa, health}]) used "
+                 "instead of NVML: simulation, tests, nodes without GPUs");
+  app.add_option("--nvml-library", f.nvml_library, "NVML library to dlopen");
+  app.add_option("--sysfs-root", f.sysfs_root, "sysfs mount, for PCI NUMA nodes");
+  app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+}
+
+Result<PluginConfig> LoadConfig(const Flags& f) {
+  PluginConfig config;
+  if (!f.config_file.empty()) {
+    auto text = ReadFile(f.config_file);
+    if (!text) return std::move(text).take_error();
+    auto c = ApplyDeviceConfigYaml(*text, config);
+    if (!c) return Error{f.config_file + ": " + c.error()};
+    config = std::move(*c);
+  }
+  if (auto text = ReadFile(f.node_config_file)) {
+    auto c = ApplyNodeConfigJson(*text, f.node_name, config);
+    if (!c) return Error{f.node_config_file + ": " + c.error()};
+    config = std::move(*c);
+  } else {
+    HAMI_INFO("no node config at {}; using defaults", f.node_config_file);
+  }
+  return config;
+}
+
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: all inherit it
+  return set;
+}
+
+int Run(const Flags& f) {
+  log::SetVerbosity(f.verbosity);
+  if (f.node_name.empty()) {
+    std::cerr << "--node-name (or NODE_NAME) is required\n";
+    return 2;
+  }
+  auto strategy = ParseDeviceListStrategy(f.device_list_strategy);
+  if (!strategy) return std::cerr << strategy.error() << "\n", 2;
+  auto config = LoadConfig(f);
+  if (!config) return std::cerr << config.error() << "\n", 1;
+  auto rest = k8s::LoadConfig(f.kubeconfig);
+  if (!rest) return std::cerr << "kubeconfig: " << rest.error() << "\n", 1;
+
+  const sigset_t stop_signals = BlockStopSignals();
+  k8s::Client client(*rest);
+  std::unique_ptr<Discovery> discovery;
+  if (!f.device_inventory.empty()) {
+    discovery = std::make_unique<InventoryDiscovery>(f.device_inventory);
+  } else {
+    discovery = std::make_unique<NvmlDiscovery>(NvmlOptions{f.nvml_library, f.sysfs_root});
+  }
+  RegisterPublisher publisher(
+      discovery.get(), *config,
+      [&](std::string_view key, std::string_view value) -> Status {
+        k8s::Json patch;
+        patch["metadata"]["annotations"][std::string(key)] = value;
+        auto r =
+            client.Patch(k8s::resources::kNodes, "", f.node_name, k8s::PatchType::kMerge, patch);
+        if (!r) return r.error().ToError();
+        return OkStatus();
+      },
+      RealClock());
+  AllocateEnv env;
+  env.hook_path = f.hook_path;
+  env.license_present = std::filesystem::exists(f.hook_path + "/vgpu/license");
+  env.config = *config;
+  env.strategy = *strategy;
+  Allocator allocator(&client, f.node_name, env);
+  PluginOptions options;
+  options.kubelet_socket = f.kubelet_socket;
+  options.resource_name = config->resource_name;
+  options.split_count = config->device_split_count;
+  options.numa_topology = config->enable_numa_topology;
+  options.preferred_allocation = config->enable_preferred_allocation;
+  Plugin plugin(options, &publisher, &allocator);
+  if (Status s = plugin.Start(); !s) return std::cerr << s.error() << "\n", 1;
+  HAMI_INFO("hami-device-plugin serving {} on {} ({})", options.resource_name, plugin.socket_path(),
+            discovery->Name());
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  HAMI_INFO("signal {}: shutting down", sig);
+  plugin.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hami-device-plugin: the NVIDIA kubelet device plugin of HAMi. Advertises each GPU "
+      "deviceSplitCount times, publishes hami.io/node-nvidia-register on the node, and answers "
+      "Allocate from the pod annotations the scheduler wrote."};
+  hami::deviceplugin::Flags flags;
+  hami::deviceplugin::AddFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  return hami::deviceplugin::Run(flags);
+}
