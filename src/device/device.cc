@@ -58,4 +58,8 @@ Result<NodeUsage> NodeUsageFromAnnotations(const Registry& registry, const std::
   return node;
 }
 
+Result<NodeUsage> NodeUsageFromNode(const Registry& registry, const nlohmann::json& node) {
+  return NodeUsageFromAnnotations(registry, ObjectName(node), ObjectAnnotations(node));
+}
+
 }  // namespace hami::device

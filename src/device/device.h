@@ -110,6 +110,10 @@ Registry MakeRegistry(const DeviceConfig& config);
 Result<NodeUsage> NodeUsageFromAnnotations(const Registry& registry, const std::string& node_name,
                                            const StringMap& node_annotations);
 
+// The same from a core/v1 Node object (metadata.name and metadata.annotations), for the
+// simulation filter, whose ExtenderArgs carry full nodes and whose usage is zero.
+Result<NodeUsage> NodeUsageFromNode(const Registry& registry, const nlohmann::json& node);
+
 }  // namespace hami::device
 
 #endif  // HAMI_DEVICE_DEVICE_H_

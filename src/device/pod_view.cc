@@ -96,6 +96,11 @@ std::vector<const ContainerView*> PodView::AllContainers() const {
 
 std::string PodView::Key() const { return namespace_name + "/" + name; }
 
+std::string ObjectName(const nlohmann::json& obj) {
+  const Json* meta = Child(obj, "metadata");
+  return meta ? StringAt(*meta, "name") : std::string();
+}
+
 StringMap ObjectAnnotations(const nlohmann::json& obj) {
   const Json* meta = Child(obj, "metadata");
   return meta ? StringMapAt(*meta, "annotations") : StringMap{};

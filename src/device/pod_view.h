@@ -52,6 +52,9 @@ struct PodView {
 // [1]`. Integer JSON numbers are rendered as decimal text.
 Result<PodView> ParsePodView(const nlohmann::json& pod);
 
+// metadata.name of any object; "" when absent or not a string.
+std::string ObjectName(const nlohmann::json& obj);
+
 // metadata.annotations of any object (node or pod); non-string values are skipped.
 StringMap ObjectAnnotations(const nlohmann::json& obj);
 

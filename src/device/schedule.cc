@@ -67,6 +67,16 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
   return std::nullopt;
 }
 
+// Per device and field: (*into) = max(*into, from). Both lists hold the same devices in order.
+void MaxInto(const std::vector<DeviceUsage>& from, std::vector<DeviceUsage>* into) {
+  for (size_t i = 0; i < from.size() && i < into->size(); ++i) {
+    DeviceUsage& d = (*into)[i];
+    d.used = std::max(d.used, from[i].used);
+    d.usedmem = std::max(d.usedmem, from[i].usedmem);
+    d.usedcores = std::max(d.usedcores, from[i].usedcores);
+  }
+}
+
 }  // namespace
 
 Result<PodRequests> NormalizePodRequests(const Registry& registry, const PodView& pod) {
@@ -121,6 +131,7 @@ NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequ
     for (const auto& [vendor, req] : c) out.devices[vendor].resize(total);
   }
   // Init containers run one after another, so each sees only the node's current usage.
+  std::vector<DeviceUsage> peak = node.devices;
   for (size_t i = 0; i < requests.init_count && i < total; ++i) {
     std::vector<DeviceUsage> scratch = node.devices;
     if (auto reason =
@@ -129,6 +140,7 @@ NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequ
       out.reason = std::move(*reason);
       return out;
     }
+    MaxInto(scratch, &peak);
   }
   std::vector<DeviceUsage> running = node.devices;
   for (size_t i = requests.init_count; i < total; ++i) {
@@ -139,6 +151,8 @@ NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequ
       return out;
     }
   }
+  MaxInto(peak, &running);
+  out.usage_after = std::move(running);
   out.fit = true;
   return out;
 }

@@ -54,6 +54,9 @@ struct NodeFit {
   // When fit: vendor key -> one ContainerDevices per container (init first), index-aligned with
   // the pod's containers, empty for containers that asked for nothing of that vendor.
   std::map<std::string, protocol::PodDevices> devices{};
+  // When fit: the node's devices with this pod added as the usage index will count it: per
+  // device and field, max(peak over the init containers, sum over the regular containers).
+  std::vector<DeviceUsage> usage_after{};
 };
 
 // Fits every container of the pod on one node (§4.5 scoreNode): init containers each against

@@ -158,4 +158,25 @@ void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation
   }
 }
 
+NamespaceQuota NamespaceQuotaFor(const Registry& registry,
+                                 const std::map<std::string, int64_t>& limits,
+                                 const std::map<std::string, UsageIndex::Totals>& used) {
+  NamespaceQuota out;
+  auto add = [&](const std::string& resource, int64_t usage) {
+    if (resource.empty()) return;
+    auto limit = limits.find(resource);
+    if (limit == limits.end() && usage == 0) return;
+    QuotaEntry& e = out[resource];
+    e.used += usage;
+    if (limit != limits.end()) e.limit = limit->second, e.limit_set = true;
+  };
+  for (const Device* device : registry.All()) {
+    auto u = used.find(device->VendorKey());
+    UsageIndex::Totals totals = u == used.end() ? UsageIndex::Totals{} : u->second;
+    add(device->Info().memory_resource, totals.usedmem);
+    add(device->Info().core_resource, totals.usedcores);
+  }
+  return out;
+}
+
 }  // namespace hami::device

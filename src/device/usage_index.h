@@ -97,6 +97,14 @@ class UsageIndex {
   std::map<std::string, std::map<std::string, Totals>> namespaces_;  // ns -> vendor -> totals
 };
 
+// The quota view Fit checks for one namespace: for every backend's memory and core resource, the
+// namespace's limit from `limits` (QuotaLimitsFromHard; resource -> limit) and its usage from
+// `used` (UsageIndex::NamespaceUsage; vendor key -> totals). Resources with neither a limit nor
+// usage are left out.
+NamespaceQuota NamespaceQuotaFor(const Registry& registry,
+                                 const std::map<std::string, int64_t>& limits,
+                                 const std::map<std::string, UsageIndex::Totals>& used);
+
 }  // namespace hami::device
 
 #endif  // HAMI_DEVICE_USAGE_INDEX_H_

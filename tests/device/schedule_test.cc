@@ -240,3 +240,36 @@ TEST(NodeUsageFromAnnotations, ReadsDevicesCordonAndScores) {
 
 }  // namespace
 }  // namespace hami::device
+
+namespace hami::device {
+namespace {
+
+TEST(Schedule, UsageAfterCountsInitPeakAndAppSum) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  PodView pod = Pod({{"initContainers", {Container("init", "5000", "20")}},
+                     {"containers", {Container("a", "1000", "10"), Container("b", "1000", "10")}}});
+  std::vector<NodeUsage> nodes = {NodeUsage{.name = "n", .devices = {Gpu("g", 0, 0, 0, 0)}}};
+  auto d = Schedule(registry, pod, nodes, {}, ScheduleOptions{});
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  ASSERT_EQ(d->Chosen()->usage_after.size(), 1u);
+  const DeviceUsage& g = d->Chosen()->usage_after[0];
+  EXPECT_EQ(g.used, 2);        // two app containers share it
+  EXPECT_EQ(g.usedmem, 5000);  // init peak 5000 > app sum 2000
+  EXPECT_EQ(g.usedcores, 20);  // init 20 = app sum 20
+}
+
+TEST(NodeUsageFromNode, ReadsNameAndAnnotations) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  auto node = nlohmann::json::parse(R"({"metadata": {"name": "n1", "annotations": {
+      "hami.io/node-nvidia-register":
+        "[{\"id\":\"GPU-a\",\"count\":10,\"devmem\":100,\"devcore\":100,\"type\":\"NVIDIA\",\"health\":true}]"}}})");
+  auto n = NodeUsageFromNode(registry, node);
+  ASSERT_TRUE(n) << n.error();
+  EXPECT_EQ(n->name, "n1");
+  ASSERT_EQ(n->devices.size(), 1u);
+  EXPECT_EQ(n->devices[0].id, "GPU-a");
+}
+
+}  // namespace
+}  // namespace hami::device

@@ -222,3 +222,22 @@ TEST(UsageIndex, FeedsSchedule) {
 
 }  // namespace
 }  // namespace hami::device
+
+namespace hami::device {
+namespace {
+
+TEST(NamespaceQuotaFor, CombinesLimitsAndUsage) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  UsageIndex index;
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 3000, 30)}));
+  auto q = NamespaceQuotaFor(registry, {{"nvidia.com/gpumem", 4000}}, index.NamespaceUsage("ns"));
+  EXPECT_EQ(q,
+            (NamespaceQuota{{"nvidia.com/gpumem", {.used = 3000, .limit = 4000, .limit_set = true}},
+                            {"nvidia.com/gpucores", {.used = 30}}}));
+  EXPECT_TRUE(FitQuota(q, "nvidia.com/gpumem", 1000, "nvidia.com/gpucores", 1000, 1));
+  EXPECT_FALSE(FitQuota(q, "nvidia.com/gpumem", 1001, "nvidia.com/gpucores", 0, 1));
+  EXPECT_TRUE(NamespaceQuotaFor(registry, {}, {}).empty());
+}
+
+}  // namespace
+}  // namespace hami::device

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "common/strings.h"
 #include "protocol/keys.h"
@@ -219,6 +220,56 @@ Result<DeviceRequest> NvidiaDevice::NormalizeRequest(const ContainerView& contai
   return req;
 }
 
+// Checks 1-3 of §4.5, which come before the numa-bind restart.
+std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& dev,
+                                                            const DeviceRequest& request,
+                                                            const FitContext& ctx,
+                                                            const StringMap& annos) const {
+  if (!dev.health) return protocol::kCardNotHealth;
+  if (ctx.node && ctx.node->cordoned.count(dev.id)) return protocol::kCardCordoned;
+  const std::string* vgpu_mode = Find(annos, protocol::kVgpuModeKey);
+  if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
+      (vgpu_mode && vgpu_mode->find(dev.mode) == std::string::npos) || request.type != kVendorKey) {
+    return protocol::kCardTypeMismatch;
+  }
+  return std::nullopt;
+}
+
+// Checks 5-14 of §4.5; on success `*chosen` is the device entry to allocate.
+std::optional<std::string_view> NvidiaDevice::CheckCapacity(
+    const DeviceUsage& dev, const DeviceRequest& request, const FitContext& ctx,
+    const StringMap& annos, const protocol::ContainerDevices& picked,
+    protocol::ContainerDevice* chosen) const {
+  if (!CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
+    return protocol::kCardUuidMismatch;
+  }
+  if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
+  if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
+  int32_t cores = std::min(request.coresreq, 100);
+  int32_t memreq = request.memreq;
+  if (memreq <= 0 && request.mem_percentage != kPercentUnset) {
+    memreq =
+        static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+  }
+  *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+  if (ctx.quota) {
+    auto [mem, core] = HypotheticalTotal(ctx, picked, *chosen);
+    if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
+                  config_.memory_factor)) {
+      return protocol::kResourceQuotaNotFit;
+    }
+  }
+  if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
+  if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
+  if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
+    return protocol::kExclusiveDeviceAllocateConflict;
+  }
+  if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
+    return protocol::kCardComputeUnitsExhausted;
+  }
+  return std::nullopt;
+}
+
 FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
                             const DeviceRequest& request, const FitContext& ctx) const {
   FitResult r;
@@ -228,78 +279,27 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
   const std::string* numa_value = Find(annos, protocol::kNumaBindKey);
   bool numa_bind = numa_value && ParseBool(*numa_value).value_or(false);
-  const std::string* vgpu_mode = Find(annos, protocol::kVgpuModeKey);
   int32_t remaining = request.nums;
-  bool have_numa = false;
-  int64_t prev_numa = 0;
+  std::optional<int64_t> numa;  // the NUMA node of the current numa-bind group
   std::vector<const DeviceUsage*> passed;
   protocol::ContainerDevices picked;
-  auto reject = [&](std::string_view reason) { r.reasons[std::string(reason)] += 1; };
   for (size_t k = candidates.size(); k-- > 0;) {
     const DeviceUsage& dev = *candidates[k];
-    if (!dev.health) {
-      reject(protocol::kCardNotHealth);
+    if (auto reason = CheckIdentity(dev, request, ctx, annos)) {
+      r.reasons[std::string(*reason)] += 1;
       continue;
     }
-    if (ctx.node && ctx.node->cordoned.count(dev.id)) {
-      reject(protocol::kCardCordoned);
-      continue;
-    }
-    if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
-        (vgpu_mode && vgpu_mode->find(dev.mode) == std::string::npos) ||
-        request.type != kVendorKey) {
-      reject(protocol::kCardTypeMismatch);
-      continue;
-    }
-    if (numa_bind && (!have_numa || dev.numa != prev_numa)) {
+    if (numa_bind && numa != dev.numa) {
+      // A new NUMA node: picks on the previous one cannot be completed there.
       if (!picked.empty()) r.reasons[std::string(protocol::kNumaNotFit)] += picked.size();
       picked.clear();
       passed.clear();
       remaining = request.nums;
-      prev_numa = dev.numa;
-      have_numa = true;
+      numa = dev.numa;
     }
-    if (!CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
-      reject(protocol::kCardUuidMismatch);
-      continue;
-    }
-    if (dev.count <= dev.used) {
-      reject(protocol::kCardTimeSlicingExhausted);
-      continue;
-    }
-    if (ctx.policy.mutex && dev.used > 0) {
-      reject(protocol::kExclusiveDeviceAllocateConflict);
-      continue;
-    }
-    int32_t cores = std::min(request.coresreq, 100);
-    int32_t memreq = request.memreq;
-    if (memreq <= 0 && request.mem_percentage != kPercentUnset) {
-      memreq =
-          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
-    }
-    protocol::ContainerDevice chosen{dev.id, request.type, memreq, cores};
-    if (ctx.quota) {
-      auto [mem, core] = HypotheticalTotal(ctx, picked, chosen);
-      if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
-                    config_.memory_factor)) {
-        reject(protocol::kResourceQuotaNotFit);
-        continue;
-      }
-    }
-    if (dev.totalmem - dev.usedmem < memreq) {
-      reject(protocol::kCardInsufficientMemory);
-      continue;
-    }
-    if (dev.totalcore - dev.usedcores < cores) {
-      reject(protocol::kCardInsufficientCore);
-      continue;
-    }
-    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
-      reject(protocol::kExclusiveDeviceAllocateConflict);
-      continue;
-    }
-    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
-      reject(protocol::kCardComputeUnitsExhausted);
+    protocol::ContainerDevice chosen;
+    if (auto reason = CheckCapacity(dev, request, ctx, annos, picked, &chosen)) {
+      r.reasons[std::string(*reason)] += 1;
       continue;
     }
     passed.push_back(&dev);
@@ -313,8 +313,9 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (ctx.policy.topology_aware && static_cast<int64_t>(passed.size()) >= request.nums) {
     static const protocol::PairScores kNoScores;
     const auto& scores = ctx.node ? ctx.node->pair_scores : kNoScores;
-    for (size_t pos : PickByTopology(passed, request.nums, scores))
+    for (size_t pos : PickByTopology(passed, request.nums, scores)) {
       r.devices.push_back(picked[pos]);
+    }
     r.fit = true;
     return r;
   }

@@ -5,6 +5,7 @@
 #ifndef HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 #define HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,15 @@ class NvidiaDevice : public Device {
                 const FitContext& context) const override;
 
  private:
+  std::optional<std::string_view> CheckIdentity(const DeviceUsage& dev,
+                                                const DeviceRequest& request, const FitContext& ctx,
+                                                const StringMap& annos) const;
+  std::optional<std::string_view> CheckCapacity(const DeviceUsage& dev,
+                                                const DeviceRequest& request, const FitContext& ctx,
+                                                const StringMap& annos,
+                                                const protocol::ContainerDevices& picked,
+                                                protocol::ContainerDevice* chosen) const;
+
   NvidiaConfig config_;
   protocol::VendorInfo info_;
 };
