@@ -33,6 +33,8 @@ class AllocTable {
   bool Init(std::size_t capacity);
   // Drops every entry (after fork the child starts with no charges of its own).
   void Clear();
+  // In a fork child: the lock may have been held by a parent thread that does not exist here.
+  void ResetLockAfterFork() { lock_.clear(std::memory_order_relaxed); }
 
   // Returns false when the key is 0, already present, or the table is full (7/8 of
   // kMaxCapacity).

@@ -20,8 +20,6 @@ constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 constexpr std::uint64_t kGraphLaunchCost = 1 << 16;
 constexpr std::uint64_t kMaxContextCharge = 2ULL << 30;
 
-pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
-
 // Reserves `bytes` on container device `dev` before the real allocation. *charged tells the
 // caller whether an uncharge/record is due afterwards.
 CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
@@ -140,13 +138,13 @@ CUresult GetProcAddressCommon(const char* symbol, void** pfn, CUresult r) {
 }
 
 void UnchargeContext(Runtime* rt, int idx, bool reset) {
-  pthread_mutex_lock(&g_ctx_mu);
+  pthread_mutex_lock(&rt->ctx_mu);
   if (rt->ctx_refs[idx] > 0 && (reset || --rt->ctx_refs[idx] == 0)) {
     rt->ctx_refs[idx] = 0;
     rt->region.Uncharge(idx, rt->ctx_charge[idx], ChargeKind::kContext);
     rt->ctx_charge[idx] = 0;
   }
-  pthread_mutex_unlock(&g_ctx_mu);
+  pthread_mutex_unlock(&rt->ctx_mu);
 }
 
 std::uint64_t ConfigThreads(const CUlaunchConfig* c) {
@@ -339,7 +337,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (idx < 0) return real(ctx, dev);
   // The context's own footprint is estimated once per device per process as the change in the
   // device's used memory (NVML) around the first retain.
-  pthread_mutex_lock(&g_ctx_mu);
+  pthread_mutex_lock(&rt->ctx_mu);
   bool first = rt->ctx_refs[idx] == 0;
   std::uint64_t before = first ? NvmlUsedBytes(idx) : 0;
   CUresult r = real(ctx, dev);
@@ -352,7 +350,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
       rt->region.Charge(idx, charge, ChargeKind::kContext, nullptr, nullptr, /*enforce=*/false);
     }
   }
-  pthread_mutex_unlock(&g_ctx_mu);
+  pthread_mutex_unlock(&rt->ctx_mu);
   return r;
 }
 

@@ -7,6 +7,7 @@
 // so interposers stacked on top of us and repeated lookups behave as without libvgpu.
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 
 #include <cstdint>
 #include <cstring>
@@ -49,10 +50,22 @@ bool Contains(const LoadedObject& object, const void* address) {
   return false;
 }
 
+void* SearchAfter(const void* caller, const char* name, DlsymFn real, ObjectList* out);
+
 void* NextAfter(const void* caller, const char* name) {
   DlsymFn real = RealDlsym();
-  // Thread-local: dlsym may run on many threads at once, and the list is too big for small stacks.
-  static thread_local ObjectList list;
+  // One shared list (16 KiB is too much for small thread stacks and for every thread's TLS);
+  // RTLD_NEXT lookups are rare, so serialising them costs nothing.
+  static ObjectList list;
+  static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&list_mu);
+  void* result = SearchAfter(caller, name, real, &list);
+  pthread_mutex_unlock(&list_mu);
+  return result;
+}
+
+void* SearchAfter(const void* caller, const char* name, DlsymFn real, ObjectList* out) {
+  ObjectList& list = *out;
   list.count = 0;
   dl_iterate_phdr(CollectObject, &list);
   int first = -1;

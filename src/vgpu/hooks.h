@@ -127,6 +127,8 @@ DlsymFn RealDlsym();
 // thread-safe; false when the library cannot be opened.
 bool LoadCudaTable();
 bool LoadNvmlTable();
+// In a fork child: re-initialises the loader's lock (a parent thread may have held it).
+void ResetLoaderAfterFork();
 
 // If `found` is the real entry point (or our own hook) of an intercepted name, the hook;
 // otherwise `found` unchanged. `name` may be null (match by address only, used by

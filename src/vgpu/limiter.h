@@ -42,6 +42,9 @@ class ComputeLimiter {
   // Feeds the utilisation (percent, 0..100) measured over the window that ends at now_ns.
   void Observe(double util_pct, std::int64_t now_ns);
 
+  // In a fork child: the lock may have been held by a parent thread that does not exist here.
+  void ResetLockAfterFork() { lock_.clear(std::memory_order_relaxed); }
+
   // Calibrated refill rate in units/s (0 while uncalibrated: everything is admitted).
   double rate() const { return rate_; }
 

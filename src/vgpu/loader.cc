@@ -85,6 +85,8 @@ DlsymFn RealDlsym() {
   return fn;
 }
 
+void ResetLoaderAfterFork() { pthread_mutex_init(&g_load_mu, nullptr); }
+
 bool LoadCudaTable() {
   return LoadTable(&g_cuda_state, "libcuda.so.1", kCudaNames, kCudaFnCount, g_cuda_real);
 }

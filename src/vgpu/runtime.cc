@@ -46,11 +46,16 @@ void ForkChild() {
   // starts with no charges (the parent's allocations stay the parent's).
   pthread_mutex_init(&g_init_mu, nullptr);
   pthread_mutex_init(&g_nvml_mu, nullptr);
+  ResetLoaderAfterFork();
   if (g_rt != nullptr) {
     g_rt->region.Close();
     g_rt->accounting = false;
+    g_rt->allocs.ResetLockAfterFork();
+    g_rt->vmm.ResetLockAfterFork();
     g_rt->allocs.Clear();
     g_rt->vmm.Clear();
+    for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
+    pthread_mutex_init(&g_rt->ctx_mu, nullptr);
     g_rt->watcher_started.store(false);
     std::memset(g_rt->ctx_charge, 0, sizeof(g_rt->ctx_charge));
     std::memset(g_rt->ctx_refs, 0, sizeof(g_rt->ctx_refs));

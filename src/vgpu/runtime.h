@@ -7,6 +7,8 @@
 #ifndef HAMI_VGPU_RUNTIME_H_
 #define HAMI_VGPU_RUNTIME_H_
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -31,6 +33,7 @@ struct Runtime {
   int cuda_to_nvml[kMaxDevices];
   bool any_sm_limit = false;
   ComputeLimiter limiters[kMaxDevices];
+  pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;  // guards ctx_charge / ctx_refs
   std::uint64_t ctx_charge[kMaxDevices];
   int ctx_refs[kMaxDevices];
   std::atomic<std::uint64_t> last_kernel_second{0};

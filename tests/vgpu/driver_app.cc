@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vgpu/cuda_defs.h"
@@ -428,6 +430,32 @@ void Fork(char** argv) {
   CHECK_EQ(cuMemAlloc_v2(&q, limit - bytes), CUDA_SUCCESS);
 }
 
+// threads <limit>: 8 threads allocate and free concurrently; the books balance afterwards.
+void Threads(char** argv) {
+  unsigned long long limit = Arg(argv, 2);
+  UseDevice(0);
+  std::atomic<int> oom{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      UseDevice(0);
+      for (int i = 0; i < 2000; ++i) {
+        CUdeviceptr p = 0;
+        CUresult r = cuMemAlloc_v2(&p, limit / 4);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+          ++oom;
+        } else if (r != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) {
+          ++other;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK_EQ(other.load(), 0);
+  CHECK_EQ(FreeBytes(), limit);
+  std::printf("oom=%d\n", oom.load());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -451,6 +479,8 @@ int main(int argc, char** argv) {
     Hold(argv);
   } else if (s == "fill" && argc == 3) {
     Fill(argv);
+  } else if (s == "threads" && argc == 3) {
+    Threads(argv);
   } else if (s == "fork" && argc == 4) {
     Fork(argv);
   } else {

@@ -325,6 +325,15 @@ TEST_F(PreloadTest, KilledLockHolderDoesNotWedgeTheContainer) {
   }
 }
 
+TEST_F(PreloadTest, ThreadsAllocatingConcurrentlyKeepTheBooksBalanced) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m", "LIBCUDA_LOG_LEVEL=0"},
+                    {"threads", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.MonitorUsage(0), 0u);
+}
+
 TEST_F(PreloadTest, ForkedChildGetsItsOwnSlotUnderTheSameLimit) {
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"},
                     {"fork", std::to_string(16 * kMiB), std::to_string(64 * kMiB)});
