@@ -273,3 +273,49 @@ TEST(NodeUsageFromNode, ReadsNameAndAnnotations) {
 
 }  // namespace
 }  // namespace hami::device
+
+namespace hami::device {
+namespace {
+
+// topology-aware through the whole path: pair scores come from the node row.
+TEST(Schedule, TopologyAwareUsesTheNodesPairScores) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  NodeUsage node{.name = "n",
+                 .devices = {Gpu("g0", 0, 0, 0, 0), Gpu("g1", 1, 0, 0, 0), Gpu("g2", 2, 0, 0, 0),
+                             Gpu("g3", 3, 0, 0, 0)},
+                 .pair_scores = {{"g0", {{"g1", 10}, {"g2", 20}, {"g3", 30}}},
+                                 {"g1", {{"g2", 600}, {"g3", 40}}},
+                                 {"g2", {{"g3", 50}}}}};
+  json two = Container("main", "1000", "10");
+  two["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  PodView pod = Pod({{"containers", {two}}}, {{"hami.io/gpu-scheduler-policy", "topology-aware"}});
+  auto d = Schedule(registry, pod, {node}, {}, ScheduleOptions{});
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  std::vector<std::string> ids;
+  for (const auto& dev : d->Chosen()->devices.at("NVIDIA")[0]) ids.push_back(dev.uuid);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"g1", "g2"}));  // the NVLink pair
+}
+
+TEST(Schedule, NumaBindKeepsAContainerOnOneNuma) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  NodeUsage node{.name = "n",
+                 .devices = {Gpu("a", 0, 0, 0, 0), Gpu("b", 1, 0, 0, 0), Gpu("c", 2, 0, 0, 0)}};
+  node.devices[1].numa = 1;
+  node.devices[2].numa = 1;
+  node.devices[2].usedmem = 7500;  // c cannot take 1000 MiB
+  json two = Container("main", "1000", "10");
+  two["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  PodView pod = Pod({{"containers", {two}}}, {{"nvidia.com/numa-bind", "true"}});
+  auto d = Schedule(registry, pod, {node}, {}, ScheduleOptions{});
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->Chosen(), nullptr);  // numa 0 has one GPU, numa 1 one usable GPU
+  pod.annotations.erase("nvidia.com/numa-bind");
+  d = Schedule(registry, pod, {node}, {}, ScheduleOptions{});
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_NE(d->Chosen(), nullptr);
+}
+
+}  // namespace
+}  // namespace hami::device
