@@ -99,6 +99,46 @@ std::uint64_t NvmlUsedBytes(int nvml_index) {
   return mem.used;
 }
 
+// Host PIDs of the processes holding a context on container device `nvml_index`, sorted.
+struct PidSet {
+  static constexpr unsigned kMax = 256;
+  unsigned int pids[kMax];
+  unsigned int count = 0;
+  bool ok = false;
+};
+
+PidSet ComputePids(int nvml_index) {
+  PidSet set;
+  auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
+  auto list = VGPU_REAL_NVML(nvmlDeviceGetComputeRunningProcesses);
+  nvmlDevice_t dev = nullptr;
+  nvmlProcessInfo_v1_t infos[PidSet::kMax];
+  unsigned int count = PidSet::kMax;
+  if (by_index == nullptr || list == nullptr ||
+      by_index(static_cast<unsigned>(nvml_index), &dev) != NVML_SUCCESS ||
+      list(dev, &count, infos) != NVML_SUCCESS) {
+    return set;
+  }
+  set.ok = true;
+  for (unsigned int i = 0; i < count && i < PidSet::kMax; ++i) set.pids[set.count++] = infos[i].pid;
+  return set;
+}
+
+// The process that appeared between two snapshots taken around our context creation is us, seen
+// from the host (HAMi-core's method). Ambiguous or no change: unknown (0).
+std::int32_t NewPid(const PidSet& before, const PidSet& after) {
+  if (!before.ok || !after.ok) return 0;
+  std::int32_t found = 0;
+  for (unsigned int i = 0; i < after.count; ++i) {
+    bool seen = false;
+    for (unsigned int j = 0; j < before.count && !seen; ++j) seen = before.pids[j] == after.pids[i];
+    if (seen) continue;
+    if (found != 0) return 0;
+    found = static_cast<std::int32_t>(after.pids[i]);
+  }
+  return found;
+}
+
 CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                           CUstream stream) {
   Runtime* rt = Rt();
@@ -340,8 +380,11 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   pthread_mutex_lock(&rt->ctx_mu);
   bool first = rt->ctx_refs[idx] == 0;
   std::uint64_t before = first ? NvmlUsedBytes(idx) : 0;
+  PidSet pids_before = first ? ComputePids(idx) : PidSet{};
   CUresult r = real(ctx, dev);
   if (r == CUDA_SUCCESS && rt->ctx_refs[idx]++ == 0) {
+    std::int32_t hostpid = NewPid(pids_before, ComputePids(idx));
+    if (hostpid != 0) rt->region.SetOwnHostPid(hostpid);
     std::uint64_t after = NvmlUsedBytes(idx);
     std::uint64_t charge = after > before ? after - before : 0;
     if (charge > kMaxContextCharge) charge = kMaxContextCharge;

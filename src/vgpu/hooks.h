@@ -79,15 +79,17 @@
   X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t * mem)) \
   X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_v2_t * mem))
 
-#define VGPU_NVML_REAL_ONLY(X)                                                               \
-  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int* count))                              \
-  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t* device)) \
-  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char* uuid, unsigned int length)) \
-  X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int* index))            \
-  X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                           \
-    (nvmlDevice_t device, nvmlProcessUtilizationSample_t * samples, unsigned int* count,     \
-     unsigned long long last_seen))                                                          \
-  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * util))
+#define VGPU_NVML_REAL_ONLY(X)                                                                    \
+  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int* count))                                   \
+  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t* device))      \
+  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char* uuid, unsigned int length))      \
+  X(nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int* index))                 \
+  X(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                                                \
+    (nvmlDevice_t device, nvmlProcessUtilizationSample_t * samples, unsigned int* count,          \
+     unsigned long long last_seen))                                                               \
+  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t device, nvmlUtilization_t * util)) \
+  X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                           \
+    (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_v1_t* infos))
 
 namespace hami::vgpu {
 

@@ -37,6 +37,12 @@ struct nvmlUtilization_t {
   unsigned int memory;
 };
 
+// The v1 layout, what the unsuffixed nvmlDeviceGetComputeRunningProcesses fills.
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+
 struct nvmlProcessUtilizationSample_t {
   unsigned int pid;
   unsigned long long timeStamp;
@@ -48,6 +54,7 @@ struct nvmlProcessUtilizationSample_t {
 
 static_assert(sizeof(nvmlMemory_v2_t) == 40);
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
 
 }  // namespace hami::vgpu
 

@@ -391,4 +391,9 @@ void Region::SetOwnSmUtil(int dev, std::uint64_t percent) {
   Store(&slot->device_util[dev].sm_util, percent);
 }
 
+void Region::SetOwnHostPid(std::int32_t hostpid) {
+  hami_proc_slot_t* slot = OwnSlot();
+  if (slot != nullptr) Store(&slot->hostpid, hostpid);
+}
+
 }  // namespace hami::vgpu

@@ -79,6 +79,8 @@ class Region {
   void RecordKernelTime(std::uint64_t unix_seconds);
   // Writes this process's SM utilisation sample for dev (watcher).
   void SetOwnSmUtil(int dev, std::uint64_t percent);
+  // Records this process's host PID (as NVML reports it) in its slot.
+  void SetOwnHostPid(std::int32_t hostpid);
 
  private:
   hami_proc_slot_t* OwnSlot() const;

@@ -122,6 +122,11 @@ unsigned long long fake_cuda_physical_used(int physical) {
   std::lock_guard<std::mutex> lock(M().mu);
   return M().used[physical];
 }
+int fake_cuda_ctx_refs(int physical) {
+  if (physical < 0 || physical >= kMaxFakeDevices) return 0;
+  std::lock_guard<std::mutex> lock(M().mu);
+  return M().ctx_refs[physical];
+}
 int fake_cuda_calls(const char* name) {
   std::lock_guard<std::mutex> lock(M().mu);
   auto it = M().calls.find(name);

@@ -102,6 +102,32 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   *count = 1;
   return NVML_SUCCESS;
 }
+// Processes with a context: this one once the fake driver holds a primary context (reported as
+// getpid() + FAKE_NVML_PID_OFFSET, a host PID seen from inside a PID namespace), plus
+// FAKE_NVML_OTHER_PID when set (another tenant).
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                  nvmlProcessInfo_v1_t* infos) {
+  if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned int n = 0;
+  nvmlProcessInfo_v1_t list[2];
+  unsigned long long other = fake::EnvU64("FAKE_NVML_OTHER_PID", 0);
+  if (other != 0) list[n++] = {static_cast<unsigned>(other), 1 << 20};
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  auto refs = cuda ? reinterpret_cast<int (*)(int)>(dlsym(cuda, "fake_cuda_ctx_refs")) : nullptr;
+  if (refs != nullptr && refs(device->index) > 0) {
+    list[n++] = {static_cast<unsigned>(getpid() + fake::EnvU64("FAKE_NVML_PID_OFFSET", 0)),
+                 CudaUsed(device->index)};
+  }
+  if (cuda) dlclose(cuda);
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int i = 0; i < n; ++i) infos[i] = list[i];
+  *count = n;
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
   util->gpu = static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));

@@ -372,6 +372,18 @@ TEST_F(PreloadTest, RegionFileReadByIndependentReader) {
   EXPECT_EQ(raw.MonitorUsage(0), 0u);
 }
 
+TEST_F(PreloadTest, HostPidIsDiscoveredAroundContextCreation) {
+  // The fake NVML reports this process as pid + 100000, as a host sees a namespaced process.
+  Child c = Spawn({"FAKE_NVML_PID_OFFSET=100000", "FAKE_NVML_OTHER_PID=4242"},
+                  {"hold", std::to_string(kMiB), "wait"});
+  ASSERT_EQ(ReadLine(c.out), "rc=0");
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.slot_pid(0), c.pid);
+  EXPECT_EQ(raw.slot_hostpid(0), c.pid + 100000);
+  EXPECT_APP_OK(Finish(c));
+}
+
 TEST_F(PreloadTest, FirstProcessDecidesTheLimit) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"info", "0", std::to_string(64 * kMiB)}));
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=128m"}, {"info", "0", std::to_string(64 * kMiB)});
