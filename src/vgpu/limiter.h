@@ -28,7 +28,7 @@ bool ThrottleEnabled(int policy, int utilization_switch);
 class ComputeLimiter {
  public:
   // Burst capacity of the bucket, as time at the calibrated rate.
-  static constexpr std::int64_t kBurstNs = 50'000'000;
+  static constexpr std::int64_t kBurstNs = 100'000'000;
 
   // limit_pct in [1, 99] enables throttling; anything else makes Admit() always return 0.
   void Configure(int limit_pct, std::int64_t now_ns);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <random>
 #include <string>
 
 #include "vgpu/env.h"
@@ -126,11 +127,14 @@ struct SimCase {
   std::uint64_t cost;  // threads per launch (unrelated to duration on purpose)
   bool sync;           // the app waits for each kernel (idle-synchronised loop)
   bool lagged;         // utilisation reported one window late (NVML averaging)
+  bool mixed = false;  // random mix of 0.1 ms kernels costing 100 000 units and 5 ms kernels
+                       // costing 1 000 (cost anti-correlated with duration), plus an idle phase
 };
 
 std::string Name(const SimCase& c) {
   return "limit=" + std::to_string(c.limit) + " kernel=" + std::to_string(c.kernel_ns / kUs) +
-         "us sync=" + std::to_string(c.sync) + " lagged=" + std::to_string(c.lagged);
+         "us sync=" + std::to_string(c.sync) + " lagged=" + std::to_string(c.lagged) +
+         " mixed=" + std::to_string(c.mixed);
 }
 
 // Runs the closed loop for 30 simulated seconds and returns the mean utilisation of the last
@@ -148,6 +152,7 @@ double Simulate(const SimCase& c) {
   double previous = 0;
   double measured_sum = 0;
   int measured_windows = 0;
+  std::mt19937 rng(1);
   while (now < kEnd) {
     while (next_tick <= now) {
       double util = gpu.Util(next_tick - kWindow, next_tick);
@@ -159,12 +164,23 @@ double Simulate(const SimCase& c) {
       previous = util;
       next_tick += kWindow;
     }
-    std::int64_t wait = limiter.Admit(c.cost, now);
+    std::int64_t kernel_ns = c.kernel_ns;
+    std::uint64_t cost = c.cost;
+    if (c.mixed) {
+      if (now > 3000 * kMs && now < 6000 * kMs) {  // idle: the app does CPU work
+        now += kMs;
+        continue;
+      }
+      bool big = rng() % 2 == 0;
+      kernel_ns = big ? 5 * kMs : 100 * kUs;
+      cost = big ? 1000 : 100000;
+    }
+    std::int64_t wait = limiter.Admit(cost, now);
     if (wait > 0) {
       now += wait < 100 * kMs ? wait : 100 * kMs;
       continue;
     }
-    std::int64_t done = gpu.Run(now, c.kernel_ns);
+    std::int64_t done = gpu.Run(now, kernel_ns);
     if (c.sync) {
       now = done + 20 * kUs;
     } else {
@@ -188,6 +204,15 @@ TEST(ComputeLimiterSimTest, MeasuredUtilisationWithinFivePointsOfTheLimit) {
           EXPECT_NEAR(measured, want, 5.0) << Name(c);
         }
       }
+    }
+  }
+}
+
+TEST(ComputeLimiterSimTest, CostModelMismatchAndIdlePhase) {
+  for (int limit : {10, 30, 50, 70, 90}) {
+    for (bool lagged : {false, true}) {
+      SimCase c{limit, 0, 0, /*sync=*/true, lagged, /*mixed=*/true};
+      EXPECT_NEAR(Simulate(c), limit, 5.0) << Name(c);
     }
   }
 }
