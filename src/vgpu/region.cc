@@ -183,6 +183,7 @@ void Region::Close() {
 }
 
 bool Region::Lock(int timeout_ms) {
+  if (region_ == nullptr) return false;
   std::uint64_t* owner = &region_->owner_pid;
   const std::uint64_t me = static_cast<std::uint64_t>(pid_);
   std::int64_t deadline = -1;
@@ -204,9 +205,16 @@ bool Region::Lock(int timeout_ms) {
     }
     if (attempt == 64) deadline = MonotonicMs() + timeout_ms;
     if (deadline >= 0 && attempt % 16 == 0 && MonotonicMs() > deadline) {
-      VGPU_ERROR("Lock shrreg timeout after %d ms, held by pid %lu", timeout_ms,
-                 static_cast<unsigned long>(Load(owner)));
-      return false;
+      // Critical sections last microseconds; a holder that keeps the lock this long is stopped
+      // or its pid was reused after it died. Take the lock over rather than stall every
+      // operation of this container for the timeout again and again.
+      expected = Load(owner);
+      if (__atomic_compare_exchange_n(owner, &expected, me, false, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED)) {
+        VGPU_ERROR("Lock shrreg timeout after %d ms, taken over from pid %lu", timeout_ms,
+                   static_cast<unsigned long>(expected));
+        return true;
+      }
     }
     Backoff(attempt);
   }

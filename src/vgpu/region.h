@@ -46,6 +46,8 @@ class Region {
   bool is_open() const { return region_ != nullptr; }
   hami_shared_region_t* raw() const { return region_; }
 
+  // Takes the region lock: at once from a dead holder, after timeout_ms from any holder. Returns
+  // false only when the region is not open.
   bool Lock(int timeout_ms = kDefaultLockTimeoutMs);
   void Unlock();
 
