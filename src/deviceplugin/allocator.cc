@@ -36,17 +36,23 @@ bool IsCandidate(const Json& pod, std::string_view node) {
   return vnode != ann.end() && vnode->second == node;
 }
 
+// A string member, "" when absent or not a string (json::value() would throw on a mismatch).
+std::string StringField(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 void AddContainers(const Json& spec, const char* field, std::vector<ContainerInfo>* out) {
   auto list = spec.find(field);
   if (list == spec.end() || !list->is_array()) return;
   for (const Json& c : *list) {
     ContainerInfo info;
-    info.name = c.value("name", "");
+    info.name = StringField(c, "name");
     auto env = c.find("env");
     if (env != c.end() && env->is_array()) {
       for (const Json& e : *env) {
-        if (e.value("name", "") != "CUDA_DISABLE_CONTROL") continue;
-        auto v = ParseBool(e.value("value", ""));
+        if (StringField(e, "name") != "CUDA_DISABLE_CONTROL") continue;
+        auto v = ParseBool(StringField(e, "value"));
         info.disable_control = v && *v;
       }
     }

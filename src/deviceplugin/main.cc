@@ -35,6 +35,7 @@ struct Flags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string sysfs_root = "/sys";
   int verbosity = 0;
+  bool print_register = false;
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
@@ -66,6 +67,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--nvml-library", f.nvml_library, "NVML library to dlopen");
   app.add_option("--sysfs-root", f.sysfs_root, "sysfs mount, for PCI NUMA nodes");
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+  app.add_flag("--print-register", f.print_register,
+               "discover once, print the hami.io/node-nvidia-register value and exit (no API "
+               "server or kubelet needed; tests/gpu uses it)");
 }
 
 Result<PluginConfig> LoadConfig(const Flags& f) {
@@ -96,8 +100,28 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
+std::unique_ptr<Discovery> MakeDiscovery(const Flags& f) {
+  if (!f.device_inventory.empty()) return std::make_unique<InventoryDiscovery>(f.device_inventory);
+  return std::make_unique<NvmlDiscovery>(NvmlOptions{f.nvml_library, f.sysfs_root});
+}
+
+int PrintRegister(const Flags& f, const PluginConfig& config) {
+  auto discovery = MakeDiscovery(f);
+  auto devices = discovery->Discover();
+  if (!devices) return std::cerr << discovery->Name() << ": " << devices.error() << "\n", 1;
+  std::cout << protocol::EncodeNodeRegister(
+                   BuildDeviceInfos(FilterDevices(*devices, config), config))
+            << "\n";
+  return 0;
+}
+
 int Run(const Flags& f) {
   log::SetVerbosity(f.verbosity);
+  if (f.print_register) {
+    auto config = LoadConfig(f);
+    if (!config) return std::cerr << config.error() << "\n", 1;
+    return PrintRegister(f, *config);
+  }
   if (f.node_name.empty()) {
     std::cerr << "--node-name (or NODE_NAME) is required\n";
     return 2;
@@ -111,12 +135,7 @@ int Run(const Flags& f) {
 
   const sigset_t stop_signals = BlockStopSignals();
   k8s::Client client(*rest);
-  std::unique_ptr<Discovery> discovery;
-  if (!f.device_inventory.empty()) {
-    discovery = std::make_unique<InventoryDiscovery>(f.device_inventory);
-  } else {
-    discovery = std::make_unique<NvmlDiscovery>(NvmlOptions{f.nvml_library, f.sysfs_root});
-  }
+  std::unique_ptr<Discovery> discovery = MakeDiscovery(f);
   RegisterPublisher publisher(
       discovery.get(), *config,
       [&](std::string_view key, std::string_view value) -> Status {

@@ -1,0 +1,137 @@
+// The hami-device-plugin binary: --help, --print-register (seed inventory and fake NVML), and a
+// full run against the in-process sim apiserver that ends cleanly on SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "fake_kubelet.h"
+#include "k8s/client.h"
+#include "sim/apiserver.h"
+
+extern char** environ;
+
+namespace hami::deviceplugin {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs a shell command, returns its stdout and sets *status to its exit code.
+std::string RunShell(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  *status = WEXITSTATUS(pclose(p));
+  return out;
+}
+
+const std::string kBin = HAMI_DEVICE_PLUGIN_BIN;
+
+TEST(Binary, HelpExplainsEveryFlag) {
+  int status = -1;
+  std::string help = RunShell(kBin + " --help", &status);
+  EXPECT_EQ(status, 0);
+  for (const char* flag :
+       {"--kubeconfig", "--node-name", "NODE_NAME", "--config-file", "CONFIG_FILE",
+        "--node-config-file", "--kubelet-socket", "HOOK_PATH", "--device-list-strategy",
+        "--device-inventory", "-v", "--print-register"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(Binary, PrintRegisterFromTheSeedInventory) {
+  int status = -1;
+  std::string out = RunShell(kBin +
+                                 " --print-register --node-config-file /nonexistent "
+                                 "--device-inventory examples/inventory/two-v100.yaml 2>/dev/null",
+                             &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out,
+            R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,)"
+            R"("devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core",)"
+            R"("health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,)"
+            R"("count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB",)"
+            R"("numa":1,"mode":"hami-core","health":true}])"
+            "\n");
+}
+
+TEST(Binary, PrintRegisterFromNvmlWithConfig) {
+  const fs::path dir = fs::temp_directory_path() / ("hami-dp-bin-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sys/bus/pci/devices/0000:3b:00.0");
+  std::ofstream(dir / "sys/bus/pci/devices/0000:3b:00.0/numa_node") << "1\n";
+  std::ofstream(dir / "config.yaml")
+      << "nvidia:\n  deviceSplitCount: 4\n  deviceMemoryScaling: 2\n";
+  int status = -1;
+  std::string out =
+      RunShell("HAMI_FAKE_NVML_DEVICES='GPU-a|NVIDIA A10|24576|00000000:3B:00.0' " + kBin +
+                   " --print-register --node-config-file /nonexistent --config-file " +
+                   (dir / "config.yaml").string() + " --nvml-library " + HAMI_FAKE_NVML_PATH +
+                   " --sysfs-root " + (dir / "sys").string() + " 2>/dev/null",
+               &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, R"([{"id":"GPU-a","count":4,"devmem":49152,"devcore":100,"type":"NVIDIA A10",)"
+                 R"("numa":1,"mode":"hami-core","health":true}])"
+                 "\n");
+  std::string err =
+      RunShell(kBin + " --print-register --nvml-library /nonexistent.so 2>&1", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(err.find("dlopen"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(Binary, ServesUntilSigterm) {
+  const std::string dir = "/tmp/hami-dp-sig-" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/plugins");
+  sim::ApiServer server{sim::ApiServerOptions{}};
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(server.WriteKubeconfig(dir + "/kubeconfig"));
+  k8s::RestConfig cfg;
+  cfg.server = server.url();
+  k8s::Client client(cfg);
+  k8s::Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}};
+  ASSERT_TRUE(client.Create(k8s::resources::kNodes, "", node));
+  testing::FakeKubelet kubelet(dir + "/plugins");
+  ASSERT_TRUE(kubelet.Start());
+
+  std::vector<std::string> args = {kBin,
+                                   "--kubeconfig=" + dir + "/kubeconfig",
+                                   "--node-name=n1",
+                                   "--node-config-file=/nonexistent",
+                                   "--kubelet-socket=" + kubelet.socket(),
+                                   "--device-inventory=examples/inventory/two-v100.yaml"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, kBin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+
+  EXPECT_TRUE(testing::WaitFor([&] { return !kubelet.requests().empty(); }));
+  EXPECT_TRUE(testing::WaitFor([&] {
+    auto n = client.Get(k8s::resources::kNodes, "", "n1");
+    return n && k8s::Annotation(*n, "hami.io/node-nvidia-register").has_value();
+  }));
+  EXPECT_TRUE(fs::exists(dir + "/plugins/nvidia-gpu.sock"));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  EXPECT_FALSE(fs::exists(dir + "/plugins/nvidia-gpu.sock"));
+  kubelet.Stop();
+  server.Stop();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
