@@ -36,17 +36,27 @@ bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
   return cv_.wait_for(lock, timeout, [&] { return synced_ || stop_; }) && synced_;
 }
 
+Informer::Cached Informer::Freeze(const ObjectRef& obj) const {
+  if (!options_.compact) return Cached{obj, "", ResourceVersion(*obj)};
+  return Cached{nullptr, obj->dump(), ResourceVersion(*obj)};
+}
+
+ObjectRef Informer::Thaw(const Cached& c) {
+  if (c.obj) return c.obj;
+  return std::make_shared<const Json>(Json::parse(c.raw, nullptr, /*allow_exceptions=*/false));
+}
+
 ObjectRef Informer::Get(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
-  return it == cache_.end() ? nullptr : it->second;
+  return it == cache_.end() ? nullptr : Thaw(it->second);
 }
 
 std::vector<ObjectRef> Informer::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ObjectRef> out;
   out.reserve(cache_.size());
-  for (const auto& [key, obj] : cache_) out.push_back(obj);
+  for (const auto& [key, c] : cache_) out.push_back(Thaw(c));
   return out;
 }
 
@@ -112,23 +122,28 @@ bool Informer::Relist() {
                                                                : std::move(item));
     fresh.emplace(ObjectKey(*obj), std::move(obj));
   }
-  std::unordered_map<std::string, ObjectRef> old;
+  list->items.clear();
+  std::unordered_map<std::string, Cached> old;
   {
+    std::unordered_map<std::string, Cached> next;
+    next.reserve(fresh.size());
+    for (const auto& [key, obj] : fresh) next.emplace(key, Freeze(obj));
     std::lock_guard<std::mutex> lock(mu_);
     old.swap(cache_);
-    cache_ = fresh;
+    cache_.swap(next);
     rv_ = list->resource_version;
   }
-  for (const auto& [key, obj] : fresh) {
+  for (auto& [key, obj] : fresh) {
     auto it = old.find(key);
     if (it == old.end()) {
       if (handlers_.on_add) handlers_.on_add(obj);
-    } else if (ResourceVersion(*it->second) != ResourceVersion(*obj)) {
-      if (handlers_.on_update) handlers_.on_update(it->second, obj);
+    } else if (it->second.rv != ResourceVersion(*obj)) {
+      if (handlers_.on_update) handlers_.on_update(Thaw(it->second), obj);
     }
+    obj.reset();  // in compact mode, drop parsed objects as soon as the handlers are done
   }
-  for (const auto& [key, obj] : old) {
-    if (!fresh.count(key) && handlers_.on_delete) handlers_.on_delete(obj);
+  for (const auto& [key, c] : old) {
+    if (!fresh.count(key) && handlers_.on_delete) handlers_.on_delete(Thaw(c));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -149,20 +164,26 @@ void Informer::Apply(const WatchEvent& e) {
       std::make_shared<const Json>(options_.transform ? options_.transform(e.object) : e.object);
   std::string key = ObjectKey(*obj);
   ObjectRef old;
+  bool existed = false;
+  bool want_old = handlers_.on_update || handlers_.on_delete;
+  Cached frozen = e.type == "DELETED" ? Cached{} : Freeze(obj);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
-    if (it != cache_.end()) old = it->second;
+    if (it != cache_.end()) {
+      existed = true;
+      if (want_old) old = Thaw(it->second);
+    }
     if (e.type == "DELETED") {
       cache_.erase(key);
     } else {
-      cache_[key] = obj;
+      cache_[key] = std::move(frozen);
     }
     if (!rv.empty()) rv_ = rv;
   }
   if (e.type == "DELETED") {
     if (handlers_.on_delete) handlers_.on_delete(old ? old : obj);
-  } else if (old) {
+  } else if (existed) {
     if (handlers_.on_update) handlers_.on_update(old, obj);
   } else if (handlers_.on_add) {
     handlers_.on_add(obj);

@@ -39,6 +39,9 @@ struct InformerOptions {
   // consumer never reads to keep a large cache small. Must keep metadata name, namespace and
   // resourceVersion.
   std::function<Json(Json)> transform;
+  // Keep cached objects as compact JSON text (about 1.2x the wire size instead of ~8x for parsed
+  // objects) and parse on Get()/List(). For large caches read mostly through the handlers.
+  bool compact = false;
 };
 
 struct InformerHandlers {
@@ -66,7 +69,7 @@ class Informer {
   // Waits for HasSynced() up to `timeout`; false if it did not happen or the informer stopped.
   bool WaitForSync(std::chrono::milliseconds timeout) const;
 
-  // Cache reads: snapshots of immutable objects, safe to keep.
+  // Cache reads: snapshots of immutable objects, safe to keep. In compact mode every call parses.
   ObjectRef Get(const std::string& key) const;  // "ns/name" or "name"; null when absent
   std::vector<ObjectRef> List() const;
   size_t Size() const;
@@ -94,7 +97,16 @@ class Informer {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::unordered_map<std::string, ObjectRef> cache_;
+  // One cached object: parsed (`obj`), or in compact mode only its text (`raw`).
+  struct Cached {
+    ObjectRef obj;
+    std::string raw;
+    std::string rv;
+  };
+  Cached Freeze(const ObjectRef& obj) const;
+  static ObjectRef Thaw(const Cached& c);
+
+  std::unordered_map<std::string, Cached> cache_;
   std::string rv_;
   bool synced_ = false;
 

@@ -78,13 +78,16 @@ class InformerTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(InformerTest, SyncsAndDispatchesHandlers) {
+class InformerModes : public InformerTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(InformerModes, SyncsAndDispatchesHandlers) {
   Start();
   CreatePod("a");
   CreatePod("b");
   Recorder rec;
   InformerOptions opts;
   opts.page_size = 1;  // the initial list pages
+  opts.compact = GetParam();
   Informer inf(*client_, kPods, opts, rec.Handlers());
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(milliseconds(10000)));
@@ -104,6 +107,8 @@ TEST_F(InformerTest, SyncsAndDispatchesHandlers) {
   EXPECT_EQ(Labels(*inf.Get("default/a")), (StringMap{{"x", "1"}}));
   EXPECT_EQ(inf.relists(), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(ParsedAndCompact, InformerModes, ::testing::Bool());
 
 TEST_F(InformerTest, ReconnectsAfterDroppedStreamWithoutRelisting) {
   sim::ApiServerOptions o;
@@ -223,10 +228,16 @@ TEST_F(InformerTest, TwentyThousandPodsSync) {
     pod["metadata"]["name"] = "pod-" + std::to_string(i);
     ASSERT_TRUE(server_->store().Create(type, "default", pod));
   }
-  Informer inf(*client_, resources::kPods, {}, {});
+  InformerOptions opts;
+  opts.compact = true;  // the large-cache mode: ~1.2x the JSON size (bench/k8s/README.md)
+  Informer inf(*client_, resources::kPods, opts, {});
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(milliseconds(120000)));
   EXPECT_EQ(inf.Size(), static_cast<size_t>(kPods));
+  auto one = inf.Get("default/pod-19999");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(Annotation(*one, "hami.io/vgpu-devices-allocated"),
+            "GPU-0fc9b7e6-6b8c-4d5e-9a4f-1b2c3d4e5f60,NVIDIA,4000,30:;");
 }
 
 }  // namespace
