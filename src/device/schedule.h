@@ -61,7 +61,11 @@ struct NodeFit {
 
 // Fits every container of the pod on one node (§4.5 scoreNode): init containers each against
 // the node's current usage (they run one after another), then regular containers in order, each
-// seeing the usage of those before it.
+// seeing the usage of those before it. Per container and vendor (in vendor-key order): every
+// device is scored (DeviceScore), sorted by the GPU policy (SortDevices), and the candidates are
+// the devices registered by that vendor or whose type contains the vendor key case-insensitively
+// (HAMi's rule: "nvidia" in "NVIDIA A100"); more devices requested than candidates fails with the
+// bare reason "NodeInsufficientDevice", else the backend's Fit decides.
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota);
 
