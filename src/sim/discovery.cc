@@ -43,6 +43,9 @@ Json ResourceList(const std::string& group, const std::string& version) {
                              {"kind", t.kind},
                              {"verbs", AllVerbs()},
                              {"shortNames", t.short_names}});
+    if (t.group.empty() && (t.plural == "pods" || t.plural == "services")) {
+      resources.back()["categories"] = {"all"};  // `kubectl get all`
+    }
     if (t.has_status) {
       resources.push_back(Json{{"name", t.plural + "/status"},
                                {"singularName", ""},

@@ -135,7 +135,8 @@ TEST_F(InformerTest, RelistsAfterGoneAndReportsTheDifference) {
   CreatePod("old");
   Recorder rec;
   InformerOptions opts;
-  opts.backoff_initial = milliseconds(500);
+  // The informer stays away this long; the test's writes below take microseconds.
+  opts.backoff_initial = milliseconds(2000);
   Informer inf(*client_, kPods, opts, rec.Handlers());
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(milliseconds(10000)));
