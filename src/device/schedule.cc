@@ -44,12 +44,14 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
       return std::string(protocol::kNodeInsufficientDevice);
     }
     protocol::PodDevices& pod_devices = (*alloc)[vendor];
-    protocol::PodDevices earlier(pod_devices.begin(), pod_devices.begin() + index);
+    // Only the quota check reads the earlier containers' picks.
+    protocol::PodDevices earlier;
+    if (quota) earlier.assign(pod_devices.begin(), pod_devices.begin() + index);
     FitContext ctx{.pod = &pod,
                    .node = &node,
                    .policy = policy.gpu_policy,
                    .quota = quota,
-                   .earlier = &earlier,
+                   .earlier = quota ? &earlier : nullptr,
                    .init_count = requests.init_count};
     FitResult fit = backend->Fit(candidates, req, ctx);
     if (!fit.fit) return fit.Reason();
