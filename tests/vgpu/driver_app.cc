@@ -3,11 +3,15 @@
 // through cuGetProcAddress. argv[1] names a scenario; exit status 0 = every check passed,
 // failures are printed to stderr.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -456,6 +460,23 @@ void Threads(char** argv) {
   std::printf("oom=%d\n", oom.load());
 }
 
+// watch: launch until the utilisation watcher has published this process's SM sample in the
+// region (slot 0's device_util[0].sm_util), which proves the watcher → NVML → limiter path runs.
+void Watch() {
+  UseDevice(0);
+  int fd = open(std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), O_RDONLY);
+  CHECK(fd >= 0);
+  void* map = mmap(nullptr, 2008952, PROT_READ, MAP_SHARED, fd, 0);
+  CHECK(map != MAP_FAILED);
+  const auto* sm_util = reinterpret_cast<const volatile std::uint64_t*>(
+      static_cast<const char*>(map) + 1856 + 1160 + 16);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (*sm_util == 0 && std::chrono::steady_clock::now() < deadline) {
+    cuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+  }
+  CHECK_EQ(*sm_util, 100u);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -479,6 +500,8 @@ int main(int argc, char** argv) {
     Hold(argv);
   } else if (s == "fill" && argc == 3) {
     Fill(argv);
+  } else if (s == "watch") {
+    Watch();
   } else if (s == "threads" && argc == 3) {
     Threads(argv);
   } else if (s == "fork" && argc == 4) {

@@ -238,6 +238,13 @@ TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"launch"}));
 }
 
+TEST_F(PreloadTest, WatcherPublishesUtilisationAndFeedsTheLimiter) {
+  AppResult r =
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force", "FAKE_NVML_SM_UTIL=100"},
+          {"watch"});
+  EXPECT_APP_OK(r);
+}
+
 TEST_F(PreloadTest, EightProcessesAllocatingAtOnceNeverExceedTheLimit) {
   constexpr unsigned long long kLimit = 256 * kMiB;
   constexpr unsigned long long kChunk = 3 * kMiB;
