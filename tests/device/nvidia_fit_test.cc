@@ -91,6 +91,8 @@ TEST(NvidiaFit, RejectionReasons) {
   other_type.type = "OtherType";
   DeviceUsage sick = Dev("dev-0");
   sick.health = false;
+  DeviceUsage mig = Dev("dev-0");
+  mig.mode = "mig";
   const Case cases[] = {
       {"memory", Dev("dev-0"), Req(1, 512, 0), {}, "1/1 CardInsufficientMemory"},
       {"core", Dev("dev-0", 1, 0, 100), Req(1, 64, 50), {}, "1/1 CardInsufficientCore"},
@@ -115,6 +117,7 @@ TEST(NvidiaFit, RejectionReasons) {
        Req(1, 64, 0),
        {{"nvidia.com/vgpu-mode", "mig"}},
        "1/1 CardTypeMismatch"},
+      {"mig", mig, Req(1, 64, 0), {}, "1/1 CardMigTopologyInfeasible"},
   };
   for (const auto& c : cases) {
     Fixture f;

@@ -12,6 +12,7 @@
 namespace hami::device::nvidia {
 namespace {
 
+constexpr std::string_view kMigMode = "mig";
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
@@ -267,6 +268,9 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
   if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
     return protocol::kCardComputeUnitsExhausted;
   }
+  // Check 15 (MIG placement) is not implemented yet; a GPU in MIG mode cannot take a hami-core
+  // slice, so it is refused rather than over-committed.
+  if (dev.mode == kMigMode) return protocol::kCardMigTopologyInfeasible;
   return std::nullopt;
 }
 
