@@ -2,9 +2,11 @@
 //
 // dlsym(handle, name) is answered by glibc's dlsym; when the answer is the real driver/NVML entry
 // point of an intercepted name (or our own hook), the hook is returned instead. RTLD_NEXT keeps
-// its meaning relative to the *caller*: the objects loaded after the caller's object are searched
-// in load order (calling glibc's dlsym(RTLD_NEXT) from here would search after libvgpu instead),
-// so interposers stacked on top of us and repeated lookups behave as without libvgpu.
+// its meaning relative to the *caller* (calling glibc's dlsym(RTLD_NEXT) from a C function here
+// would search after libvgpu instead): on x86_64 an assembly entry tail-jumps into glibc with the
+// caller's return address intact; elsewhere (and before the real dlsym is known) the objects
+// loaded after the caller's object are searched in load order. Interposers stacked on top of us
+// and repeated lookups behave as without libvgpu.
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -88,12 +90,46 @@ void* SearchAfter(const void* caller, const char* name, DlsymFn real, ObjectList
 }  // namespace
 }  // namespace hami::vgpu
 
-// Same signature (and exception specification) as glibc's declaration in <dlfcn.h>.
-extern "C" VGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
+// The C part of dlsym; `caller` is the return address of the application's call.
+extern "C" __attribute__((visibility("hidden"))) void* hami_vgpu_dlsym_impl(void* handle,
+                                                                            const char* name,
+                                                                            const void* caller) {
   using namespace hami::vgpu;
-  const void* caller = __builtin_return_address(0);
   DlsymFn real = RealDlsym();
   if (real == nullptr) return nullptr;
   void* found = (handle == RTLD_NEXT) ? NextAfter(caller, name) : real(handle, name);
   return InterceptResolved(name, found);
 }
+
+#if defined(__x86_64__)
+// dlsym(RTLD_NEXT, ...) tail-jumps into glibc's dlsym, so glibc sees the application's return
+// address and resolves "next" relative to the caller, exactly, without allocating or taking any
+// lock of ours (malloc interposers call it from inside malloc). Every other handle goes to the C
+// part, which maps real driver entry points to hooks. Before the real dlsym is known, RTLD_NEXT
+// takes the C path (NextAfter) once.
+asm(R"(
+  .text
+  .globl dlsym
+  .type dlsym, @function
+  .p2align 4
+dlsym:
+  .cfi_startproc
+  endbr64
+  cmpq $-1, %rdi
+  jne 1f
+  movq hami_vgpu_real_dlsym(%rip), %rax
+  testq %rax, %rax
+  jz 1f
+  jmp *%rax
+1:
+  movq (%rsp), %rdx
+  jmp hami_vgpu_dlsym_impl
+  .cfi_endproc
+  .size dlsym, .-dlsym
+)");
+#else
+// Same signature (and exception specification) as glibc's declaration in <dlfcn.h>.
+extern "C" VGPU_EXPORT void* dlsym(void* handle, const char* name) noexcept {
+  return hami_vgpu_dlsym_impl(handle, name, __builtin_return_address(0));
+}
+#endif

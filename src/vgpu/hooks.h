@@ -121,9 +121,11 @@ extern void* g_nvml_real[kNvmlFnCount];
 extern const char* const kNvmlNames[kNvmlFnCount];
 extern void* const kNvmlHooks[kNvmlHookCount];
 
-// dlsym as glibc implements it (never our override).
+// dlsym as glibc implements it (never our override). Also published, once known, in
+// hami_vgpu_real_dlsym for the assembly entry of the override (dlsym_hook.cc).
 using DlsymFn = void* (*)(void*, const char*);
 DlsymFn RealDlsym();
+extern "C" void* hami_vgpu_real_dlsym;
 
 // Loads libcuda.so.1 / libnvidia-ml.so.1 with dlopen and fills the real tables. Idempotent,
 // thread-safe; false when the library cannot be opened.

@@ -23,6 +23,9 @@ void* const kNvmlHooks[kNvmlHookCount] = {VGPU_NVML_HOOKS(VGPU_HOOK_ENTRY)};
 #undef VGPU_HOOK_ENTRY
 
 void* g_cuda_real[kCudaFnCount] = {};
+extern "C" {
+void* hami_vgpu_real_dlsym = nullptr;
+}
 void* g_nvml_real[kNvmlFnCount] = {};
 
 namespace {
@@ -82,6 +85,7 @@ DlsymFn RealDlsym() {
     }
   }
   g_real_dlsym.store(fn, std::memory_order_release);
+  __atomic_store_n(&hami_vgpu_real_dlsym, reinterpret_cast<void*>(fn), __ATOMIC_RELEASE);
   return fn;
 }
 
