@@ -169,9 +169,58 @@ CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stre
   return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr, stream); });
 }
 
-CUresult GetProcAddressCommon(const char* symbol, void** pfn, CUresult r) {
+// When the driver's resolver hands out a pointer that is not one of its exported entry points
+// (an internal alias), the hook is chosen by name: which ABI a (symbol, cudaVersion, flags)
+// request means is fixed by the driver API's versioning. Only the counted and throttled
+// families are listed; anything else stays the driver's.
+struct ProcRule {
+  const char* symbol;
+  int min_version;  // the versioned ABI applies from this cudaVersion on
+  CudaFn legacy;    // chosen without the per-thread-default-stream flag
+  CudaFn ptsz;      // chosen with it
+};
+constexpr ProcRule kProcRules[] = {
+    {"cuMemAlloc", 3020, k_cuMemAlloc_v2, k_cuMemAlloc_v2},
+    {"cuMemFree", 3020, k_cuMemFree_v2, k_cuMemFree_v2},
+    {"cuMemAllocPitch", 3020, k_cuMemAllocPitch_v2, k_cuMemAllocPitch_v2},
+    {"cuMemGetInfo", 3020, k_cuMemGetInfo_v2, k_cuMemGetInfo_v2},
+    {"cuDeviceTotalMem", 3020, k_cuDeviceTotalMem_v2, k_cuDeviceTotalMem_v2},
+    {"cuMemAllocManaged", 0, k_cuMemAllocManaged, k_cuMemAllocManaged},
+    {"cuMemCreate", 0, k_cuMemCreate, k_cuMemCreate},
+    {"cuMemRelease", 0, k_cuMemRelease, k_cuMemRelease},
+    {"cuMemAllocAsync", 0, k_cuMemAllocAsync, k_cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", 0, k_cuMemAllocFromPoolAsync, k_cuMemAllocFromPoolAsync_ptsz},
+    {"cuMemFreeAsync", 0, k_cuMemFreeAsync, k_cuMemFreeAsync_ptsz},
+    {"cuDevicePrimaryCtxRetain", 0, k_cuDevicePrimaryCtxRetain, k_cuDevicePrimaryCtxRetain},
+    {"cuDevicePrimaryCtxRelease", 11000, k_cuDevicePrimaryCtxRelease_v2,
+     k_cuDevicePrimaryCtxRelease_v2},
+    {"cuDevicePrimaryCtxReset", 11000, k_cuDevicePrimaryCtxReset_v2, k_cuDevicePrimaryCtxReset_v2},
+    {"cuLaunchKernel", 0, k_cuLaunchKernel, k_cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", 0, k_cuLaunchKernelEx, k_cuLaunchKernelEx_ptsz},
+    {"cuLaunchCooperativeKernel", 0, k_cuLaunchCooperativeKernel, k_cuLaunchCooperativeKernel_ptsz},
+    {"cuGraphLaunch", 0, k_cuGraphLaunch, k_cuGraphLaunch_ptsz},
+};
+
+void* HookByName(const char* symbol, int cuda_version, cuuint64_t flags) {
+  if (symbol == nullptr) return nullptr;
+  for (const ProcRule& rule : kProcRules) {
+    if (std::strcmp(rule.symbol, symbol) != 0 || cuda_version < rule.min_version) continue;
+    bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    CudaFn fn = ptsz ? rule.ptsz : rule.legacy;
+    return g_cuda_real[fn] != nullptr ? kCudaHooks[fn] : nullptr;
+  }
+  return nullptr;
+}
+
+CUresult GetProcAddressCommon(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                              CUresult r) {
   if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    *pfn = InterceptResolved(nullptr, *pfn);
+    void* hook = InterceptResolved(nullptr, *pfn);
+    if (hook == *pfn) {
+      void* by_name = HookByName(symbol, cuda_version, flags);
+      if (by_name != nullptr) hook = by_name;
+    }
+    *pfn = hook;
     VGPU_DEBUG("cuGetProcAddress %s -> %p", symbol ? symbol : "(null)", *pfn);
   }
   return r;
@@ -215,7 +264,8 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuui
   Rt();
   auto real = VGPU_REAL_CUDA(cuGetProcAddress);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return GetProcAddressCommon(symbol, pfn, real(symbol, pfn, cuda_version, flags));
+  return GetProcAddressCommon(symbol, pfn, cuda_version, flags,
+                              real(symbol, pfn, cuda_version, flags));
 }
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
@@ -223,7 +273,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, c
   Rt();
   auto real = VGPU_REAL_CUDA(cuGetProcAddress_v2);
   if (real == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return GetProcAddressCommon(symbol, pfn, real(symbol, pfn, cuda_version, flags, status));
+  return GetProcAddressCommon(symbol, pfn, cuda_version, flags,
+                              real(symbol, pfn, cuda_version, flags, status));
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {

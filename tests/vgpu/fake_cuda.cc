@@ -333,6 +333,17 @@ const ProcEntry kProcTable[] = {
 };
 #undef E
 
+// FAKE_CUDA_PROC_ALIASES=1: the resolver returns internal aliases (not the exported
+// functions) for cuMemAlloc and the per-thread cuLaunchKernel, as a driver may.
+CUresult AliasMemAlloc(CUdeviceptr* dptr, size_t bytes) {
+  return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
+}
+CUresult AliasLaunchPtsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         unsigned, CUstream, void**, void**) {
+  Count("cuLaunchKernel_ptsz");
+  return CUDA_SUCCESS;
+}
+
 CUresult Resolve(const char* symbol, void** pfn, int version, cuuint64_t flags, int* status) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
@@ -347,6 +358,13 @@ CUresult Resolve(const char* symbol, void** pfn, int version, cuuint64_t flags, 
   }
   *pfn = best ? best->fn : nullptr;
   if (status) *status = best ? 0 : (name_known ? 2 : 1);
+  if (best != nullptr && fake::EnvU64("FAKE_CUDA_PROC_ALIASES", 0) != 0) {
+    if (best->fn == reinterpret_cast<void*>(&cuMemAlloc_v2)) {
+      *pfn = reinterpret_cast<void*>(&AliasMemAlloc);
+    } else if (best->fn == reinterpret_cast<void*>(&cuLaunchKernel_ptsz)) {
+      *pfn = reinterpret_cast<void*>(&AliasLaunchPtsz);
+    }
+  }
   return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 

@@ -227,6 +227,13 @@ TEST_F(PreloadTest, GetProcAddressForCuda11To13AndPerThreadStreams) {
   EXPECT_APP_OK(r);
 }
 
+TEST_F(PreloadTest, GetProcAddressMapsDriverInternalAliasesByName) {
+  AppResult r =
+      Run({"CUDA_DEVICE_MEMORY_LIMIT=64m", "TEST_LIMIT=67108864", "FAKE_CUDA_PROC_ALIASES=1"},
+          {"procaddr"});
+  EXPECT_APP_OK(r);
+}
+
 TEST_F(PreloadTest, EveryDlsymPath) {
   AppResult r = Run({}, {"dlsym"});
   EXPECT_APP_OK(r);
