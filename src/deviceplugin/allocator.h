@@ -57,7 +57,6 @@ class Allocator {
 
  private:
   Status Fail(const PodView& pod, const std::string& reason);
-  Status Finish(const PodView& pod);
   Status PrepareHostDirs(const PodView& pod, const AllocationPlan& plan);
 
   k8s::Client* client_;
