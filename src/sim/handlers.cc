@@ -91,6 +91,38 @@ ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
     return BadRequest("the API version in the data (" + obj["apiVersion"].get<std::string>() +
                       ") does not match the expected API version (" + type.ApiVersion() + ")");
   }
+  for (const char* key : {"spec", "status"}) {
+    if (obj.contains(key) && !obj[key].is_null() && !obj[key].is_object()) {
+      return BadRequest(std::string(key) + " must be an object");
+    }
+  }
+  if (type.kind == "ConfigMap" || type.kind == "Secret") {
+    for (const char* key : {"data", "stringData", "binaryData"}) {
+      if (!obj.contains(key) || obj[key].is_null()) continue;
+      if (!obj[key].is_object()) return BadRequest(std::string(key) + " must be a map");
+      for (const auto& [k, v] : obj[key].items()) {
+        if (!v.is_string())
+          return BadRequest(std::string(key) + "[" + Quote(k) + "] must be a string");
+      }
+    }
+  }
+  if (type.kind == "Pod" && obj.contains("spec") && obj["spec"].is_object()) {
+    for (const char* key : {"containers", "initContainers"}) {
+      const Json& spec = obj["spec"];
+      if (!spec.contains(key) || spec[key].is_null()) continue;
+      if (!spec[key].is_array()) return BadRequest("spec." + std::string(key) + " must be a list");
+      for (const auto& c : spec[key]) {
+        if (!c.is_object() || (c.contains("name") && !c["name"].is_string())) {
+          return BadRequest("spec." + std::string(key) +
+                            "[]: each must be an object with a string name");
+        }
+      }
+    }
+    if (obj["spec"].contains("nodeName") && !obj["spec"]["nodeName"].is_string() &&
+        !obj["spec"]["nodeName"].is_null()) {
+      return BadRequest("spec.nodeName must be a string");
+    }
+  }
   if (!obj.contains("metadata")) return obj;
   const Json& meta = obj["metadata"];
   if (!meta.is_object()) return BadRequest("metadata must be an object");

@@ -276,7 +276,11 @@ TEST_F(ClientTest, MalformedBodiesGet400AndServerKeepsServing) {
                           R"({"metadata":{"name":7}})",
                           R"({"metadata":{"labels":{"a":1}}})",
                           R"({"kind":"Node","metadata":{"name":"x"}})",
-                          "\xff\xfe"};
+                          "\xff\xfe",
+                          R"({"metadata":{"name":"x"},"spec":"x"})",
+                          R"({"metadata":{"name":"x"},"spec":{"containers":{}}})",
+                          R"({"metadata":{"name":"x"},"spec":{"containers":[1]}})",
+                          R"({"metadata":{"name":"x"},"spec":{"nodeName":5}})"};
   for (const char* body : bodies) {
     auto r = client_->Request("POST", "/api/v1/namespaces/default/pods", body);
     ASSERT_FALSE(r) << body;
