@@ -42,7 +42,9 @@ void Backoff(int attempt) {
 }
 
 void ZeroSlotCounters(hami_proc_slot_t* slot) {
-  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  // A writer killed mid-update left the counter odd; make the bracket odd/even regardless.
+  std::uint64_t seq = Load(&slot->seqlock) | 1;
+  Store(&slot->seqlock, seq);
   for (int d = 0; d < HAMI_REGION_MAX_DEVICES; ++d) {
     hami_device_memory_t* m = &slot->used[d];
     Store(&m->context_size, std::uint64_t{0});
@@ -55,7 +57,7 @@ void ZeroSlotCounters(hami_proc_slot_t* slot) {
     Store(&slot->device_util[d].dec_util, std::uint64_t{0});
     Store(&slot->device_util[d].enc_util, std::uint64_t{0});
   }
-  Store(&slot->seqlock, Load(&slot->seqlock) + 1);
+  Store(&slot->seqlock, seq + 1);
 }
 
 std::uint64_t ReadSlotTotal(const hami_proc_slot_t* slot, int dev) {
@@ -65,7 +67,7 @@ std::uint64_t ReadSlotTotal(const hami_proc_slot_t* slot, int dev) {
     std::uint64_t after = Load(&slot->seqlock);
     // A writer that died mid-update leaves the counter odd forever; after a few tries take the
     // value as it is rather than spin.
-    if ((before == after && (before & 1) == 0) || attempt > 1000) return total;
+    if ((before == after && (before & 1) == 0) || attempt > 100) return total;
     sched_yield();
   }
 }
@@ -200,6 +202,8 @@ bool Region::Lock(int timeout_ms) {
                                       __ATOMIC_RELAXED)) {
         VGPU_WARN("took over the region lock from dead process %lu",
                   static_cast<unsigned long>(expected));
+        // The dead holder may have been mid-update of its own slot: reclaim it now.
+        SweepDeadSlotsLocked();
         return true;
       }
     }

@@ -197,6 +197,35 @@ TEST_F(RegionTest, LockHeldBySigkilledProcessIsTakenOver) {
   }
 }
 
+TEST_F(RegionTest, HolderKilledMidUpdateIsSweptWhenItsLockIsTakenOver) {
+  Region region;
+  ASSERT_TRUE(OpenAndJoin(&region, getpid()));
+  pid_t child = fork();
+  if (child == 0) {
+    Region r;
+    if (!OpenAndJoin(&r, getpid()) ||
+        r.Charge(0, 8 * kMiB, ChargeKind::kData, nullptr, nullptr) != ChargeResult::kOk ||
+        !r.Lock()) {
+      _exit(1);
+    }
+    hami_proc_slot_t* slot = &r.raw()->procs[r.slot_index()];
+    __atomic_fetch_add(&slot->seqlock, 1, __ATOMIC_SEQ_CST);  // "mid-update": odd
+    raise(SIGKILL);
+    _exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(region.Lock(3000));
+  region.Unlock();
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(path_));
+  EXPECT_EQ(raw.proc_num(), 1);  // the dead slot (index 1) was reclaimed at the takeover
+  EXPECT_EQ(raw.slot_pid(1), 0);
+  EXPECT_EQ(raw.slot_seqlock(1) % 2, 0u);
+  EXPECT_EQ(region.Usage(0), 0u);
+}
+
 TEST_F(RegionTest, LockHeldTooLongByLiveProcessIsTakenOverAfterTheTimeout) {
   Region region;
   ASSERT_TRUE(OpenAndJoin(&region, getpid()));
