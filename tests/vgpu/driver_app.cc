@@ -460,9 +460,9 @@ void Threads(char** argv) {
   std::printf("oom=%d\n", oom.load());
 }
 
-// watch: launch until the utilisation watcher has published this process's SM sample in the
-// region (slot 0's device_util[0].sm_util), which proves the watcher → NVML → limiter path runs.
-void Watch() {
+// watch <expected>: launch until the utilisation watcher has published a sample in the region
+// (slot 0's device_util[0].sm_util), which proves the watcher → NVML → limiter path runs.
+void Watch(char** argv) {
   UseDevice(0);
   int fd = open(std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), O_RDONLY);
   CHECK(fd >= 0);
@@ -474,7 +474,7 @@ void Watch() {
   while (*sm_util == 0 && std::chrono::steady_clock::now() < deadline) {
     cuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
   }
-  CHECK_EQ(*sm_util, 100u);
+  CHECK_EQ(*sm_util, Arg(argv, 2));
 }
 
 }  // namespace
@@ -500,8 +500,8 @@ int main(int argc, char** argv) {
     Hold(argv);
   } else if (s == "fill" && argc == 3) {
     Fill(argv);
-  } else if (s == "watch") {
-    Watch();
+  } else if (s == "watch" && argc == 3) {
+    Watch(argv);
   } else if (s == "threads" && argc == 3) {
     Threads(argv);
   } else if (s == "fork" && argc == 4) {

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "tests/vgpu/fake_ids.h"
@@ -30,6 +32,24 @@ unsigned long long CudaUsed(int index) {
   unsigned long long used = probe ? probe(index) : 0;
   dlclose(cuda);
   return used;
+}
+
+// The SM utilisation to report: FAKE_NVML_SM_UTIL_SCRIPT="a,b,c" yields a, b, c, c, ... on
+// successive queries (a scripted curve); otherwise the constant FAKE_NVML_SM_UTIL (default 0).
+unsigned int NextSmUtil() {
+  const char* script = std::getenv("FAKE_NVML_SM_UTIL_SCRIPT");
+  if (script == nullptr || *script == '\0') {
+    return static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));
+  }
+  static std::atomic<int> step{0};
+  int want = step.fetch_add(1);
+  const char* p = script;
+  for (int i = 0; i < want; ++i) {
+    const char* comma = std::strchr(p, ',');
+    if (comma == nullptr) break;  // hold the last value
+    p = comma + 1;
+  }
+  return static_cast<unsigned>(std::strtoul(p, nullptr, 10));
 }
 
 bool Valid(nvmlDevice_t d) {
@@ -98,7 +118,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   }
   std::memset(samples, 0, sizeof(*samples));
   samples[0].pid = static_cast<unsigned>(getpid());
-  samples[0].smUtil = static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));
+  samples[0].smUtil = NextSmUtil();
   *count = 1;
   return NVML_SUCCESS;
 }
@@ -130,7 +150,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
-  util->gpu = static_cast<unsigned>(fake::EnvU64(fake::kSmUtilEnv, 0));
+  util->gpu = NextSmUtil();
   util->memory = 0;
   return NVML_SUCCESS;
 }

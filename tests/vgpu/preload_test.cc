@@ -248,7 +248,13 @@ TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
 TEST_F(PreloadTest, WatcherPublishesUtilisationAndFeedsTheLimiter) {
   AppResult r =
       Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force", "FAKE_NVML_SM_UTIL=100"},
-          {"watch"});
+          {"watch", "100"});
+  EXPECT_APP_OK(r);
+  // A scripted curve: idle samples first, then 55 %; the first published non-zero value is 55.
+  cache_ = dir_ + "/scripted.cache";
+  r = Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force",
+           "FAKE_NVML_SM_UTIL_SCRIPT=0,0,55"},
+          {"watch", "55"});
   EXPECT_APP_OK(r);
 }
 
