@@ -159,6 +159,20 @@ NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequ
   return out;
 }
 
+Result<ScheduleOptions> ScheduleOptionsFromConfig(const SchedulerPolicyConfig& config) {
+  ScheduleOptions options;
+  auto node = ParseNodePolicy(config.node_scheduler_policy);
+  if (!node) {
+    return Error{"node scheduler policy " + Quote(config.node_scheduler_policy) +
+                 ": want binpack or spread"};
+  }
+  options.node_policy = *node;
+  auto gpu = ParseGpuPolicy(config.gpu_scheduler_policy, /*strict=*/true);
+  if (!gpu) return std::move(gpu).take_error();
+  options.gpu_policy = *gpu;
+  return options;
+}
+
 std::map<std::string, std::string> ScheduleDecision::FailedNodes() const {
   std::map<std::string, std::string> out;
   for (const auto& n : nodes) {

@@ -75,6 +75,10 @@ struct ScheduleOptions {
   const NamespaceQuota* quota = nullptr;          // the pod's namespace; nullptr = unchecked
 };
 
+// The options for the configured policy defaults (flags or the config's `scheduler` section);
+// an unknown node policy or GPU policy name is an error naming it.
+Result<ScheduleOptions> ScheduleOptionsFromConfig(const SchedulerPolicyConfig& config);
+
 struct ScheduleDecision {
   bool pass_through = false;  // the pod asks for no device: keep the candidate list as is
   PodRequests requests{};

@@ -319,3 +319,27 @@ TEST(Schedule, NumaBindKeepsAContainerOnOneNuma) {
 
 }  // namespace
 }  // namespace hami::device
+
+namespace hami::device {
+namespace {
+
+TEST(ScheduleOptionsFromConfig, ParsesOrNamesTheBadValue) {
+  auto o = ScheduleOptionsFromConfig(SchedulerPolicyConfig{});
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->node_policy, NodePolicy::kBinpack);
+  EXPECT_EQ(o->gpu_policy.keys, std::vector<GpuPolicy::Key>{GpuPolicy::Key::kSpread});
+  o = ScheduleOptionsFromConfig(
+      {.node_scheduler_policy = "spread", .gpu_scheduler_policy = "binpack,numa"});
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->node_policy, NodePolicy::kSpread);
+  EXPECT_TRUE(o->gpu_policy.chain);
+  o = ScheduleOptionsFromConfig({.node_scheduler_policy = "tight"});
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.error().find("\"tight\""), std::string::npos) << o.error();
+  o = ScheduleOptionsFromConfig({.gpu_scheduler_policy = "fastest"});
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.error().find("\"fastest\""), std::string::npos) << o.error();
+}
+
+}  // namespace
+}  // namespace hami::device
