@@ -6,33 +6,9 @@
 #include <fstream>
 
 #include "common/strings.h"
+#include "deviceplugin/nvml_types.h"
 
 namespace hami::deviceplugin {
-namespace {
-
-// Our own declarations of the few NVML types used (ABI of nvml.h, stable since NVML 10).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-constexpr nvmlReturn_t kNvmlNotSupported = 3;
-constexpr nvmlReturn_t kNvmlGpuIsLost = 15;
-struct nvmlMemory_t {
-  unsigned long long total;  // bytes
-  unsigned long long free;
-  unsigned long long used;
-};
-struct nvmlPciInfo_t {
-  char bus_id_legacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pci_device_id;
-  unsigned int pci_sub_system_id;
-  char bus_id[32];
-};
-constexpr unsigned kNvmlStringSize = 96;
-
-}  // namespace
 
 struct NvmlDiscovery::Api {
   void* handle = nullptr;
@@ -43,8 +19,8 @@ struct NvmlDiscovery::Api {
   nvmlReturn_t (*get_handle)(unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*get_uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*get_name)(nvmlDevice_t, char*, unsigned int) = nullptr;
-  nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*get_pci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_st*) = nullptr;
+  nvmlReturn_t (*get_pci)(nvmlDevice_t, nvmlPciInfo_st*) = nullptr;
 };
 
 namespace {
@@ -123,21 +99,21 @@ Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
       return CallError("nvmlDeviceGetName", i, rc);
     }
     d.model = name;
-    nvmlMemory_t mem{};
+    nvmlMemory_st mem{};
     nvmlReturn_t rc = api_->get_memory(dev, &mem);
     if (rc == kNvmlSuccess) {
       d.memory_mib = static_cast<int64_t>(mem.total / (1024 * 1024));
-    } else if (rc == kNvmlGpuIsLost) {
+    } else if (rc == kNvmlErrorGpuIsLost) {
       d.healthy = false;
-    } else if (rc != kNvmlNotSupported) {  // unified-memory GPUs: preConfiguredDeviceMemory
+    } else if (rc != kNvmlErrorNotSupported) {  // unified-memory GPUs: preConfiguredDeviceMemory
       return CallError("nvmlDeviceGetMemoryInfo", i, rc);
     }
-    nvmlPciInfo_t pci{};
+    nvmlPciInfo_st pci{};
     rc = api_->get_pci(dev, &pci);
     if (rc == kNvmlSuccess) {
-      pci.bus_id[sizeof pci.bus_id - 1] = '\0';
-      d.numa = NumaNodeFromSysfs(options_.sysfs_root, pci.bus_id);
-    } else if (rc == kNvmlGpuIsLost) {
+      pci.busId[sizeof pci.busId - 1] = '\0';
+      d.numa = NumaNodeFromSysfs(options_.sysfs_root, pci.busId);
+    } else if (rc == kNvmlErrorGpuIsLost) {
       d.healthy = false;
     }
     out.push_back(std::move(d));

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "deviceplugin/nvml_types.h"
+
 namespace {
 
 struct FakeGpu {
@@ -33,7 +35,7 @@ int Copy(const std::string& s, char* out, unsigned len) {
   return 0;
 }
 
-const FakeGpu* Gpu(void* dev) {
+const FakeGpu* Gpu(nvmlDevice_t dev) {
   auto i = reinterpret_cast<size_t>(dev) - 1;
   return i < g_gpus.size() ? &g_gpus[i] : nullptr;
 }
@@ -41,15 +43,6 @@ const FakeGpu* Gpu(void* dev) {
 }  // namespace
 
 extern "C" {
-
-struct FakeMemory {
-  unsigned long long total, free, used;
-};
-struct FakePci {
-  char bus_id_legacy[16];
-  unsigned int domain, bus, device, pci_device_id, pci_sub_system_id;
-  char bus_id[32];
-};
 
 int nvmlInit_v2() {
   if (const char* rc = std::getenv("HAMI_FAKE_NVML_INIT_RC")) return std::atoi(rc);
@@ -73,23 +66,23 @@ int nvmlDeviceGetCount_v2(unsigned int* count) {
   return 0;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** dev) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev) {
   if (index >= g_gpus.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
-  *dev = reinterpret_cast<void*>(static_cast<size_t>(index) + 1);
+  *dev = reinterpret_cast<nvmlDevice_t>(static_cast<size_t>(index) + 1);
   return 0;
 }
 
-int nvmlDeviceGetUUID(void* dev, char* out, unsigned int len) {
+int nvmlDeviceGetUUID(nvmlDevice_t dev, char* out, unsigned int len) {
   const FakeGpu* g = Gpu(dev);
   return g ? Copy(g->uuid, out, len) : 2;
 }
 
-int nvmlDeviceGetName(void* dev, char* out, unsigned int len) {
+int nvmlDeviceGetName(nvmlDevice_t dev, char* out, unsigned int len) {
   const FakeGpu* g = Gpu(dev);
   return g ? Copy(g->name, out, len) : 2;
 }
 
-int nvmlDeviceGetMemoryInfo(void* dev, FakeMemory* mem) {
+int nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_st* mem) {
   const FakeGpu* g = Gpu(dev);
   if (!g) return 2;
   if (reinterpret_cast<size_t>(dev) - 1 == static_cast<size_t>(g_lost)) return 15;
@@ -100,11 +93,11 @@ int nvmlDeviceGetMemoryInfo(void* dev, FakeMemory* mem) {
   return 0;
 }
 
-int nvmlDeviceGetPciInfo_v3(void* dev, FakePci* pci) {
+int nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_st* pci) {
   const FakeGpu* g = Gpu(dev);
   if (!g) return 2;
   std::memset(pci, 0, sizeof *pci);
-  return Copy(g->bus_id, pci->bus_id, sizeof pci->bus_id);
+  return Copy(g->bus_id, pci->busId, sizeof pci->busId);
 }
 
 }  // extern "C"
