@@ -29,7 +29,9 @@ struct InformerOptions {
   std::string label_selector;
   std::string field_selector;  // e.g. "spec.nodeName=node-a" for a node's pods
   int64_t page_size = 500;     // list page size
-  // Calls on_update(obj, obj) for every cached object this often; 0 = never.
+  // Calls on_update(obj, obj) for every cached object this often; 0 = never. Checked on the
+  // informer thread whenever an event or bookmark arrives or a stream ends, so the period is
+  // honoured to within the server's bookmark interval.
   std::chrono::milliseconds resync_period{0};
   std::chrono::milliseconds backoff_initial{100};
   std::chrono::milliseconds backoff_max{5000};

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,12 +11,21 @@
 namespace hami::k8s {
 namespace {
 
+// Credentials and kubeconfigs are small; the cap keeps a path like /dev/zero from eating memory.
+constexpr size_t kMaxFileBytes = 4 << 20;
+
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{what + " " + Quote(path) + ": cannot read"};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string out(kMaxFileBytes + 1, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  if (in.bad()) return Error{what + " " + Quote(path) + ": cannot read"};
+  out.resize(static_cast<size_t>(in.gcount()));
+  if (out.size() > kMaxFileBytes) {
+    return Error{what + " " + Quote(path) + ": larger than " + std::to_string(kMaxFileBytes) +
+                 " bytes"};
+  }
+  return out;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& path) {

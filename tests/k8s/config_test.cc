@@ -136,6 +136,9 @@ TEST_F(Kubeconfig, ErrorsNameTheField) {
       {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
        "clusters: [{name: c, cluster: {server: 'http://h', certificate-authority: /nope}}]",
        "clusters[c].certificate-authority \"/nope\": cannot read"},
+      {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+       "clusters: [{name: c, cluster: {server: 'http://h', certificate-authority: /dev/zero}}]",
+       "larger than"},
   };
   for (const auto& c : cases) {
     auto cfg = ParseKubeconfig(c.yaml, "");
