@@ -1,64 +1,25 @@
 #include "deviceplugin/plugin_config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/config.h"
 
 namespace hami::deviceplugin {
-namespace {
-
-// Reads nvidia.<key> into *out with `parse`; absent or null leaves *out.
-template <typename T, typename Parse>
-Status ReadYaml(const YAML::Node& section, const char* key, const char* want, Parse parse, T* out) {
-  const YAML::Node n = section[key];
-  if (!n || n.IsNull()) return OkStatus();
-  const std::string path = std::string("nvidia.") + key;
-  if (!n.IsScalar()) return Error{path + ": want " + want};
-  auto v = parse(n.Scalar());
-  if (!v) return Error{path + ": want " + want + ", got " + Quote(n.Scalar())};
-  *out = *v;
-  return OkStatus();
-}
-
-std::optional<double> ParseDouble(std::string_view s) {
-  std::string text(Trim(s));
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) return std::nullopt;
-  return v;
-}
-
-std::optional<std::string> AnyString(std::string_view s) { return std::string(s); }
-
-}  // namespace
-
 Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginConfig base) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return Error{"device config: invalid YAML: " + std::string(e.what())};
-  }
-  if (!root.IsMap()) return Error{"device config: want a mapping"};
-  const YAML::Node nv = root["nvidia"];
-  if (!nv || nv.IsNull()) return base;
-  if (!nv.IsMap()) return Error{"nvidia: want a mapping"};
+  auto loaded = device::LoadDeviceConfig(yaml_text);
+  if (!loaded) return Error{"device config: " + loaded.error()};
+  if (!loaded->has_nvidia) return base;
+  const device::NvidiaConfig& nv = loaded->nvidia;
   PluginConfig c = std::move(base);
-  Status s = ReadYaml(nv, "resourceCountName", "a string", AnyString, &c.resource_name);
-  if (s)
-    s = ReadYaml(nv, "deviceSplitCount", "a positive integer", ParseInt32, &c.device_split_count);
-  if (s) s = ReadYaml(nv, "deviceMemoryScaling", "a number", ParseDouble, &c.device_memory_scaling);
-  if (s) s = ReadYaml(nv, "deviceCoreScaling", "a number", ParseDouble, &c.device_core_scaling);
-  if (s)
-    s = ReadYaml(nv, "preConfiguredDeviceMemory", "an integer (MiB)", ParseInt64,
-                 &c.pre_configured_device_memory);
-  if (s) s = ReadYaml(nv, "libCudaLogLevel", "a string", AnyString, &c.lib_cuda_log_level);
-  if (s) s = ReadYaml(nv, "enableNumaTopology", "a boolean", ParseBool, &c.enable_numa_topology);
-  if (s) s = ReadYaml(nv, "disableCoreLimit", "a boolean", ParseBool, &c.disable_core_limit);
-  if (!s) return std::move(s).take_error();
+  c.resource_name = nv.resource_count_name;
+  c.device_split_count = nv.device_split_count;
+  c.device_memory_scaling = nv.device_memory_scaling;
+  c.device_core_scaling = nv.device_core_scaling;
+  c.pre_configured_device_memory = nv.pre_configured_device_memory;
+  c.lib_cuda_log_level = nv.lib_cuda_log_level;
+  c.enable_numa_topology = nv.enable_numa_topology;
+  c.disable_core_limit = nv.disable_core_limit;
   if (Status v = ValidatePluginConfig(c); !v) return std::move(v).take_error();
   return c;
 }

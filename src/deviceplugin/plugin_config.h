@@ -1,7 +1,7 @@
 // What the NVIDIA device plugin reads from its configuration (spec hami.md §7): the `nvidia`
 // section of device-config.yaml (--config-file) and the per-node overrides of config.json
-// (§7.2). A deliberately small struct of the fields the plugin uses; the scheduler-side schema
-// lives in src/device/config.h.
+// (§7.2). A small struct of the fields the plugin uses; the YAML is read with the scheduler's
+// loader (src/device/config.h), so both binaries accept and reject the same files.
 #ifndef HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
 #define HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
 
@@ -30,9 +30,11 @@ struct PluginConfig {
   bool operator==(const PluginConfig&) const = default;
 };
 
-// Reads the `nvidia` section of a device-config.yaml text over `base` (keys absent keep their
-// value; unknown keys are ignored). Errors name the YAML path, e.g.
-// `nvidia.deviceSplitCount: want a positive integer, got "x"`.
+// Loads a device-config.yaml text with device::LoadDeviceConfig and takes the plugin's fields
+// from its `nvidia` section (keys absent there take the chart defaults; without an `nvidia`
+// section `base` is returned). Fields that only config.json sets (mode, filters, preferred
+// allocation) keep their `base` value. Errors name the YAML path, e.g.
+// `device config: nvidia.deviceSplitCount: want a positive integer, got "x"`.
 Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginConfig base);
 
 // Merges the `nodeconfig` entry whose name is `node_name` from a config.json text over `base`
