@@ -1,0 +1,194 @@
+#include "scheduler/webhook.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/base64.h"
+#include "scheduler/json_patch.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+
+json Review(const json& pod, const std::string& version = "admission.k8s.io/v1") {
+  return {{"apiVersion", version},
+          {"kind", "AdmissionReview"},
+          {"request", {{"uid", "u-1"}, {"namespace", "default"}, {"object", pod}}}};
+}
+
+json GpuPod(const json& limits) {
+  json ctr = json::object();
+  ctr["name"] = "main";
+  ctr["resources"]["limits"] = limits;
+  json pod = json::object();
+  pod["metadata"] = {{"name", "p"}, {"namespace", "default"}};
+  pod["spec"]["containers"] = json::array();
+  pod["spec"]["containers"].push_back(ctr);
+  return pod;
+}
+
+struct Outcome {
+  int status = 0;
+  json review;
+  json patch;  // decoded ops, or null
+};
+
+Outcome Admit(const json& pod, WebhookOptions opts = {"hami-scheduler", true},
+              const std::string& version = "admission.k8s.io/v1") {
+  device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
+  HttpReply r = HandleAdmissionReview(Review(pod, version).dump(), registry, opts, nullptr);
+  Outcome o{r.status, json::parse(r.body), nullptr};
+  const json& resp = o.review["response"];
+  if (resp.contains("patch")) {
+    o.patch = json::parse(*k8s::Base64Decode(resp["patch"].get<std::string>()));
+  }
+  return o;
+}
+
+json Applied(json pod, const json& ops) { return pod.patch(ops); }
+
+// Vector 7: webhook defaults.
+TEST(WebhookTest, DefaultsVector7) {
+  struct Case {
+    const char* name;
+    json limits;
+    json want_limits;
+  };
+  const Case cases[] = {
+      {"gpu only => exclusive cores",
+       {{"nvidia.com/gpu", "1"}},
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "100"}}},
+      {"gpumem only => gpu 1, no cores",
+       {{"nvidia.com/gpumem", "1000"}},
+       {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpu", "1"}}},
+      {"pct 100 => cores 100",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "100"}},
+       {{"nvidia.com/gpu", "1"},
+        {"nvidia.com/gpumem-percentage", "100"},
+        {"nvidia.com/gpucores", "100"}}},
+      {"pct 50 => unchanged",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}},
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}}},
+  };
+  for (const Case& c : cases) {
+    json pod = GpuPod(c.limits);
+    Outcome o = Admit(pod);
+    ASSERT_EQ(o.status, 200) << c.name;
+    EXPECT_TRUE(o.review["response"]["allowed"].get<bool>()) << c.name;
+    ASSERT_FALSE(o.patch.is_null()) << c.name;
+    json out = Applied(pod, o.patch);
+    EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"], c.want_limits) << c.name;
+    EXPECT_EQ(out["spec"]["schedulerName"], "hami-scheduler") << c.name;
+  }
+}
+
+// Vector 8: webhook verdicts.
+TEST(WebhookTest, VerdictsVector8) {
+  json no_containers = {{"spec", {{"containers", json::array()}}}};
+  Outcome o = Admit(no_containers);
+  EXPECT_FALSE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_EQ(o.review["response"]["status"]["message"], "pod has no containers");
+  EXPECT_EQ(o.review["response"]["status"]["code"], 403);
+
+  json other = GpuPod({{"nvidia.com/gpu", "1"}});
+  other["spec"]["schedulerName"] = "different-scheduler";
+  o = Admit(other);
+  EXPECT_TRUE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_TRUE(o.patch.is_null());
+
+  json with_node = GpuPod({{"nvidia.com/gpu", "1"}});
+  with_node["spec"]["nodeName"] = "n1";
+  o = Admit(with_node);
+  EXPECT_FALSE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_EQ(o.review["response"]["status"]["message"], "pod has node assigned");
+
+  json privileged = GpuPod({{"nvidia.com/gpu", "1"}});
+  privileged["spec"]["containers"].push_back(
+      {{"name", "side"}, {"securityContext", {{"privileged", true}}}});
+  o = Admit(privileged);
+  EXPECT_FALSE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_EQ(o.review["response"]["status"]["message"], "container side is privileged");
+
+  json plain = GpuPod({{"cpu", "1"}});
+  o = Admit(plain);
+  EXPECT_TRUE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_TRUE(o.patch.is_null());
+
+  json empty_sched = GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}});
+  o = Admit(empty_sched);
+  ASSERT_FALSE(o.patch.is_null());
+  EXPECT_EQ(o.patch, json::parse(R"([{"op":"add","path":"/spec/schedulerName",
+                                      "value":"hami-scheduler"}])"));
+
+  json default_sched = empty_sched;
+  default_sched["spec"]["schedulerName"] = "default-scheduler";
+  o = Admit(default_sched, {"hami-scheduler", false});
+  EXPECT_TRUE(o.patch.is_null());
+  EXPECT_EQ(o.review["response"]["status"]["message"],
+            "pod already has different scheduler assigned");
+}
+
+TEST(WebhookTest, EchoesVersionAndUid) {
+  Outcome o = Admit(GpuPod({{"nvidia.com/gpu", "1"}}), {}, "admission.k8s.io/v1beta1");
+  EXPECT_EQ(o.review["apiVersion"], "admission.k8s.io/v1beta1");
+  EXPECT_EQ(o.review["kind"], "AdmissionReview");
+  EXPECT_EQ(o.review["response"]["uid"], "u-1");
+  EXPECT_EQ(o.review["response"]["patchType"], "JSONPatch");
+}
+
+TEST(WebhookTest, MalformedIs400) {
+  device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
+  for (const char* body : {"", "{", "[]", R"({"request":{}})", R"({"request":{"object":1}})"}) {
+    HttpReply r = HandleAdmissionReview(body, registry, {}, nullptr);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_FALSE(json::parse(r.body)["response"]["allowed"].get<bool>()) << body;
+  }
+}
+
+TEST(WebhookTest, BadPercentageIs500) {
+  Outcome o = Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "150"}}));
+  EXPECT_FALSE(o.review["response"]["allowed"].get<bool>());
+  EXPECT_EQ(o.review["response"]["status"]["code"], 500);
+}
+
+TEST(WebhookTest, QuotaDenies) {
+  device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
+  QuotaLookup quota = [](const std::string& ns) {
+    EXPECT_EQ(ns, "default");
+    device::NamespaceQuota q;
+    q["nvidia.com/gpumem"] = device::QuotaEntry{0, 2000, true};
+    return q;
+  };
+  json pod = GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  HttpReply r = HandleAdmissionReview(Review(pod).dump(), registry, {}, quota);
+  json resp = json::parse(r.body)["response"];
+  EXPECT_FALSE(resp["allowed"].get<bool>());
+  EXPECT_EQ(resp["status"]["message"], "exceeding resource quota");
+}
+
+TEST(JsonPatchTest, EscapesAndCreatesParents) {
+  EXPECT_EQ(EscapeJsonPointer("hami.io/vgpu-node"), "hami.io~1vgpu-node");
+  EXPECT_EQ(EscapeJsonPointer("a~b"), "a~0b");
+  json doc = {{"metadata", {{"name", "p"}}}};
+  json original = doc;
+  JsonPatchBuilder b(&doc);
+  b.Set(
+      {PathStep::Key("metadata"), PathStep::Key("annotations"), PathStep::Key("hami.io/vgpu-node")},
+      "n1");
+  b.Append({PathStep::Key("spec"), PathStep::Key("env")}, 1);
+  b.Append({PathStep::Key("spec"), PathStep::Key("env")}, 2);
+  EXPECT_EQ(b.Ops(), json::parse(R"([
+    {"op":"add","path":"/metadata/annotations","value":{}},
+    {"op":"add","path":"/metadata/annotations/hami.io~1vgpu-node","value":"n1"},
+    {"op":"add","path":"/spec","value":{}},
+    {"op":"add","path":"/spec/env","value":[1]},
+    {"op":"add","path":"/spec/env/-","value":2}])"));
+  EXPECT_EQ(original.patch(b.Ops()), doc);
+}
+
+}  // namespace
+}  // namespace hami::scheduler
