@@ -1,0 +1,300 @@
+#include "scheduler/extender.h"
+
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "k8s/object.h"
+#include "protocol/bind.h"
+#include "protocol/keys.h"
+#include "protocol/node_lock.h"
+
+namespace hami::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
+
+std::string FilterError(const std::string& message) {
+  FilterResult r;
+  r.error = message;
+  return EncodeFilterResult(r);
+}
+
+}  // namespace
+
+std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs& args,
+                           const device::ScheduleOptions& options) {
+  Result<device::PodView> pod = device::ParsePodView(args.pod);
+  if (!pod) return FilterError(pod.error());
+  std::vector<device::NodeUsage> rows;
+  std::map<std::string, json> by_name;
+  FilterResult result;
+  std::map<std::string, std::string> failed;
+  for (const json& node : *args.nodes) {
+    Result<device::NodeUsage> row = device::NodeUsageFromNode(registry, node);
+    std::string name = device::ObjectName(node);
+    if (!row) {
+      failed[name] = row.error();
+      continue;
+    }
+    by_name[row->name] = node;
+    rows.push_back(std::move(*row));
+  }
+  Result<device::ScheduleDecision> decision = device::Schedule(registry, *pod, rows, {}, options);
+  if (!decision) return FilterError(decision.error());
+  if (decision->pass_through) {
+    result.nodes = *args.nodes;
+    return EncodeFilterResult(result);
+  }
+  for (auto& [node, reason] : decision->FailedNodes()) failed[node] = reason;
+  result.failed_nodes = std::move(failed);
+  if (const device::NodeFit* chosen = decision->Chosen()) {
+    result.nodes = std::vector<json>{by_name[chosen->node]};
+  }
+  return EncodeFilterResult(result);
+}
+
+Extender::Extender(const device::Registry& registry, device::UsageIndex& index, k8s::Client& client,
+                   const Clock& clock, ExtenderOptions options, QuotaLookup quota)
+    : registry_(registry),
+      index_(index),
+      client_(client),
+      clock_(clock),
+      options_(std::move(options)),
+      quota_(std::move(quota)) {}
+
+void Extender::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  cv_.notify_all();
+}
+
+void Extender::Event(const json& pod, std::string_view type, std::string_view reason,
+                     const std::string& message) {
+  if (!options_.record_events) return;
+  auto r = client_.RecordEvent(pod, type, reason, message, options_.scheduler_name);
+  if (!r) HAMI_VLOG(2, "event %s: %s", std::string(reason).c_str(), r.error().ToString().c_str());
+}
+
+HttpReply Extender::Filter(std::string_view body) {
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  if (!args) return Ok(FilterError(args.error()));
+  if (args->pod.is_null()) return Ok(FilterError("extender args missing pod"));
+  device::ScheduleOptions options;
+  options.node_policy = options_.node_policy;
+  options.gpu_policy = options_.gpu_policy;
+  if (args->nodes) return Ok(SimulateFilter(registry_, *args, options));
+  Result<device::PodView> pod = device::ParsePodView(args->pod);
+  if (!pod) return Ok(FilterError(pod.error()));
+  return Ok(FilterLive(*args, *pod, args->pod));
+}
+
+std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView& pod,
+                                 const json& raw_pod) {
+  std::vector<std::string> names = args.node_names.value_or(std::vector<std::string>{});
+  // A re-filtered pod must not count against itself.
+  index_.RemovePod(pod.Key());
+  device::UsageIndex::Snapshot snap = index_.Rows(names);
+  device::ScheduleOptions options;
+  options.node_policy = options_.node_policy;
+  options.gpu_policy = options_.gpu_policy;
+  device::NamespaceQuota quota;
+  if (quota_) {
+    quota = quota_(pod.namespace_name);
+    options.quota = &quota;
+  }
+  Result<device::ScheduleDecision> decision =
+      device::Schedule(registry_, pod, snap.nodes, snap.missing, options);
+  if (!decision) return FilterError(decision.error());
+  FilterResult result;
+  if (decision->pass_through) {
+    result.node_names = args.node_names;
+    return EncodeFilterResult(result);
+  }
+  result.failed_nodes = decision->FailedNodes();
+  const device::NodeFit* chosen = decision->Chosen();
+  if (chosen == nullptr) {
+    for (auto& [node, reason] : *result.failed_nodes) {
+      Event(raw_pod, "Warning", "FilteringFailed", "1 nodes " + reason + "(" + node + ")");
+    }
+    return EncodeFilterResult(result);
+  }
+  std::map<std::string, std::string> annotations =
+      device::AllocationAnnotations(registry_, *decision);
+  annotations[std::string(protocol::kVgpuTimeKey)] = protocol::FormatBindTime(clock_.Now());
+  // The pod enters the index before the patch (a concurrent filter must see it) and leaves it
+  // when the patch fails.
+  device::PodView updated = pod;
+  for (const auto& [k, v] : annotations) updated.annotations[k] = v;
+  Result<std::optional<device::PodAllocation>> alloc =
+      device::PodAllocationFromPod(registry_, updated);
+  if (alloc && *alloc) index_.UpsertPod(**alloc);
+  json patch = {{"metadata",
+                 {{"annotations", annotations},
+                  {"labels", {{std::string(protocol::kVgpuNodeKey), chosen->node}}}}}};
+  auto patched = client_.Patch(k8s::resources::kPods, pod.namespace_name, pod.name,
+                               k8s::PatchType::kMerge, patch);
+  if (!patched) {
+    index_.RemovePod(pod.Key());
+    return FilterError("patch pod annotations: " + patched.error().ToString());
+  }
+  result.node_names = std::vector<std::string>{chosen->node};
+  char score[32];
+  std::snprintf(score, sizeof(score), "%.2f", chosen->score);
+  Event(raw_pod, "Normal", "FilteringSucceed",
+        "find fit node(" + chosen->node + "), " + std::to_string(result.failed_nodes->size()) +
+            " nodes not fit, 1 nodes fit(" + chosen->node + ":" + score + ")");
+  return EncodeFilterResult(result);
+}
+
+Result<bool> Extender::TryLockOnce(const std::string& node, const std::string& ns,
+                                   const std::string& pod, std::string* why) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto obj = client_.Get(k8s::resources::kNodes, "", node);
+    if (!obj) return Error{"get node " + Quote(node) + ": " + obj.error().ToString()};
+    std::optional<std::string> current = k8s::Annotation(*obj, protocol::kNodeLockKey);
+    protocol::LockRequest req;
+    req.node = node;
+    if (current) req.current = *current;
+    req.ns = ns;
+    req.pod = pod;
+    req.now = clock_.Now();
+    req.zone = options_.zone;
+    req.timeout = options_.node_lock_timeout;
+    protocol::LockDecision d = protocol::DecideNodeLock(req);
+    if (d.action == protocol::LockAction::kBusy && current) {
+      auto lock = protocol::ParseNodeLock(*current);
+      if (lock && lock->owner) {
+        auto owner = client_.Get(k8s::resources::kPods, lock->owner->ns, lock->owner->pod);
+        if (!owner && k8s::IsNotFound(owner.error())) {
+          req.owner_exists = false;
+          d = protocol::DecideNodeLock(req);
+        }
+      }
+    }
+    switch (d.action) {
+      case protocol::LockAction::kAlreadyOwned:
+        return true;
+      case protocol::LockAction::kMalformed:
+        return Error{d.message};
+      case protocol::LockAction::kBusy:
+        *why = d.message;
+        return false;
+      case protocol::LockAction::kAcquire:
+      case protocol::LockAction::kTakeOver:
+        break;
+    }
+    // The resourceVersion makes the write conditional: a racing writer gets 409 and we re-read.
+    json patch = {{"metadata",
+                   {{"resourceVersion", k8s::ResourceVersion(*obj)},
+                    {"annotations", {{std::string(protocol::kNodeLockKey), d.new_value}}}}}};
+    auto r = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    if (r) return true;
+    if (!k8s::IsConflict(r.error())) {
+      return Error{"lock node " + Quote(node) + ": " + r.error().ToString()};
+    }
+  }
+  *why = "node " + node + " lock: too many conflicting writers";
+  return false;
+}
+
+Status Extender::LockNode(const std::string& node, const std::string& ns, const std::string& pod) {
+  std::unique_lock<std::mutex> lock(mu_);
+  NodeQueue& q = queues_[node];
+  const uint64_t ticket = q.next_ticket++;
+  cv_.wait(lock, [&] { return stopped_ || queues_[node].serving == ticket; });
+  // Our turn (or shutdown): whatever happens, the next in line goes after us.
+  auto done = [&] {
+    ++queues_[node].serving;
+    cv_.notify_all();
+  };
+  if (stopped_) {
+    done();
+    return Error{"scheduler is shutting down"};
+  }
+  const SystemTime deadline = clock_.Now() + options_.node_lock_retry_timeout;
+  for (;;) {
+    lock.unlock();
+    std::string why;
+    Result<bool> taken = TryLockOnce(node, ns, pod, &why);
+    lock.lock();
+    if (!taken) {
+      done();
+      return std::move(taken).take_error();
+    }
+    if (*taken) {
+      done();
+      return OkStatus();
+    }
+    if (stopped_ || clock_.Now() >= deadline) {
+      done();
+      return Error{why};
+    }
+    cv_.wait_for(lock, options_.lock_poll_interval, [&] { return stopped_; });
+  }
+}
+
+void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
+                               const std::string& pod) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto obj = client_.Get(k8s::resources::kNodes, "", node);
+    if (!obj) return;
+    std::optional<std::string> current = k8s::Annotation(*obj, protocol::kNodeLockKey);
+    if (!current || !protocol::MayReleaseNodeLock(*current, ns, pod)) return;
+    json patch = {{"metadata",
+                   {{"resourceVersion", k8s::ResourceVersion(*obj)},
+                    {"annotations", {{std::string(protocol::kNodeLockKey), nullptr}}}}}};
+    auto r = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    if (r || !k8s::IsConflict(r.error())) return;
+  }
+}
+
+HttpReply Extender::Bind(std::string_view body) {
+  Result<BindingArgs> args = ParseBindingArgs(body);
+  if (!args) return Ok(EncodeBindingResult(args.error()));
+  const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
+  auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
+  if (!raw) {
+    index_.RemovePod(ns + "/" + args->pod_name);
+    return Ok(EncodeBindingResult("get pod " + ns + "/" + args->pod_name + ": " +
+                                  raw.error().ToString()));
+  }
+  Result<device::PodView> pod = device::ParsePodView(*raw);
+  if (!pod) return Ok(EncodeBindingResult(pod.error()));
+  // Only a regular container's device request takes the lock (the plugin's Allocate needs it).
+  bool needs_lock = false;
+  if (auto reqs = device::NormalizePodRequests(registry_, *pod)) {
+    for (size_t i = reqs->init_count; i < reqs->containers.size(); ++i) {
+      for (const auto& [vendor, req] : reqs->containers[i]) needs_lock |= req.nums > 0;
+    }
+  }
+  auto fail = [&](const std::string& message, bool release) {
+    if (release) ReleaseNodeLock(args->node, ns, args->pod_name);
+    Event(*raw, "Warning", "BindingFailed", message);
+    return Ok(EncodeBindingResult(message));
+  };
+  if (needs_lock) {
+    Status locked = LockNode(args->node, ns, args->pod_name);
+    if (!locked) return fail(locked.error(), false);
+  }
+  json patch = {
+      {"metadata",
+       {{"annotations",
+         {{std::string(protocol::kBindPhaseKey),
+           std::string(protocol::FormatBindPhase(protocol::BindPhase::kAllocating))},
+          {std::string(protocol::kBindTimeKey), protocol::FormatBindTime(clock_.Now())}}}}}};
+  auto patched =
+      client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge, patch);
+  if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
+  auto bound = client_.Bind(ns, args->pod_name, args->node);
+  if (!bound) return fail("bind: " + bound.error().ToString(), needs_lock);
+  Event(*raw, "Normal", "BindingSucceed",
+        "Successfully binding node [" + args->node + "] to " + ns + "/" + args->pod_name);
+  return Ok(EncodeBindingResult(""));
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,104 @@
+// The extender's /filter and /bind (spec hami.md §4.2, §4.7, DESIGN decisions 1, 3 and 4) as
+// functions over (request body, scheduler state) -> response body. Always HTTP 200; failures go
+// into the `Error` field, never a crash.
+//
+// Filter with NodeNames decides over the usage index and persists the decision on the pod in ONE
+// merge patch (hami.io/vgpu-node annotation and label, hami.io/vgpu-time, every vendor's
+// to-allocate and allocated annotations); the pod enters the index before the patch and leaves
+// it again when the patch fails. Exactly one node is returned. Filter with Nodes is a
+// side-effect-free simulation over the given nodes with zero usage.
+//
+// Bind takes the node lock hami.io/mutex.lock ("<RFC3339>,<ns>,<pod>") when a regular container
+// asks for a device, stamps hami.io/bind-phase=allocating and hami.io/bind-time, and creates the
+// Binding; on a failure after the lock it releases the lock. A bind to a node another live pod
+// holds waits in a per-node FIFO (polling the lock) up to node_lock_retry_timeout instead of
+// failing into kube-scheduler's backoff; an expired lock or one whose owner pod is gone is taken
+// over.
+#ifndef HAMI_SCHEDULER_EXTENDER_H_
+#define HAMI_SCHEDULER_EXTENDER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/time_format.h"
+#include "device/device.h"
+#include "device/schedule.h"
+#include "device/usage_index.h"
+#include "k8s/client.h"
+#include "scheduler/extender_args.h"
+#include "scheduler/http_reply.h"
+#include "scheduler/webhook.h"
+
+namespace hami::scheduler {
+
+struct ExtenderOptions {
+  device::NodePolicy node_policy = device::NodePolicy::kBinpack;  // --node-scheduler-policy
+  device::GpuPolicy gpu_policy{};                                 // --gpu-scheduler-policy
+  std::chrono::nanoseconds node_lock_timeout = std::chrono::minutes(5);
+  std::chrono::nanoseconds node_lock_retry_timeout = std::chrono::seconds(25);
+  // How often a queued bind re-reads a contended lock (real time).
+  std::chrono::milliseconds lock_poll_interval{100};
+  std::string scheduler_name = "hami-scheduler";  // event source component
+  Zone zone = Zone::Local();                      // the zone lock values are written in
+  bool record_events = true;
+};
+
+// The simulation filter (ExtenderArgs.Nodes): the best of the given nodes, zero usage, no side
+// effects. `args.nodes` must be set.
+std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs& args,
+                           const device::ScheduleOptions& options);
+
+// Thread-safe: Filter and Bind may run concurrently from server threads.
+class Extender {
+ public:
+  // Everything referenced must outlive the extender. `quota` may be empty.
+  Extender(const device::Registry& registry, device::UsageIndex& index, k8s::Client& client,
+           const Clock& clock, ExtenderOptions options, QuotaLookup quota);
+  Extender(const Extender&) = delete;
+  Extender& operator=(const Extender&) = delete;
+
+  HttpReply Filter(std::string_view body);
+  HttpReply Bind(std::string_view body);
+
+  // Wakes queued binds so they fail at once (shutdown).
+  void Stop();
+
+ private:
+  struct NodeQueue {
+    uint64_t next_ticket = 0;
+    uint64_t serving = 0;
+  };
+  // Takes the lock for ns/pod on `node`, waiting in the node's FIFO; error says why not.
+  Status LockNode(const std::string& node, const std::string& ns, const std::string& pod);
+  // One attempt: true when taken, false when busy (message in *why), error when it cannot be.
+  Result<bool> TryLockOnce(const std::string& node, const std::string& ns, const std::string& pod,
+                           std::string* why);
+  void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
+  std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
+                         const nlohmann::json& raw_pod);
+  void Event(const nlohmann::json& pod, std::string_view type, std::string_view reason,
+             const std::string& message);
+
+  const device::Registry& registry_;
+  device::UsageIndex& index_;
+  k8s::Client& client_;
+  const Clock& clock_;
+  const ExtenderOptions options_;
+  const QuotaLookup quota_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, NodeQueue> queues_;
+  bool stopped_ = false;
+};
+
+}  // namespace hami::scheduler
+
+#endif  // HAMI_SCHEDULER_EXTENDER_H_

@@ -1,0 +1,55 @@
+// The kube-scheduler extender wire shapes (kubernetes-contracts.md §4.1): the Go structs carry no
+// JSON tags, so keys are capitalised ("Pod", "NodeNames"); like Go's decoder we accept any case,
+// and `null` reads as absent. Decoding never throws: a malformed body is an Error naming the
+// field.
+#ifndef HAMI_SCHEDULER_EXTENDER_ARGS_H_
+#define HAMI_SCHEDULER_EXTENDER_ARGS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace hami::scheduler {
+
+// ExtenderArgs.
+struct ExtenderArgs {
+  nlohmann::json pod;                                    // null when absent
+  std::optional<std::vector<nlohmann::json>> nodes{};    // Nodes.items; set => simulation
+  std::optional<std::vector<std::string>> node_names{};  // NodeNames
+};
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+
+// ExtenderBindingArgs.
+struct BindingArgs {
+  std::string pod_name{};
+  std::string pod_namespace{};
+  std::string pod_uid{};
+  std::string node{};
+};
+Result<BindingArgs> ParseBindingArgs(std::string_view body);
+
+// ExtenderFilterResult as JSON: absent lists and maps are null, Error always present.
+struct FilterResult {
+  std::optional<std::vector<nlohmann::json>> nodes{};
+  std::optional<std::vector<std::string>> node_names{};
+  std::optional<std::map<std::string, std::string>> failed_nodes{};
+  std::string error{};
+};
+std::string EncodeFilterResult(const FilterResult& result);
+
+// ExtenderBindingResult: {"Error":"..."}.
+std::string EncodeBindingResult(std::string_view error);
+
+// The member of `obj` whose key equals `key` case-insensitively (exact match preferred); null
+// when absent or null.
+const nlohmann::json* FindKeyInsensitive(const nlohmann::json& obj, std::string_view key);
+
+}  // namespace hami::scheduler
+
+#endif  // HAMI_SCHEDULER_EXTENDER_ARGS_H_

@@ -1,0 +1,275 @@
+// The extender and the registration pass against the sim apiserver (in-process, loopback): the
+// seed's register annotation gets the handshake, a 1 GPU / 3000 MiB pod is filtered and bound
+// with exactly the seed's annotations, racing binds both succeed in turn, stale locks are taken
+// over, malformed bodies get an Error.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "protocol/node_lock.h"
+#include "scheduler/extender.h"
+#include "scheduler/registration.h"
+#include "sim/apiserver.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSeedRegister =
+    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
+
+json Node(const std::string& name, const std::string& reg) {
+  json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+  if (!reg.empty()) n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = reg;
+  n["status"]["allocatable"]["nvidia.com/gpu"] = "20";
+  return n;
+}
+
+json GpuPod(const std::string& name, int mem) {
+  json ctr = {{"name", "main"}, {"image", "busybox"}};
+  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"},
+                                {"nvidia.com/gpumem", std::to_string(mem)}};
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", name}, {"namespace", "default"}};
+  pod["spec"]["containers"] = json::array();
+  pod["spec"]["containers"].push_back(ctr);
+  return pod;
+}
+
+class ExtenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
+    ASSERT_TRUE(server_->Start());
+    k8s::RestConfig cfg;
+    cfg.server = server_->url();
+    cfg.qps = 0;
+    client_ = std::make_unique<k8s::Client>(cfg);
+    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
+    RegistrationOptions ro;
+    ro.zone = Zone::Utc();
+    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
+  }
+
+  std::unique_ptr<Extender> MakeExtender(std::chrono::seconds retry) {
+    ExtenderOptions eo;
+    eo.zone = Zone::Utc();
+    eo.node_lock_retry_timeout = retry;
+    eo.lock_poll_interval = std::chrono::milliseconds(10);
+    return std::make_unique<Extender>(registry_, index_, *client_, RealClock(), eo, nullptr);
+  }
+
+  json CreatePod(const json& pod) {
+    auto r = client_->Create(k8s::resources::kPods, "default", pod);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : json();
+  }
+  json GetNode(const std::string& name) { return *client_->Get(k8s::resources::kNodes, "", name); }
+  json GetPod(const std::string& name) {
+    return *client_->Get(k8s::resources::kPods, "default", name);
+  }
+  void AddNode(const std::string& name, const std::string& reg = kSeedRegister) {
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node(name, reg)).ok());
+  }
+  json Filter(Extender& ext, const json& pod, const std::vector<std::string>& names) {
+    HttpReply r = ext.Filter(json{{"Pod", pod}, {"NodeNames", names}}.dump());
+    EXPECT_EQ(r.status, 200);
+    return json::parse(r.body);
+  }
+  json Bind(Extender& ext, const std::string& pod, const std::string& node) {
+    HttpReply r = ext.Bind(
+        json{{"PodName", pod}, {"PodNamespace", "default"}, {"PodUID", ""}, {"Node", node}}.dump());
+    EXPECT_EQ(r.status, 200);
+    return json::parse(r.body);
+  }
+
+  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
+  std::unique_ptr<sim::ApiServer> server_;
+  std::unique_ptr<k8s::Client> client_;
+  device::Registry registry_;
+  device::UsageIndex index_;
+  std::unique_ptr<Registrar> registrar_;
+};
+
+TEST_F(ExtenderTest, RegistrationWritesHandshakeAndSkipsMalformed) {
+  AddNode("node-1");
+  AddNode("bad", "not json");
+  auto n = registrar_->RunOnce();
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(k8s::Annotation(GetNode("node-1"), "hami.io/node-handshake"),
+            "Requesting_2026-08-21 10:00:00");
+  EXPECT_EQ(index_.NodeNames(), std::vector<std::string>{"node-1"});
+  // A pending Requesting is left alone inside the 60 s window...
+  clock_.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(k8s::Annotation(GetNode("node-1"), "hami.io/node-handshake"),
+            "Requesting_2026-08-21 10:00:00");
+  // ...and an expired one with allocatable devices does not clean up.
+  clock_.Advance(std::chrono::seconds(120));
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(index_.NodeNames(), std::vector<std::string>{"node-1"});
+  // The malformed node got a warning event.
+  auto events = client_->List(k8s::resources::kEvents, "", {});
+  ASSERT_TRUE(events.ok());
+  bool warned = false;
+  for (const json& e : events->items) warned |= e.value("type", "") == "Warning";
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(ExtenderTest, FilterAndBindWriteTheSeedAnnotations) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(5));
+  json pod = CreatePod(GpuPod("demo", 3000));
+  json res = Filter(*ext, pod, {"node-1", "node-x"});
+  EXPECT_EQ(res["Error"], "");
+  EXPECT_EQ(res["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(res["FailedNodes"]["node-x"], "node unregistered");
+  json got = GetPod("demo");
+  auto annos = k8s::Annotations(got);
+  EXPECT_EQ(annos["hami.io/vgpu-node"], "node-1");
+  EXPECT_EQ(k8s::Labels(got)["hami.io/vgpu-node"], "node-1");
+  EXPECT_TRUE(std::regex_match(annos["hami.io/vgpu-time"], std::regex("[0-9]+")));
+  std::regex seed("GPU-[0-9a-f-]+,NVIDIA,3000,0:;");
+  EXPECT_TRUE(std::regex_match(annos["hami.io/vgpu-devices-allocated"], seed))
+      << annos["hami.io/vgpu-devices-allocated"];
+  EXPECT_EQ(annos["hami.io/vgpu-devices-to-allocate"], annos["hami.io/vgpu-devices-allocated"]);
+  EXPECT_EQ(index_.PodCount(), 1u);
+
+  json bound = Bind(*ext, "demo", "node-1");
+  EXPECT_EQ(bound, json::parse(R"({"Error":""})"));
+  got = GetPod("demo");
+  annos = k8s::Annotations(got);
+  EXPECT_EQ(annos["hami.io/bind-phase"], "allocating");
+  EXPECT_TRUE(std::regex_match(annos["hami.io/bind-time"], std::regex("[0-9]+")));
+  EXPECT_EQ(got["spec"]["nodeName"], "node-1");
+  auto lock = k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock");
+  ASSERT_TRUE(lock.has_value());
+  EXPECT_TRUE(
+      std::regex_match(*lock, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ,default,demo)")))
+      << *lock;
+}
+
+TEST_F(ExtenderTest, FilterReportsUnfitNodes) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(1));
+  json pod = CreatePod(GpuPod("big", 40000));
+  json res = Filter(*ext, pod, {"node-1"});
+  EXPECT_TRUE(res["NodeNames"].is_null());
+  EXPECT_EQ(res["FailedNodes"]["node-1"], "2/2 CardInsufficientMemory");
+  EXPECT_FALSE(k8s::Annotation(GetPod("big"), "hami.io/vgpu-node").has_value());
+}
+
+TEST_F(ExtenderTest, RacingBindsBothSucceedInTurn) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(20));
+  for (const char* name : {"a", "b"}) {
+    json pod = CreatePod(GpuPod(name, 1000));
+    ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  }
+  // Plays the device plugin: releases each lock once its owner is bound.
+  std::atomic<bool> done{false};
+  std::atomic<int> released{0};
+  std::thread plugin([&] {
+    while (!done) {
+      auto lock = k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock");
+      if (lock) {
+        std::string owner = lock->substr(lock->rfind(',') + 1);
+        if (!GetPod(owner)["spec"].value("nodeName", "").empty()) {
+          json patch = {{"metadata", {{"annotations", {{"hami.io/mutex.lock", nullptr}}}}}};
+          ASSERT_TRUE(
+              client_->Patch(k8s::resources::kNodes, "", "node-1", k8s::PatchType::kMerge, patch)
+                  .ok());
+          ++released;
+        }
+      }
+      std::this_thread::yield();
+    }
+  });
+  json ra, rb;
+  std::thread ta([&] { ra = Bind(*ext, "a", "node-1"); });
+  std::thread tb([&] { rb = Bind(*ext, "b", "node-1"); });
+  ta.join();
+  tb.join();
+  done = true;
+  plugin.join();
+  EXPECT_EQ(ra["Error"], "");
+  EXPECT_EQ(rb["Error"], "");
+  EXPECT_EQ(GetPod("a")["spec"]["nodeName"], "node-1");
+  EXPECT_EQ(GetPod("b")["spec"]["nodeName"], "node-1");
+  EXPECT_GE(released.load(), 1);
+}
+
+TEST_F(ExtenderTest, StaleOrOrphanLocksAreTakenOverLiveOnesTimeOut) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  auto set_lock = [&](const std::string& value) {
+    json patch = {{"metadata", {{"annotations", {{"hami.io/mutex.lock", value}}}}}};
+    ASSERT_TRUE(
+        client_->Patch(k8s::resources::kNodes, "", "node-1", k8s::PatchType::kMerge, patch).ok());
+  };
+  CreatePod(GpuPod("holder", 1000));
+  for (const char* name : {"p1", "p2", "p3"}) CreatePod(GpuPod(name, 1000));
+  // Expired (older than 5 min) although its owner lives.
+  set_lock("2020-01-01T00:00:00Z,default,holder");
+  EXPECT_EQ(Bind(*ext, "p1", "node-1")["Error"], "");
+  // Fresh, but the owner pod is gone.
+  set_lock(FormatRfc3339(std::chrono::system_clock::now(), Zone::Utc()) + ",default,ghost");
+  EXPECT_EQ(Bind(*ext, "p2", "node-1")["Error"], "");
+  EXPECT_TRUE(protocol::NodeLockOwnedBy(*k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock"),
+                                        "default", "p2"));
+  // Fresh and its owner lives: with no retry window the bind fails and leaves the lock alone.
+  set_lock(FormatRfc3339(std::chrono::system_clock::now(), Zone::Utc()) + ",default,holder");
+  json res = Bind(*ext, "p3", "node-1");
+  EXPECT_NE(res["Error"].get<std::string>().find("locked"), std::string::npos) << res;
+  EXPECT_TRUE(protocol::NodeLockOwnedBy(*k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock"),
+                                        "default", "holder"));
+  EXPECT_FALSE(GetPod("p3")["spec"].contains("nodeName"));
+}
+
+TEST_F(ExtenderTest, MalformedBodiesGetAnError) {
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  for (const char* body : {"", "nul", "[]", R"({"Pod":3})", R"({"NodeNames":[1]})", "{}"}) {
+    json res = json::parse(ext->Filter(body).body);
+    EXPECT_FALSE(res["Error"].get<std::string>().empty()) << body;
+  }
+  for (const char* body : {"", "{", R"({"PodName":1})", R"({"podname":"x"})", "{}"}) {
+    json res = json::parse(ext->Bind(body).body);
+    EXPECT_FALSE(res["Error"].get<std::string>().empty()) << body;
+  }
+  // Lower-case keys and nulls are accepted.
+  json res = json::parse(ext->Filter(R"({"pod":{"metadata":{"name":"x"},"spec":{"containers":
+      [{"name":"c"}]}},"nodes":null,"nodenames":["n1"]})")
+                             .body);
+  EXPECT_EQ(res["Error"], "");
+  EXPECT_EQ(res["NodeNames"], json::array({"n1"}));  // no device request: pass-through
+}
+
+TEST_F(ExtenderTest, SimulationFilterHasNoSideEffects) {
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  json pod = CreatePod(GpuPod("sim", 3000));
+  json nodes = {{"items", json::array({Node("n1", kSeedRegister), Node("n2", "")})}};
+  json res = json::parse(ext->Filter(json{{"Pod", pod}, {"Nodes", nodes}}.dump()).body);
+  EXPECT_EQ(res["Error"], "");
+  ASSERT_EQ(res["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(res["Nodes"]["items"][0]["metadata"]["name"], "n1");
+  EXPECT_FALSE(k8s::Annotation(GetPod("sim"), "hami.io/vgpu-node").has_value());
+  EXPECT_EQ(index_.PodCount(), 0u);
+}
+
+}  // namespace
+}  // namespace hami::scheduler
