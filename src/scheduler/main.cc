@@ -1,0 +1,126 @@
+// hami-scheduler: parses HAMi's scheduler flags (spec hami.md §1.1) and runs scheduler::Server
+// until SIGTERM or SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "device/config.h"
+#include "device/policy.h"
+#include "k8s/client.h"
+#include "k8s/client_flags.h"
+#include "scheduler/server.h"
+
+namespace {
+
+struct Flags {
+  hami::scheduler::ServerOptions server;
+  hami::k8s::ClientFlags client;
+  std::string node_policy = "binpack";
+  std::string gpu_policy = "spread";
+  std::string device_config_file;
+  std::string node_lock_timeout = "5m";
+  std::string node_lock_retry_timeout = "25s";
+  int verbosity = 0;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  auto& s = f.server;
+  app.add_option("--http_bind", s.http_bind, "extender and webhook listener (host:port)");
+  app.add_option("--cert_file", s.cert_file, "TLS certificate; with --key_file serves HTTPS");
+  app.add_option("--key_file", s.key_file, "TLS private key; with --cert_file serves HTTPS");
+  app.add_option("--scheduler-name", s.webhook.scheduler_name,
+                 "schedulerName the webhook writes into GPU pods (empty: never rewritten); "
+                 "also the event source");
+  app.add_option("--node-scheduler-policy", f.node_policy, "node policy: binpack or spread");
+  app.add_option("--gpu-scheduler-policy", f.gpu_policy,
+                 "GPU policy: binpack, spread, topology-aware, mutex, numa or a comma chain");
+  app.add_option("--metrics-bind-address", s.metrics_bind, "metrics listener (host:port)");
+  app.add_option("--device-config-file", f.device_config_file,
+                 "device-config.yaml (optional: the built-in defaults equal HAMi's chart)");
+  app.add_option("--node-label-selector", s.registration.node_label_selector,
+                 "only nodes matching this label selector (k=v,k2=v2) are registered");
+  app.add_option("--node-lock-timeout", f.node_lock_timeout,
+                 "age after which a node lock is taken over (Go duration)");
+  app.add_option("--node-lock-retry-timeout", f.node_lock_retry_timeout,
+                 "how long a bind waits in the node's queue for a contended lock (0: no wait)");
+  app.add_flag("--force-overwrite-default-scheduler", s.webhook.force_overwrite_default_scheduler,
+               "the webhook may replace schedulerName default-scheduler");
+  app.add_flag("--leader-elect", s.leader_elect,
+               "follow the co-located kube-scheduler's Lease; only the leader registers");
+  app.add_option("--leader-elect-resource-name", s.lease_name, "name of that Lease");
+  app.add_option("--leader-elect-resource-namespace", s.lease_namespace, "namespace of that Lease");
+  app.add_flag("--legacy-metrics", s.legacy_metrics, "also emit the pre-2.9 metric names");
+  hami::k8s::AddClientFlags(app, f.client);
+  app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "hami-scheduler: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hami-scheduler: HAMi scheduler extender, admission webhook and node registration"};
+  Flags f;
+  f.server.webhook.force_overwrite_default_scheduler = true;
+  AddFlags(app, f);
+  CLI11_PARSE(app, argc, argv);
+  hami::log::SetVerbosity(f.verbosity);
+
+  hami::device::DeviceConfig config = hami::device::DefaultDeviceConfig();
+  if (!f.device_config_file.empty()) {
+    std::ifstream in(f.device_config_file);
+    if (!in) return Fail("--device-config-file: cannot read " + f.device_config_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto loaded = hami::device::LoadDeviceConfig(text.str());
+    if (!loaded) return Fail("--device-config-file: " + loaded.error());
+    config = *loaded;
+  }
+  auto node_policy = hami::device::ParseNodePolicy(f.node_policy);
+  if (!node_policy) return Fail("--node-scheduler-policy: unknown policy " + f.node_policy);
+  auto gpu_policy = hami::device::ParseGpuPolicy(f.gpu_policy, /*strict=*/true);
+  if (!gpu_policy) return Fail("--gpu-scheduler-policy: " + gpu_policy.error());
+  auto lock_timeout = hami::k8s::ParseGoDuration(f.node_lock_timeout);
+  if (!lock_timeout) return Fail("--node-lock-timeout: not a duration: " + f.node_lock_timeout);
+  auto retry = hami::k8s::ParseGoDuration(f.node_lock_retry_timeout);
+  if (!retry)
+    return Fail("--node-lock-retry-timeout: not a duration: " + f.node_lock_retry_timeout);
+  auto& ext = f.server.extender;
+  ext.node_policy = *node_policy;
+  ext.gpu_policy = *gpu_policy;
+  ext.node_lock_timeout = *lock_timeout;
+  ext.node_lock_retry_timeout = *retry;
+  if (!f.server.webhook.scheduler_name.empty()) {
+    ext.scheduler_name = f.server.webhook.scheduler_name;
+    f.server.registration.component = f.server.webhook.scheduler_name;
+  }
+
+  auto rest = f.client.Load();
+  if (!rest) return Fail(rest.error());
+  // Signals are taken synchronously by this thread; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  hami::k8s::Client client(*rest);
+  hami::scheduler::Server server(client, config, f.server);
+  auto started = server.Start();
+  if (!started) return Fail(started.error());
+  HAMI_INFO("hami-scheduler: serving on port %d, metrics on port %d", server.port(),
+            server.metrics_port());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  HAMI_INFO("hami-scheduler: signal %d, shutting down", sig);
+  server.Stop();
+  return 0;
+}

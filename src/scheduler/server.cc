@@ -1,0 +1,240 @@
+#include "scheduler/server.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include <httplib.h>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "common/time_format.h"
+#include "k8s/object.h"
+
+namespace hami::scheduler {
+
+using nlohmann::json;
+
+bool LeaseHeldBy(const json& lease, const std::string& identity, SystemTime now) {
+  if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) return false;
+  const json& spec = lease["spec"];
+  std::string holder = spec.value("holderIdentity", "");
+  if (identity.empty() || holder.rfind(identity, 0) != 0) return false;
+  if (!spec.contains("renewTime") || !spec["renewTime"].is_string()) return false;
+  std::string renew = spec["renewTime"].get<std::string>();
+  Result<ZonedTime> t = ParseRfc3339(renew);
+  if (!t) return false;
+  int64_t seconds = spec.value("leaseDurationSeconds", 0);
+  return t->instant + std::chrono::seconds(seconds) > now;
+}
+
+namespace {
+
+// "host:port" / ":port" -> (host, port); host defaults to 0.0.0.0.
+bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
+  size_t colon = bind.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = bind.substr(0, colon);
+  if (host->empty()) *host = "0.0.0.0";
+  std::optional<int32_t> p = ParseInt32(bind.substr(colon + 1));
+  if (!p || *p < 0 || *p > 65535) return false;
+  *port = *p;
+  return true;
+}
+
+int BindListener(httplib::Server& server, const std::string& host, int port) {
+  if (port == 0) return server.bind_to_any_port(host);
+  return server.bind_to_port(host, port) ? port : -1;
+}
+
+template <typename Fn>
+void Timed(LatencyHistogram& h, Fn fn) {
+  auto start = std::chrono::steady_clock::now();
+  fn();
+  h.Observe(std::chrono::steady_clock::now() - start);
+}
+
+}  // namespace
+
+class Server::Http {
+ public:
+  std::unique_ptr<httplib::Server> api;
+  httplib::Server metrics;
+  std::thread api_thread;
+  std::thread metrics_thread;
+};
+
+Server::Server(k8s::Client& client, device::DeviceConfig config, ServerOptions options,
+               const Clock& clock)
+    : client_(client),
+      config_(std::move(config)),
+      options_(std::move(options)),
+      clock_(clock),
+      registry_(device::MakeRegistry(config_)) {
+  registrar_ =
+      std::make_unique<Registrar>(registry_, index_, client_, clock_, options_.registration);
+  extender_ =
+      std::make_unique<Extender>(registry_, index_, client_, clock_, options_.extender, nullptr);
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  std::string host, mhost;
+  int port = 0, mport = 0;
+  if (!SplitHostPort(options_.http_bind, &host, &port)) {
+    return Error{"--http_bind: want host:port, got " + Quote(options_.http_bind)};
+  }
+  bool with_metrics = !options_.metrics_bind.empty();
+  if (with_metrics && !SplitHostPort(options_.metrics_bind, &mhost, &mport)) {
+    return Error{"--metrics-bind-address: want host:port, got " + Quote(options_.metrics_bind)};
+  }
+  http_ = std::make_unique<Http>();
+  if (!options_.cert_file.empty() && !options_.key_file.empty()) {
+    auto tls =
+        std::make_unique<httplib::SSLServer>(options_.cert_file.c_str(), options_.key_file.c_str());
+    if (!tls->is_valid()) return Error{"--cert_file/--key_file: cannot load the key pair"};
+    http_->api = std::move(tls);
+  } else {
+    http_->api = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& api = *http_->api;
+  api.set_payload_max_length(1 << 20);
+  api.Post("/filter", [this](const httplib::Request& req, httplib::Response& res) {
+    Timed(request_metrics_.filter, [&] {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, options_.sync_timeout, [&] { return synced_.load() || stopping_; });
+      }
+      FilterResult cancelled;
+      cancelled.error = "context cancelled";
+      HttpReply r =
+          synced_ ? extender_->Filter(req.body) : HttpReply{200, EncodeFilterResult(cancelled)};
+      res.status = r.status;
+      res.set_content(r.body, "application/json");
+    });
+  });
+  api.Post("/bind", [this](const httplib::Request& req, httplib::Response& res) {
+    Timed(request_metrics_.bind, [&] {
+      HttpReply r = extender_->Bind(req.body);
+      res.status = r.status;
+      res.set_content(r.body, "application/json");
+    });
+  });
+  api.Post("/webhook", [this](const httplib::Request& req, httplib::Response& res) {
+    Timed(request_metrics_.webhook, [&] {
+      HttpReply r = HandleAdmissionReview(req.body, registry_, options_.webhook, nullptr);
+      res.status = r.status;
+      res.set_content(r.body, "application/json");
+    });
+  });
+  api.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  api.Get("/readyz", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  port_ = BindListener(api, host, port);
+  if (port_ < 0) return Error{"--http_bind: cannot listen on " + Quote(options_.http_bind)};
+  if (with_metrics) {
+    http_->metrics.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(RenderMetrics(index_, options_.legacy_metrics, &request_metrics_),
+                      "text/plain; version=0.0.4");
+    });
+    metrics_port_ = BindListener(http_->metrics, mhost, mport);
+    if (metrics_port_ < 0) {
+      return Error{"--metrics-bind-address: cannot listen on " + Quote(options_.metrics_bind)};
+    }
+    http_->metrics_thread = std::thread([this] { http_->metrics.listen_after_bind(); });
+  }
+  http_->api_thread = std::thread([this] { http_->api->listen_after_bind(); });
+
+  k8s::InformerHandlers pod_handlers;
+  pod_handlers.on_add = [this](const k8s::ObjectRef& p) { registrar_->OnPod(*p); };
+  pod_handlers.on_update = [this](const k8s::ObjectRef&, const k8s::ObjectRef& p) {
+    registrar_->OnPod(*p);
+  };
+  pod_handlers.on_delete = [this](const k8s::ObjectRef& p) { registrar_->OnPodDeleted(*p); };
+  pods_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kPods, k8s::InformerOptions{},
+                                          pod_handlers);
+  k8s::InformerHandlers node_handlers;
+  node_handlers.on_add = [this](const k8s::ObjectRef& n) {
+    if (synced_ && IsLeader()) registrar_->RegisterNode(*n);
+  };
+  node_handlers.on_delete = [this](const k8s::ObjectRef& n) { index_.RemoveNode(k8s::Name(*n)); };
+  k8s::InformerOptions node_options;
+  node_options.label_selector = options_.registration.node_label_selector;
+  nodes_ =
+      std::make_unique<k8s::Informer>(client_, k8s::resources::kNodes, node_options, node_handlers);
+  pods_->Start();
+  nodes_->Start();
+  started_ = true;
+  loop_ = std::thread([this] { Loop(); });
+  return OkStatus();
+}
+
+bool Server::IsLeader() {
+  if (!options_.leader_elect) return true;
+  auto lease = client_.Get(k8s::resources::kLeases, options_.lease_namespace, options_.lease_name);
+  if (!lease) return false;
+  std::string identity = options_.identity;
+  if (identity.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    identity = host;
+  }
+  return LeaseHeldBy(*lease, identity, clock_.Now());
+}
+
+void Server::RegisterAll() {
+  Result<size_t> n = registrar_->RunOnce();
+  if (!n) {
+    HAMI_WARN("registration: %s", n.error().c_str());
+    return;
+  }
+  HAMI_VLOG(2, "registration: %zu nodes", *n);
+}
+
+void Server::Loop() {
+  // Usage comes from pods: wait for the informer's first list before the first filter.
+  pods_->WaitForSync(std::chrono::seconds(60));
+  bool was_leader = false;
+  for (;;) {
+    bool leader = IsLeader();
+    if (leader) {
+      RegisterAll();
+      if (!synced_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        synced_ = true;
+        cv_.notify_all();
+      }
+    } else if (was_leader) {
+      synced_ = false;
+    }
+    was_leader = leader;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, options_.register_period, [&] { return stopping_; })) return;
+  }
+}
+
+void Server::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (extender_) extender_->Stop();
+  if (http_) {
+    if (http_->api) http_->api->stop();
+    http_->metrics.stop();
+    if (http_->api_thread.joinable()) http_->api_thread.join();
+    if (http_->metrics_thread.joinable()) http_->metrics_thread.join();
+  }
+  if (loop_.joinable()) loop_.join();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+}
+
+void Server::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stopping_; });
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,107 @@
+// scheduler::Server: the hami-scheduler process minus flag parsing. It serves /filter, /bind,
+// /webhook, /healthz and /readyz on --http_bind (HTTPS when a certificate and key are given),
+// /metrics on --metrics-bind-address, keeps the usage index fed from a pod informer, and runs the
+// registration pass at start, on node add and every 15 s. With leader election it follows the
+// co-located kube-scheduler's Lease (spec §4.9): only the leader registers and handshakes.
+#ifndef HAMI_SCHEDULER_SERVER_H_
+#define HAMI_SCHEDULER_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "device/config.h"
+#include "device/device.h"
+#include "device/usage_index.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "scheduler/extender.h"
+#include "scheduler/metrics.h"
+#include "scheduler/registration.h"
+#include "scheduler/webhook.h"
+
+namespace hami::scheduler {
+
+struct ServerOptions {
+  std::string http_bind = "127.0.0.1:8080";  // host:port; port 0 = ephemeral
+  std::string cert_file{};                   // both set => HTTPS
+  std::string key_file{};
+  std::string metrics_bind = ":9395";  // "" = no metrics listener
+  bool legacy_metrics = false;
+  WebhookOptions webhook{};
+  ExtenderOptions extender{};
+  RegistrationOptions registration{};
+  std::chrono::seconds register_period{15};
+  bool leader_elect = false;
+  std::string lease_name{};
+  std::string lease_namespace{};
+  std::string identity{};  // leader iff the Lease holder starts with it (default: hostname)
+  // How long /filter waits for the first registration pass.
+  std::chrono::seconds sync_timeout{30};
+};
+
+// Leader test of §4.9: holderIdentity starts with `identity` and renewTime +
+// leaseDurationSeconds is after `now`.
+bool LeaseHeldBy(const nlohmann::json& lease, const std::string& identity, SystemTime now);
+
+class Server {
+ public:
+  // `client` and `clock` must outlive the server.
+  Server(k8s::Client& client, device::DeviceConfig config, ServerOptions options,
+         const Clock& clock = RealClock());
+  ~Server();  // Stop()s
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds both listeners, starts the informers and the registration loop. Returns once the
+  // listeners accept connections.
+  Status Start();
+  // Graceful: stops accepting, wakes waiting binds, ends the loop and informers. Idempotent.
+  void Stop();
+  // Blocks until Stop() is called.
+  void Wait();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  bool synced() const { return synced_.load(); }
+
+ private:
+  class Http;
+  void Loop();
+  bool IsLeader();
+  void RegisterAll();
+
+  k8s::Client& client_;
+  device::DeviceConfig config_;
+  const ServerOptions options_;
+  const Clock& clock_;
+  device::Registry registry_;
+  device::UsageIndex index_;
+  RequestMetrics request_metrics_;
+  std::unique_ptr<Registrar> registrar_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<k8s::Informer> pods_;
+  std::unique_ptr<k8s::Informer> nodes_;
+  std::unique_ptr<Http> http_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::atomic<bool> synced_{false};
+  std::atomic<bool> started_{false};
+  std::thread loop_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+}  // namespace hami::scheduler
+
+#endif  // HAMI_SCHEDULER_SERVER_H_

@@ -1,0 +1,98 @@
+// The whole scheduler::Server on loopback against the sim apiserver: registration at start
+// (handshake written), /webhook, /filter and /bind over HTTP with the seed's annotations,
+// /healthz, /readyz and /metrics.
+#include "scheduler/server.h"
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/object.h"
+#include "sim/apiserver.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSeedRegister =
+    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
+
+TEST(ServerTest, EndToEndOverLoopback) {
+  sim::ApiServer api(sim::ApiServerOptions{});
+  ASSERT_TRUE(api.Start());
+  k8s::RestConfig cfg;
+  cfg.server = api.url();
+  cfg.qps = 0;
+  k8s::Client client(cfg);
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
+  node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
+  ASSERT_TRUE(client.Create(k8s::resources::kNodes, "", node).ok());
+
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "127.0.0.1:0";
+  opts.webhook.scheduler_name = "hami-scheduler";
+  opts.extender.zone = Zone::Utc();
+  opts.registration.zone = Zone::Utc();
+  Server server(client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(std::chrono::seconds(40));
+
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  EXPECT_EQ(http.Get("/readyz")->status, 200);
+
+  json ctr = {{"name", "main"}, {"image", "busybox"}};
+  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}};
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", "demo"}, {"namespace", "default"}};
+  pod["spec"]["containers"] = json::array();
+  pod["spec"]["containers"].push_back(ctr);
+
+  json review = {{"apiVersion", "admission.k8s.io/v1beta1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "1"}, {"object", pod}}}};
+  auto wh = http.Post("/webhook", review.dump(), "application/json");
+  ASSERT_TRUE(wh);
+  EXPECT_EQ(json::parse(wh->body)["response"]["allowed"], true);
+  pod["spec"]["schedulerName"] = "hami-scheduler";
+  ASSERT_TRUE(client.Create(k8s::resources::kPods, "default", pod).ok());
+
+  // /filter waits for the first registration pass.
+  auto fr = http.Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(),
+                      "application/json");
+  ASSERT_TRUE(fr);
+  EXPECT_EQ(json::parse(fr->body)["NodeNames"], json::array({"node-1"})) << fr->body;
+  json got_node = *client.Get(k8s::resources::kNodes, "", "node-1");
+  auto hs = k8s::Annotation(got_node, "hami.io/node-handshake");
+  ASSERT_TRUE(hs.has_value());
+  EXPECT_TRUE(std::regex_match(*hs, std::regex(R"(Requesting_\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")));
+
+  auto br = http.Post("/bind",
+                      R"({"PodName":"demo","PodNamespace":"default","PodUID":"","Node":"node-1"})",
+                      "application/json");
+  ASSERT_TRUE(br);
+  EXPECT_EQ(br->body, R"({"Error":""})");
+  json got = *client.Get(k8s::resources::kPods, "default", "demo");
+  auto annos = k8s::Annotations(got);
+  EXPECT_TRUE(std::regex_match(annos["hami.io/vgpu-devices-allocated"],
+                               std::regex("GPU-[0-9a-f-]+,NVIDIA,3000,0:;")));
+  EXPECT_EQ(annos["hami.io/bind-phase"], "allocating");
+  EXPECT_EQ(got["spec"]["nodeName"], "node-1");
+
+  httplib::Client metrics("127.0.0.1", server.metrics_port());
+  auto m = metrics.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("hami_gpu_memory_limit_bytes{node=\"node-1\""), std::string::npos);
+  EXPECT_NE(m->body.find("hami_scheduler_filter_duration_seconds_count{} 1"), std::string::npos);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace hami::scheduler
