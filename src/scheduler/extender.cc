@@ -77,7 +77,7 @@ void Extender::Event(const json& pod, std::string_view type, std::string_view re
                      const std::string& message) {
   if (!options_.record_events) return;
   auto r = client_.RecordEvent(pod, type, reason, message, options_.scheduler_name);
-  if (!r) HAMI_VLOG(2, "event %s: %s", std::string(reason).c_str(), r.error().ToString().c_str());
+  if (!r) HAMI_VLOG(2, "event {}: {}", std::string(reason).c_str(), r.error().ToString().c_str());
 }
 
 HttpReply Extender::Filter(std::string_view body) {

@@ -116,11 +116,11 @@ int main(int argc, char** argv) {
   hami::scheduler::Server server(client, config, f.server);
   auto started = server.Start();
   if (!started) return Fail(started.error());
-  HAMI_INFO("hami-scheduler: serving on port %d, metrics on port %d", server.port(),
+  HAMI_INFO("hami-scheduler: serving on port {}, metrics on port {}", server.port(),
             server.metrics_port());
   int sig = 0;
   sigwait(&signals, &sig);
-  HAMI_INFO("hami-scheduler: signal %d, shutting down", sig);
+  HAMI_INFO("hami-scheduler: signal {}, shutting down", sig);
   server.Stop();
   return 0;
 }

@@ -54,20 +54,20 @@ bool Registrar::RegisterNode(const json& node) {
     if (verdict.write_requesting) {
       json patch = {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}};
       auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-      if (!r) HAMI_WARN("node %s: handshake: %s", name.c_str(), r.error().ToString().c_str());
+      if (!r) HAMI_WARN("node {}: handshake: {}", name.c_str(), r.error().ToString().c_str());
     }
     if (!verdict.healthy) {
       healthy = false;
       // Cleanup (v2.10): delete the handshake key; the devices leave scheduling below.
       json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
       auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-      if (!r) HAMI_WARN("node %s: cleanup: %s", name.c_str(), r.error().ToString().c_str());
+      if (!r) HAMI_WARN("node {}: cleanup: {}", name.c_str(), r.error().ToString().c_str());
     }
   }
   Result<device::NodeUsage> row =
       device::NodeUsageFromAnnotations(registry_, name, device::ObjectAnnotations(node));
   if (!row) {
-    HAMI_WARN("node %s skipped: %s", name.c_str(), row.error().c_str());
+    HAMI_WARN("node {} skipped: {}", name.c_str(), row.error().c_str());
     if (options_.record_events) {
       auto r = client_.RecordEvent(node, "Warning", "InvalidRegisterAnnotation", row.error(),
                                    options_.component);
@@ -106,7 +106,7 @@ void Registrar::OnPod(const json& pod) {
   if (!view) return;
   auto alloc = device::PodAllocationFromPod(registry_, *view);
   if (!alloc) {
-    HAMI_WARN("%s", alloc.error().c_str());
+    HAMI_WARN("{}", alloc.error().c_str());
     return;
   }
   if (*alloc) {

@@ -185,10 +185,10 @@ bool Server::IsLeader() {
 void Server::RegisterAll() {
   Result<size_t> n = registrar_->RunOnce();
   if (!n) {
-    HAMI_WARN("registration: %s", n.error().c_str());
+    HAMI_WARN("registration: {}", n.error().c_str());
     return;
   }
-  HAMI_VLOG(2, "registration: %zu nodes", *n);
+  HAMI_VLOG(2, "registration: {} nodes", *n);
 }
 
 void Server::Loop() {
