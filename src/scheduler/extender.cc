@@ -1,5 +1,6 @@
 #include "scheduler/extender.h"
 
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
+#include "protocol/reason.h"
 
 namespace hami::scheduler {
 
@@ -25,6 +27,25 @@ std::string FilterError(const std::string& message) {
 }
 
 }  // namespace
+
+std::vector<std::string> FilteringFailedMessages(
+    const std::map<std::string, std::string>& failed_nodes) {
+  std::map<std::string, std::set<std::string>> nodes_by_reason;
+  for (const auto& [node, reason] : failed_nodes) {
+    // Reasons without the "n/m" prefix (NodeInsufficientDevice, node unregistered) are not
+    // reported by reason.
+    Result<protocol::DecodedReason> decoded = protocol::DecodeReason(reason);
+    if (!decoded) continue;
+    for (const auto& [name, count] : decoded->counts) nodes_by_reason[name].insert(node);
+  }
+  std::vector<std::string> out;
+  for (const auto& [reason, nodes] : nodes_by_reason) {
+    std::vector<std::string> sorted(nodes.begin(), nodes.end());
+    out.push_back(std::to_string(nodes.size()) + " nodes " + reason + "(" + Join(sorted, ",") +
+                  ")");
+  }
+  return out;
+}
 
 std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs& args,
                            const device::ScheduleOptions& options) {
@@ -118,8 +139,8 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   result.failed_nodes = decision->FailedNodes();
   const device::NodeFit* chosen = decision->Chosen();
   if (chosen == nullptr) {
-    for (auto& [node, reason] : *result.failed_nodes) {
-      Event(raw_pod, "Warning", "FilteringFailed", "1 nodes " + reason + "(" + node + ")");
+    for (const std::string& message : FilteringFailedMessages(*result.failed_nodes)) {
+      Event(raw_pod, "Warning", "FilteringFailed", message);
     }
     return EncodeFilterResult(result);
   }

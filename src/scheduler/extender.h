@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/time_format.h"
@@ -54,6 +55,12 @@ struct ExtenderOptions {
 // effects. `args.nodes` must be set.
 std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs& args,
                            const device::ScheduleOptions& options);
+
+// The FilteringFailed event messages (spec §4.8): per reason name, "<k> nodes <Reason>(<sorted
+// node list>)", from the FailedNodes GenReason strings; reasons without the "n/m" prefix are
+// left out.
+std::vector<std::string> FilteringFailedMessages(
+    const std::map<std::string, std::string>& failed_nodes);
 
 // Thread-safe: Filter and Bind may run concurrently from server threads.
 class Extender {

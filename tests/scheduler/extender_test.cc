@@ -271,5 +271,16 @@ TEST_F(ExtenderTest, SimulationFilterHasNoSideEffects) {
   EXPECT_EQ(index_.PodCount(), 0u);
 }
 
+TEST(FilteringFailedTest, GroupsNodesByReason) {
+  std::map<std::string, std::string> failed = {
+      {"n2", "1/2 CardInsufficientMemory, 1/2 CardTypeMismatch"},
+      {"n1", "2/2 CardInsufficientMemory"},
+      {"n3", "NodeInsufficientDevice"},
+      {"n4", "node unregistered"}};
+  EXPECT_EQ(FilteringFailedMessages(failed),
+            (std::vector<std::string>{"2 nodes CardInsufficientMemory(n1,n2)",
+                                      "1 nodes CardTypeMismatch(n2)"}));
+}
+
 }  // namespace
 }  // namespace hami::scheduler
