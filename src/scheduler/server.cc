@@ -73,8 +73,38 @@ Server::Server(k8s::Client& client, device::DeviceConfig config, ServerOptions o
       registry_(device::MakeRegistry(config_)) {
   registrar_ =
       std::make_unique<Registrar>(registry_, index_, client_, clock_, options_.registration);
-  extender_ =
-      std::make_unique<Extender>(registry_, index_, client_, clock_, options_.extender, nullptr);
+  extender_ = std::make_unique<Extender>(registry_, index_, client_, clock_, options_.extender,
+                                         [this](const std::string& ns) { return Quota(ns); });
+}
+
+device::NamespaceQuota Server::Quota(const std::string& ns) {
+  std::vector<std::string> tracked;
+  for (const device::Device* dev : registry_.All()) {
+    if (!dev->Info().memory_resource.empty()) tracked.push_back(dev->Info().memory_resource);
+    if (!dev->Info().core_resource.empty()) tracked.push_back(dev->Info().core_resource);
+  }
+  std::map<std::string, int64_t> limits;
+  if (quotas_ != nullptr) {
+    for (const k8s::ObjectRef& q : quotas_->List()) {
+      if (k8s::Namespace(*q) != ns || !q->contains("spec") || !(*q)["spec"].is_object()) continue;
+      std::map<std::string, std::string> hard;
+      const json& spec = (*q)["spec"];
+      if (spec.contains("hard") && spec["hard"].is_object()) {
+        for (auto& [k, v] : spec["hard"].items()) {
+          if (v.is_string()) hard[k] = v.get<std::string>();
+          if (v.is_number_integer()) hard[k] = std::to_string(v.get<int64_t>());
+        }
+      }
+      auto parsed = device::QuotaLimitsFromHard(hard, tracked);
+      if (!parsed) continue;
+      // Several quotas in one namespace: the tightest limit wins.
+      for (const auto& [k, v] : *parsed) {
+        auto it = limits.find(k);
+        if (it == limits.end() || v < it->second) limits[k] = v;
+      }
+    }
+  }
+  return device::NamespaceQuotaFor(registry_, limits, index_.NamespaceUsage(ns));
 }
 
 Server::~Server() { Stop(); }
@@ -123,7 +153,8 @@ Status Server::Start() {
   });
   api.Post("/webhook", [this](const httplib::Request& req, httplib::Response& res) {
     Timed(request_metrics_.webhook, [&] {
-      HttpReply r = HandleAdmissionReview(req.body, registry_, options_.webhook, nullptr);
+      HttpReply r = HandleAdmissionReview(req.body, registry_, options_.webhook,
+                                          [this](const std::string& ns) { return Quota(ns); });
       res.status = r.status;
       res.set_content(r.body, "application/json");
     });
@@ -162,6 +193,9 @@ Status Server::Start() {
   node_options.label_selector = options_.registration.node_label_selector;
   nodes_ =
       std::make_unique<k8s::Informer>(client_, k8s::resources::kNodes, node_options, node_handlers);
+  quotas_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceQuotas,
+                                            k8s::InformerOptions{}, k8s::InformerHandlers{});
+  quotas_->Start();
   pods_->Start();
   nodes_->Start();
   started_ = true;
@@ -228,6 +262,7 @@ void Server::Stop() {
     if (http_->metrics_thread.joinable()) http_->metrics_thread.join();
   }
   if (loop_.joinable()) loop_.join();
+  if (quotas_) quotas_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
 }

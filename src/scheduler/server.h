@@ -78,6 +78,8 @@ class Server {
   void Loop();
   bool IsLeader();
   void RegisterAll();
+  // The namespace's ResourceQuota limits (from the quota informer) and usage (from the index).
+  device::NamespaceQuota Quota(const std::string& ns);
 
   k8s::Client& client_;
   device::DeviceConfig config_;
@@ -90,6 +92,7 @@ class Server {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<k8s::Informer> pods_;
   std::unique_ptr<k8s::Informer> nodes_;
+  std::unique_ptr<k8s::Informer> quotas_;
   std::unique_ptr<Http> http_;
 
   std::mutex mu_;
