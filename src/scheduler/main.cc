@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -68,7 +69,9 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   CLI::App app{"hami-scheduler: HAMi scheduler extender, admission webhook and node registration"};
-  Flags f;
+  // On the heap: g++ 12 -O3 reports a false maybe-uninitialized for this aggregate on the stack.
+  auto flags = std::make_unique<Flags>();
+  Flags& f = *flags;
   f.server.webhook.force_overwrite_default_scheduler = true;
   AddFlags(app, f);
   CLI11_PARSE(app, argc, argv);

@@ -15,6 +15,8 @@ namespace hami::scheduler {
 
 using nlohmann::json;
 
+ServerOptions::ServerOptions() = default;
+
 bool LeaseHeldBy(const json& lease, const std::string& identity, SystemTime now) {
   if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) return false;
   const json& spec = lease["spec"];

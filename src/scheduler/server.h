@@ -31,6 +31,9 @@
 namespace hami::scheduler {
 
 struct ServerOptions {
+  // Out of line: g++ 12 -O3 reports a false maybe-uninitialized for the inlined default
+  // constructor of this aggregate of aggregates.
+  ServerOptions();
   std::string http_bind = "127.0.0.1:8080";  // host:port; port 0 = ephemeral
   std::string cert_file{};                   // both set => HTTPS
   std::string key_file{};
