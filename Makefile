@@ -12,6 +12,11 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
+# ccache keys on paths relative to the checkout, so a fresh clone on the same machine reuses the
+# cache of an earlier one.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
 
 .PHONY: all bootstrap configure build test test-unit test-asan demo format check-format clean
@@ -31,7 +36,9 @@ build: configure
 
 $(ASAN_BUILD)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DHAMI_SANITIZE=ON -DHAMI_FUZZ=ON -DCMAKE_CXX_FLAGS=-O1 $(CMAKE_FLAGS)
+	  -DHAMI_SANITIZE=ON -DHAMI_FUZZ=ON -DCMAKE_CXX_FLAGS_DEBUG= -DCMAKE_C_FLAGS_DEBUG= \
+	  "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only" "-DCMAKE_C_FLAGS=-O1 -gline-tables-only" \
+	  $(CMAKE_FLAGS)
 
 test-unit: build
 	cd $(BUILD) && ctest $(CTEST_FLAGS)
