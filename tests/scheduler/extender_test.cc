@@ -271,6 +271,40 @@ TEST_F(ExtenderTest, SimulationFilterHasNoSideEffects) {
   EXPECT_EQ(index_.PodCount(), 0u);
 }
 
+TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(1));
+  for (int i = 0; i < 5; ++i) {
+    json pod = CreatePod(GpuPod("s" + std::to_string(i), 8000));
+    ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  }
+  // A fresh process: an empty index rebuilt from the nodes and the pods' annotations.
+  device::UsageIndex rebuilt;
+  RegistrationOptions ro;
+  ro.zone = Zone::Utc();
+  Registrar registrar(registry_, rebuilt, *client_, clock_, ro);
+  ASSERT_TRUE(registrar.RunOnce().ok());
+  auto pods = client_->List(k8s::resources::kPods, "default", {});
+  ASSERT_TRUE(pods.ok());
+  for (const json& p : pods->items) registrar.OnPod(p);
+  EXPECT_EQ(rebuilt.Rows({"node-1"}).nodes, index_.Rows({"node-1"}).nodes);
+  // The stream goes on against the rebuilt index until the node is full: 2 x 32768 MiB hold
+  // 8 pods of 8000 MiB, so of 5 more only 3 fit.
+  ExtenderOptions eo;
+  eo.zone = Zone::Utc();
+  Extender restarted(registry_, rebuilt, *client_, RealClock(), eo, nullptr);
+  int fitted = 0;
+  for (int i = 5; i < 10; ++i) {
+    json pod = CreatePod(GpuPod("s" + std::to_string(i), 8000));
+    fitted += Filter(restarted, pod, {"node-1"})["NodeNames"].is_array();
+  }
+  EXPECT_EQ(fitted, 3);
+  for (const device::DeviceUsage& d : rebuilt.Rows({"node-1"}).nodes.at(0).devices) {
+    EXPECT_LE(d.usedmem, d.totalmem) << d.id;
+  }
+}
+
 TEST(FilteringFailedTest, GroupsNodesByReason) {
   std::map<std::string, std::string> failed = {
       {"n2", "1/2 CardInsufficientMemory, 1/2 CardTypeMismatch"},
