@@ -300,7 +300,9 @@ TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
     fitted += Filter(restarted, pod, {"node-1"})["NodeNames"].is_array();
   }
   EXPECT_EQ(fitted, 3);
-  for (const device::DeviceUsage& d : rebuilt.Rows({"node-1"}).nodes.at(0).devices) {
+  device::UsageIndex::Snapshot after = rebuilt.Rows({"node-1"});
+  ASSERT_EQ(after.nodes.size(), 1u);
+  for (const device::DeviceUsage& d : after.nodes[0].devices) {
     EXPECT_LE(d.usedmem, d.totalmem) << d.id;
   }
 }
