@@ -23,18 +23,18 @@ Registrar::Registrar(const device::Registry& registry, device::UsageIndex& index
 
 namespace {
 
-// status.allocatable[resource] > 0.
-bool AllocatablePositive(const json& node, const std::string& resource) {
-  if (resource.empty()) return false;
+// status.allocatable[resource] as a count; 0 when absent or not a whole number.
+int64_t AllocatableCount(const json& node, const std::string& resource) {
+  if (resource.empty()) return 0;
   const json* status = node.contains("status") ? &node["status"] : nullptr;
-  if (!status || !status->is_object() || !status->contains("allocatable")) return false;
+  if (!status || !status->is_object() || !status->contains("allocatable")) return 0;
   const json& alloc = (*status)["allocatable"];
-  if (!alloc.is_object() || !alloc.contains(resource)) return false;
+  if (!alloc.is_object() || !alloc.contains(resource)) return 0;
   const json& v = alloc[resource];
-  if (v.is_number_integer()) return v.get<int64_t>() > 0;
-  if (!v.is_string()) return false;
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (!v.is_string()) return 0;
   std::optional<int64_t> n = ParseInt64(v.get<std::string>());
-  return n && *n > 0;
+  return n ? *n : 0;
 }
 
 }  // namespace
@@ -46,11 +46,27 @@ bool Registrar::RegisterNode(const json& node) {
   for (const device::Device* dev : registry_.All()) {
     const std::string& key = dev->Info().handshake_key;
     if (key.empty()) continue;
+    const int64_t allocatable = AllocatableCount(node, dev->Info().count_resource);
+    if (dev->VendorKey() == "NVIDIA") {
+      // NVIDIA health follows the allocatable count: devices that were advertised and are now
+      // gone mean the plugin left; the node's devices leave scheduling until they come back.
+      int64_t last = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        int64_t& seen = last_allocatable_[name];
+        last = seen;
+        seen = allocatable;
+      }
+      if (allocatable == 0 && last > 0) {
+        healthy = false;
+        continue;
+      }
+    }
     std::optional<std::string> value = k8s::Annotation(node, key);
     std::optional<std::string_view> view;
     if (value) view = *value;
-    protocol::HandshakeVerdict verdict = protocol::CheckHandshake(
-        view, clock_.Now(), AllocatablePositive(node, dev->Info().count_resource), options_.zone);
+    protocol::HandshakeVerdict verdict =
+        protocol::CheckHandshake(view, clock_.Now(), allocatable > 0, options_.zone);
     if (verdict.write_requesting) {
       json patch = {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}};
       auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);

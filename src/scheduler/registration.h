@@ -4,7 +4,8 @@
 // count is tolerated), then the node's devices go into the usage index. A register annotation
 // that does not decode skips the node with a warning Event; an unhealthy verdict takes the node's
 // devices out of scheduling and deletes the handshake key. The server runs a pass every 15 s, on
-// node add and at start; the clock is injected.
+// node add and at start; the clock is injected. NVIDIA also follows the node's allocatable
+// nvidia.com/gpu count: a count that drops to 0 after being positive takes the devices out.
 //
 // Also the pod side of the usage index: OnPod/OnPodDeleted keep the index equal to the allocated
 // annotations of live pods (a pod leaves on Succeeded, Failed or deletion).
@@ -12,6 +13,9 @@
 #define HAMI_SCHEDULER_REGISTRATION_H_
 
 #include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +59,10 @@ class Registrar {
   k8s::Client& client_;
   const Clock& clock_;
   const RegistrationOptions options_;
+
+  std::mutex mu_;
+  // NVIDIA: the node's allocatable nvidia.com/gpu count at the last pass.
+  std::map<std::string, int64_t> last_allocatable_;
 };
 
 }  // namespace hami::scheduler

@@ -307,6 +307,17 @@ TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
   }
 }
 
+TEST_F(ExtenderTest, NvidiaAllocatableDropTakesDevicesOut) {
+  json node = Node("node-1", kSeedRegister);
+  EXPECT_TRUE(registrar_->RegisterNode(node));
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "0";
+  EXPECT_FALSE(registrar_->RegisterNode(node));
+  EXPECT_TRUE(index_.NodeNames().empty());
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "20";
+  EXPECT_TRUE(registrar_->RegisterNode(node));
+  EXPECT_EQ(index_.NodeNames(), std::vector<std::string>{"node-1"});
+}
+
 TEST(FilteringFailedTest, GroupsNodesByReason) {
   std::map<std::string, std::string> failed = {
       {"n2", "1/2 CardInsufficientMemory, 1/2 CardTypeMismatch"},
