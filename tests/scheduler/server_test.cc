@@ -94,5 +94,18 @@ TEST(ServerTest, EndToEndOverLoopback) {
   server.Stop();
 }
 
+TEST(LeaseTest, LeaderIffHolderPrefixAndUnexpired) {
+  json lease = {{"spec",
+                 {{"holderIdentity", "sched-host_1234"},
+                  {"renewTime", "2026-08-21T10:00:00.000000Z"},
+                  {"leaseDurationSeconds", 15}}}};
+  SystemTime t0 = SystemTime(std::chrono::seconds(1787306400));  // 2026-08-21 10:00:00 UTC
+  EXPECT_TRUE(LeaseHeldBy(lease, "sched-host", t0 + std::chrono::seconds(14)));
+  EXPECT_FALSE(LeaseHeldBy(lease, "sched-host", t0 + std::chrono::seconds(15)));
+  EXPECT_FALSE(LeaseHeldBy(lease, "other", t0));
+  EXPECT_FALSE(LeaseHeldBy(lease, "", t0));
+  EXPECT_FALSE(LeaseHeldBy(json::object(), "sched-host", t0));
+}
+
 }  // namespace
 }  // namespace hami::scheduler
