@@ -1,21 +1,10 @@
 #include "scheduler/json_patch.h"
 
+#include "k8s/patches.h"
+
 namespace hami::scheduler {
 
-std::string EscapeJsonPointer(std::string_view token) {
-  std::string out;
-  out.reserve(token.size());
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string EscapeJsonPointer(std::string_view token) { return k8s::JsonPointerEscape(token); }
 
 namespace {
 

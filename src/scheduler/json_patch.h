@@ -13,7 +13,7 @@
 
 namespace hami::scheduler {
 
-// "hami.io/vgpu-node" -> "hami.io~1vgpu-node".
+// "hami.io/vgpu-node" -> "hami.io~1vgpu-node" (k8s::JsonPointerEscape; kept for callers here).
 std::string EscapeJsonPointer(std::string_view token);
 
 // A path step: an object key or an array index.
