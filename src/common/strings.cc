@@ -18,6 +18,15 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   }
 }
 
+std::vector<std::string_view> SplitNonEmpty(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (std::string_view part : Split(s, sep)) {
+    std::string_view item = Trim(part);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
 namespace {
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';

@@ -14,6 +14,9 @@ namespace hami {
 // Split("", ';') = {""}.
 std::vector<std::string_view> Split(std::string_view s, char sep);
 
+// The trimmed, non-empty items of a list such as an annotation's "a, b,,c": {"a","b","c"}.
+std::vector<std::string_view> SplitNonEmpty(std::string_view s, char sep);
+
 // Removes ASCII white space (space, \t, \n, \r, \f, \v) from both ends.
 std::string_view Trim(std::string_view s);
 

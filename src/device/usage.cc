@@ -32,10 +32,7 @@ DeviceUsage UsageFromDeviceInfo(const protocol::DeviceInfo& info, const std::str
 
 std::set<std::string> ParseCordon(std::string_view value) {
   std::set<std::string> out;
-  for (std::string_view part : Split(value, ',')) {
-    std::string_view id = Trim(part);
-    if (!id.empty()) out.emplace(id);
-  }
+  for (std::string_view id : SplitNonEmpty(value, ',')) out.emplace(id);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "protocol/go_json.h"
 
 namespace hami::protocol {
 
@@ -39,48 +40,10 @@ std::string EncodeMigAllocations(const std::vector<MigAllocation>& allocations) 
 
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::string Describe(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 80) + "...";
-  return s;
-}
-
-// Go's encoding/json key matching: exact name first, then ASCII case-insensitive.
-std::string_view MatchKey(std::string_view key, std::initializer_list<std::string_view> names) {
-  for (std::string_view n : names) {
-    if (n == key) return n;
-  }
-  for (std::string_view n : names) {
-    if (n.size() == key.size() && ToLower(n) == ToLower(key)) return n;
-  }
-  return {};
-}
-
-// Reads an integer in [lo, hi] the way Go does; null leaves *out unchanged.
-Status ReadInt(const Json& v, const std::string& where, int64_t lo, uint64_t hi, int64_t* out) {
-  if (v.is_null()) return OkStatus();
-  if (!v.is_number_integer()) return Error{where + ": want an integer, got " + Describe(v)};
-  bool ok = v.is_number_unsigned()
-                ? v.get<uint64_t>() <= hi
-                : v.get<int64_t>() >= lo &&
-                      (v.get<int64_t>() < 0 || static_cast<uint64_t>(v.get<int64_t>()) <= hi);
-  if (!ok) return Error{where + ": " + Describe(v) + " is out of range"};
-  *out = v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
-  return OkStatus();
-}
-
-Status ReadString(const Json& v, const std::string& where, std::string* out) {
-  if (v.is_null()) return OkStatus();
-  if (!v.is_string()) return Error{where + ": want a string, got " + Describe(v)};
-  *out = v.get<std::string>();
-  return OkStatus();
-}
-
-constexpr int64_t kIntMin = std::numeric_limits<int64_t>::min();
-constexpr uint64_t kIntMax = std::numeric_limits<int64_t>::max();
-constexpr uint64_t kUint32Max = std::numeric_limits<uint32_t>::max();
+using Json = gojson::Json;
+using gojson::Describe;
+using gojson::MatchKey;
+using gojson::ReadString;
 
 Status ReadPlacement(const Json& v, const std::string& where, MigPlacement* p) {
   if (v.is_null()) return OkStatus();
@@ -88,11 +51,10 @@ Status ReadPlacement(const Json& v, const std::string& where, MigPlacement* p) {
   for (const auto& [key, value] : v.items()) {
     std::string_view name = MatchKey(key, {"start", "size"});
     if (name.empty()) continue;
-    int64_t n = name == "start" ? p->start : p->size;
-    Status s = ReadInt(value, where.substr(0, where.size() - 1) + "." + std::string(name) + "\"", 0,
-                       kUint32Max, &n);
+    Status s =
+        gojson::ReadInt(value, where.substr(0, where.size() - 1) + "." + std::string(name) + "\"",
+                        "uint32", name == "start" ? &p->start : &p->size);
     if (!s) return s;
-    (name == "start" ? p->start : p->size) = static_cast<uint32_t>(n);
   }
   return OkStatus();
 }
@@ -114,11 +76,10 @@ Status ReadAllocationFields(const Json& v, const std::string& where, MigAllocati
     if (name.empty()) continue;
     std::string field = where + ": field \"" + std::string(name) + "\"";
     Status s = OkStatus();
-    int64_t n = 0;
     if (name == "containerIndex") {
-      s = ReadInt(value, field, kIntMin, kIntMax, &a->container_index);
+      s = gojson::ReadInt(value, field, "int", &a->container_index);
     } else if (name == "deviceIndex") {
-      s = ReadInt(value, field, kIntMin, kIntMax, &a->device_index);
+      s = gojson::ReadInt(value, field, "int", &a->device_index);
     } else if (name == "gpuUUID") {
       s = ReadString(value, field, &a->gpu_uuid);
     } else if (name == "profile") {
@@ -128,14 +89,10 @@ Status ReadAllocationFields(const Json& v, const std::string& where, MigAllocati
     } else if (name == "migUUID") {
       s = ReadString(value, field, &rt->mig_uuid);
     } else if (name == "gpuInstanceID") {
-      n = rt->gpu_instance_id;
-      s = ReadInt(value, field, 0, kUint32Max, &n);
-      rt->gpu_instance_id = static_cast<uint32_t>(n);
+      s = gojson::ReadInt(value, field, "uint32", &rt->gpu_instance_id);
       if (!value.is_null()) seen->gpu_instance = true;
     } else {
-      n = rt->compute_instance_id;
-      s = ReadInt(value, field, 0, kUint32Max, &n);
-      rt->compute_instance_id = static_cast<uint32_t>(n);
+      s = gojson::ReadInt(value, field, "uint32", &rt->compute_instance_id);
       if (!value.is_null()) seen->compute_instance = true;
     }
     if (!s) return s;

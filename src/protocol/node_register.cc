@@ -7,6 +7,7 @@
 #include <span>
 
 #include "common/strings.h"
+#include "protocol/go_json.h"
 
 namespace hami::protocol {
 
@@ -193,67 +194,17 @@ std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices) {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-// A JSON value for an error message, cut short.
-std::string Describe(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 80) + "...";
-  return s;
-}
-
-template <typename T>
-Status ReadInt(const Json& v, const std::string& where, const char* type_name, T* out) {
-  if (v.is_null()) return OkStatus();  // Go leaves the field as it is
-  if (!v.is_number_integer()) {
-    return Error{where + ": want an integer, got " + Describe(v)};
-  }
-  bool in_range;
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    in_range = u <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-    if (in_range) *out = static_cast<T>(u);
-  } else {
-    int64_t s = v.get<int64_t>();
-    if constexpr (std::is_signed_v<T>) {
-      in_range = s >= std::numeric_limits<T>::min() && s <= std::numeric_limits<T>::max();
-    } else {
-      in_range = s >= 0 && static_cast<uint64_t>(s) <= std::numeric_limits<T>::max();
-    }
-    if (in_range) *out = static_cast<T>(s);
-  }
-  if (!in_range) return Error{where + ": " + Describe(v) + " is out of range for " + type_name};
-  return OkStatus();
-}
-
-Status ReadString(const Json& v, const std::string& where, std::string* out) {
-  if (v.is_null()) return OkStatus();
-  if (!v.is_string()) return Error{where + ": want a string, got " + Describe(v)};
-  *out = v.get<std::string>();
-  return OkStatus();
-}
-
-Status ReadBool(const Json& v, const std::string& where, bool* out) {
-  if (v.is_null()) return OkStatus();
-  if (!v.is_boolean()) return Error{where + ": want true or false, got " + Describe(v)};
-  *out = v.get<bool>();
-  return OkStatus();
-}
+using Json = gojson::Json;
+using gojson::Describe;
+using gojson::EqualFoldAscii;
+using gojson::ReadBool;
+using gojson::ReadInt;
+using gojson::ReadString;
 
 struct FieldSpec {
   std::string_view name;
   std::function<Status(const Json&, const std::string& where)> read;
 };
-
-bool EqualFoldAscii(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] - 'A' + 'a') : a[i];
-    char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] - 'A' + 'a') : b[i];
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // Go matches a key to the field of that exact name, else to one equal to it ignoring case.
 const FieldSpec* FindField(std::span<const FieldSpec> fields, std::string_view key) {

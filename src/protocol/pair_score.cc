@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "protocol/go_json.h"
 #include "protocol/node_register.h"  // AppendGoJsonString
 
 namespace hami::protocol {
@@ -31,18 +32,13 @@ std::string EncodePairScores(const PairScores& scores) {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::string Describe(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 80) + "...";
-  return s;
-}
+using Json = gojson::Json;
+using gojson::Describe;
 
 // Go's encoding/json key matching for struct fields: exact name, else ASCII case-insensitive.
 // The struct has no two fields that differ only in case, so the exact match needs no priority.
 bool KeyIs(std::string_view key, std::string_view name) {
-  return key.size() == name.size() && ToLower(key) == ToLower(name);
+  return gojson::EqualFoldAscii(key, name);
 }
 
 Status ReadScoreMap(const Json& v, const std::string& where, std::map<std::string, int64_t>* out) {

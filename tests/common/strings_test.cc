@@ -14,6 +14,12 @@ TEST(Split, KeepsEverySegment) {
   EXPECT_EQ(Split("abc", ';'), (std::vector<std::string_view>{"abc"}));
 }
 
+TEST(SplitNonEmpty, TrimsAndDropsEmptyItems) {
+  EXPECT_EQ(SplitNonEmpty(" a, b,,c ,", ','), (std::vector<std::string_view>{"a", "b", "c"}));
+  EXPECT_TRUE(SplitNonEmpty("", ',').empty());
+  EXPECT_TRUE(SplitNonEmpty(" , ,", ',').empty());
+}
+
 TEST(Trim, BothEnds) {
   EXPECT_EQ(Trim("  a b \t\n"), "a b");
   EXPECT_EQ(Trim("   "), "");

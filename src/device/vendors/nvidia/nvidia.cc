@@ -26,14 +26,7 @@ protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
 }
 
 // The trimmed, non-empty items of a CSV annotation value.
-std::vector<std::string_view> Items(std::string_view csv) {
-  std::vector<std::string_view> out;
-  for (std::string_view part : Split(csv, ',')) {
-    std::string_view item = Trim(part);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
+std::vector<std::string_view> Items(std::string_view csv) { return SplitNonEmpty(csv, ','); }
 
 const std::string* Find(const StringMap& m, std::string_view key) {
   if (key.empty()) return nullptr;
