@@ -246,11 +246,9 @@ k8s::ApiResult<ListPage> Store::List(const ResourceType& type, const std::string
 k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const Mutation& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
-  Objects& objects = ObjectsOf(type);
-  std::string key = k8s::ObjectKey(type.namespaced ? ns : "", name);
-  auto it = objects.find(key);
-  if (it == objects.end()) return NotFoundError(type, name);
-  ObjectPtr cur = it->second;
+  Objects::value_type* entry = FindLocked(type, ns, name);
+  if (entry == nullptr) return NotFoundError(type, name);
+  ObjectPtr cur = entry->second;
   auto next_or = mutate(cur->json);
   if (!next_or) return std::move(next_or).take_error();
   Json next = std::move(*next_or);
@@ -286,9 +284,16 @@ k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::str
   meta["resourceVersion"] = std::to_string(cur->rv);
   if (next == cur->json) return cur;
   ObjectPtr stored = Freeze(std::move(next), ++rv_);
-  it->second = stored;
+  entry->second = stored;
   Emit(EventType::kModified, type, ns, stored, cur);
   return stored;
+}
+
+Store::Objects::value_type* Store::FindLocked(const ResourceType& type, const std::string& ns,
+                                              const std::string& name) {
+  Objects& objects = ObjectsOf(type);
+  auto it = objects.find(k8s::ObjectKey(type.namespaced ? ns : "", name));
+  return it == objects.end() ? nullptr : &*it;
 }
 
 ObjectPtr Store::DeleteLocked(const ResourceType& type, const std::string& key,
@@ -302,11 +307,10 @@ ObjectPtr Store::DeleteLocked(const ResourceType& type, const std::string& key,
 k8s::ApiResult<ObjectPtr> Store::Delete(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const DeletePreconditions& pre) {
   std::lock_guard<std::mutex> lock(mu_);
-  Objects& objects = ObjectsOf(type);
-  std::string key = k8s::ObjectKey(type.namespaced ? ns : "", name);
-  auto it = objects.find(key);
-  if (it == objects.end()) return NotFoundError(type, name);
-  ObjectPtr cur = it->second;
+  Objects::value_type* entry = FindLocked(type, ns, name);
+  if (entry == nullptr) return NotFoundError(type, name);
+  ObjectPtr cur = entry->second;
+  std::string key = entry->first;
   if (!pre.uid.empty() && pre.uid != k8s::Uid(cur->json)) {
     return ApiError{409, k8s::kReasonConflict,
                     "Precondition failed: UID in precondition: " + pre.uid +

@@ -118,6 +118,9 @@ class Store {
 
   Objects& ObjectsOf(const ResourceType& type) { return data_[&type]; }
   const Objects* FindObjects(const ResourceType& type) const;
+  // Under mu_: the entry (key, object) of type/ns/name, or nullptr when there is none.
+  Objects::value_type* FindLocked(const ResourceType& type, const std::string& ns,
+                                  const std::string& name);
   ObjectPtr Freeze(Json obj, int64_t rv) const;
   void Emit(EventType type, const ResourceType& resource, const std::string& ns, ObjectPtr obj,
             ObjectPtr previous);
