@@ -1,10 +1,13 @@
 # Helpers shared by every module's CMakeLists.txt.
 
-# hami_add_module_tests(NAME <module> LIBS <libs...>)
+# hami_add_module_tests(NAME <module> LIBS <libs...> [LABEL <label>])
 # Builds every *_test.cc in the current directory into one test binary `<module>_test`, and
-# registers each GoogleTest case with ctest under the label "unit".
+# registers each GoogleTest case with ctest under the label LABEL (default "unit").
 function(hami_add_module_tests)
-  cmake_parse_arguments(ARG "" "NAME" "LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;LABEL" "LIBS" ${ARGN})
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL unit)
+  endif()
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
   if(NOT sources)
     return()
@@ -15,7 +18,7 @@ function(hami_add_module_tests)
                                                     ${CMAKE_BINARY_DIR}/tests)
   gtest_discover_tests(${ARG_NAME}_test
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
-    PROPERTIES LABELS unit
+    PROPERTIES LABELS ${ARG_LABEL}
     DISCOVERY_TIMEOUT 60)
 endfunction()
 
