@@ -1,0 +1,96 @@
+// Simulated kubelets for `hami-sim run`: one per node, each with the REAL NVIDIA device plugin
+// (deviceplugin::Plugin with its RegisterPublisher and Allocator over a Discovery that returns the
+// node's GPUs), reached over the real gRPC API on a unix socket <socket_dir>/<i>/nvidia-gpu.sock.
+//
+// What a kubelet does here, as the real one does for a pod bound to its node:
+//  * at Start: create the Node (Ready, capacity/allocatable nvidia.com/gpu = GPUs x split count,
+//    the count ListAndWatch advertises; a positive allocatable count is how NVIDIA answers the
+//    scheduler's handshake), start the plugin (it publishes hami.io/node-nvidia-register), and
+//    read the advertised device IDs from one ListAndWatch response;
+//  * for each pod bound to the node and still Pending: wait admission_latency, then for every
+//    container asking for nvidia.com/gpu call Allocate with that many free device IDs (kubelet's
+//    device manager keeps them until the pod ends), then set phase Running (Ready condition,
+//    startTime, containerStatuses); after the duration annotation, phase Succeeded. An Allocate
+//    error sets phase Failed, reason UnexpectedAdmissionError, message = the error.
+//
+// Hosting: one grpc::Server per node, as in a cluster. Measured on the 2-core dev machine (see
+// bench/sim/README.md): 1,000 plugins start in about a second with two threads each, which is
+// affordable, so the real Plugin class serves every node unchanged.
+//
+// Work is done by a small pool (not a thread per pod): admission latency and durations are
+// deadlines in a timer queue, so a waiting pod occupies no thread. API errors (the sim apiserver
+// can inject 500s) are retried with backoff; Stop() abandons what is still queued.
+#ifndef HAMI_SIM_KUBELET_H_
+#define HAMI_SIM_KUBELET_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "deviceplugin/discovery.h"
+#include "deviceplugin/plugin_config.h"
+#include "k8s/client.h"
+
+namespace hami::sim {
+
+// A pod's run time in the sim (decimal seconds, may be fractional); absent or 0 = runs forever.
+inline constexpr std::string_view kDurationAnnotation = "sim.hami.io/duration-seconds";
+
+struct SimNode {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::vector<deviceplugin::GpuDevice> gpus;
+};
+
+struct KubeletOptions {
+  std::chrono::milliseconds admission_latency{20};  // before Allocate, per pod
+  std::string socket_dir;  // each node's plugin listens on a unix socket under it (keep it short)
+  deviceplugin::PluginConfig plugin_config{};  // split count, scaling, ... (chart defaults)
+  int workers = 8;                             // Allocate + status patch pool
+  // Where Allocate creates the per-container cache dirs (HOOK_PATH); "" = <socket_dir>/hook.
+  std::string hook_path;
+};
+
+struct PodRunRecord {
+  std::string ns, name, node;
+  SystemTime running_at{};                                 // valid iff running
+  SystemTime finished_at{};                                // valid iff finished
+  bool running = false, finished = false, failed = false;  // failed implies finished
+  std::string message;                                     // Allocate error, if any
+  // Added: the env each GPU container got from Allocate (CUDA_DEVICE_MEMORY_LIMIT_0, ...), in
+  // container order (init containers first).
+  std::vector<std::map<std::string, std::string>> container_envs;
+};
+
+// The duration annotation's value; nullopt-like 0 for absent, unparsable or <= 0.
+std::chrono::milliseconds PodDuration(const k8s::Json& pod);
+
+class KubeletFleet {
+ public:
+  // `client` and `clock` must outlive the fleet.
+  KubeletFleet(k8s::Client& client, std::vector<SimNode> nodes, KubeletOptions options,
+               const Clock& clock = RealClock());
+  ~KubeletFleet();  // Stop()s
+  KubeletFleet(const KubeletFleet&) = delete;
+  KubeletFleet& operator=(const KubeletFleet&) = delete;
+
+  // Creates the Node objects, starts each node's device plugin and the pod watch. Returns once
+  // every plugin serves and the pod informer has synced.
+  Status Start();
+  void Stop();  // idempotent
+
+  std::vector<PodRunRecord> Records() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_KUBELET_H_
