@@ -1,18 +1,17 @@
 // The hami-scheduler binary: --help names every flag of the issue; against the sim apiserver it
 // serves /healthz and exits 0 on SIGTERM.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
-#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "scheduler_process.h"
 #include "sim/apiserver.h"
 
 namespace hami::scheduler {
@@ -73,38 +72,18 @@ TEST(BinaryTest, ServesAndStopsOnSigterm) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string kubeconfig = std::string(dir) + "/kubeconfig";
   ASSERT_TRUE(api.WriteKubeconfig(kubeconfig));
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    close(fds[0]);
-    execl(HAMI_SCHEDULER_BIN, HAMI_SCHEDULER_BIN, "--kubeconfig", kubeconfig.c_str(), "--http_bind",
-          "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(fds[1]);
-  // The binary logs its port once it listens; read stderr until then.
-  std::string log;
-  std::smatch m;
-  std::regex serving("serving on port (\\d+)");
-  char buf[512];
-  ssize_t n;
-  while (!std::regex_search(log, m, serving) && (n = read(fds[0], buf, sizeof(buf))) > 0) {
-    log.append(buf, static_cast<size_t>(n));
-  }
-  ASSERT_TRUE(std::regex_search(log, m, serving)) << log;
-  httplib::Client http("127.0.0.1", std::stoi(m[1].str()));
+  testing::SchedulerProcess sched(HAMI_SCHEDULER_BIN,
+                                  {"--kubeconfig", kubeconfig, "--http_bind", "127.0.0.1:0",
+                                   "--metrics-bind-address", "127.0.0.1:0"});
+  int port = sched.WaitForPort();
+  ASSERT_GT(port, 0) << sched.log();
+  httplib::Client http("127.0.0.1", port);
   auto res = http.Get("/healthz");
-  ASSERT_TRUE(res);
+  ASSERT_TRUE(res) << sched.log();
   EXPECT_EQ(res->status, 200);
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  int status = sched.Kill(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  close(fds[0]);
   unlink(kubeconfig.c_str());
   rmdir(dir);
 }
