@@ -2,6 +2,7 @@
 // until SIGTERM or SIGINT.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -105,6 +106,10 @@ int main(int argc, char** argv) {
     ext.scheduler_name = f.server.webhook.scheduler_name;
     f.server.registration.component = f.server.webhook.scheduler_name;
   }
+
+  // Scheduler-role labelling needs the pod's own name and namespace (downward API in the chart).
+  if (const char* v = std::getenv("POD_NAME")) f.server.pod_name = v;
+  if (const char* v = std::getenv("POD_NAMESPACE")) f.server.pod_namespace = v;
 
   auto rest = f.client.Load();
   if (!rest) return Fail(rest.error());

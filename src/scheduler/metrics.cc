@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace hami::scheduler {
@@ -67,58 +68,171 @@ std::string Escape(const std::string& v) {
 
 }  // namespace
 
-std::string RenderMetrics(const device::UsageIndex& index, bool legacy,
-                          const RequestMetrics* requests) {
-  std::map<std::string, Family> families;
-  auto add = [&](const std::string& name, const std::string& labels, double value) {
-    families[name].lines.push_back(name + "{" + labels + "} " + Num(value));
-  };
+namespace {
+
+using Families = std::map<std::string, Family>;
+
+void Add(Families& f, const std::string& name, const std::string& labels, double value) {
+  f[name].lines.push_back(name + "{" + labels + "} " + Num(value));
+}
+
+std::string Label(std::string_view key, const std::string& value) {
+  return std::string(key) + "=\"" + Escape(value) + "\"";
+}
+
+void AddDevices(Families& f, const device::UsageIndex& index, bool legacy) {
+  const double mib = 1024.0 * 1024.0;
+  const std::string zone = ",zone=\"vGPU\"";
   device::UsageIndex::Snapshot snap = index.Rows(index.NodeNames());
   for (const device::NodeUsage& node : snap.nodes) {
     for (const device::DeviceUsage& d : node.devices) {
-      const std::string base = "node=\"" + Escape(node.name) + "\",device_uuid=\"" + Escape(d.id) +
-                               "\",device_index=\"" + std::to_string(d.index) + "\"";
-      const std::string type = ",device_type=\"" + Escape(d.type) + "\"";
-      const std::string zone = ",zone=\"vGPU\"";
-      const double mib = 1024.0 * 1024.0;
-      add("hami_gpu_memory_limit_bytes", base + type + zone, d.totalmem * mib);
-      add("hami_gpu_core_limit_ratio", base + type + zone, d.totalcore);
-      add("hami_gpu_memory_allocated_bytes",
-          base + ",device_cores=\"" + std::to_string(d.totalcore) + "\"" + type + zone,
-          d.usedmem * mib);
-      add("hami_gpu_shared_count", base + type + zone, d.used);
-      add("hami_gpu_core_allocated_ratio", base + type + zone, d.usedcores);
-      add("hami_node_gpu_overview",
-          base + ",device_cores=\"" + std::to_string(d.totalcore) + "\",device_memory_limit=\"" +
-              std::to_string(d.totalmem) + "\"" + type + zone,
-          d.usedmem * mib);
+      const std::string base = Label("node", node.name) + "," + Label("device_uuid", d.id) + "," +
+                               Label("device_index", std::to_string(d.index));
+      const std::string type = "," + Label("device_type", d.type);
+      const std::string cores = "," + Label("device_cores", std::to_string(d.totalcore));
+      const std::string limit = "," + Label("device_memory_limit", std::to_string(d.totalmem));
+      Add(f, "hami_gpu_memory_limit_bytes", base + type + zone, d.totalmem * mib);
+      Add(f, "hami_gpu_core_limit_ratio", base + type + zone, d.totalcore);
+      Add(f, "hami_gpu_memory_allocated_bytes", base + cores + type + zone, d.usedmem * mib);
+      Add(f, "hami_gpu_shared_count", base + type + zone, d.used);
+      Add(f, "hami_gpu_core_allocated_ratio", base + type + zone, d.usedcores);
+      Add(f, "hami_node_gpu_overview", base + cores + limit + type + zone, d.usedmem * mib);
       if (d.totalmem > 0) {
-        add("hami_node_gpu_memory_allocated_ratio", base + type + zone,
+        Add(f, "hami_node_gpu_memory_allocated_ratio", base + type + zone,
             static_cast<double>(d.usedmem) / d.totalmem);
       }
-      if (legacy) {
-        const std::string lbase = "nodeid=\"" + Escape(node.name) + "\",deviceuuid=\"" +
-                                  Escape(d.id) + "\",deviceidx=\"" + std::to_string(d.index) +
-                                  "\",devicetype=\"" + Escape(d.type) + "\"" + zone;
-        add("GPUDeviceMemoryLimit", lbase, d.totalmem * mib);
-        add("GPUDeviceCoreLimit", lbase, d.totalcore);
-        add("GPUDeviceMemoryAllocated", lbase, d.usedmem * mib);
-        add("GPUDeviceSharedNum", lbase, d.used);
-        add("GPUDeviceCoreAllocated", lbase, d.usedcores);
+      if (!legacy) continue;
+      const std::string lbase = Label("nodeid", node.name) + "," + Label("deviceuuid", d.id) + "," +
+                                Label("deviceidx", std::to_string(d.index));
+      const std::string ltype = "," + Label("devicetype", d.type);
+      Add(f, "GPUDeviceMemoryLimit", lbase + ltype + zone, d.totalmem * mib);
+      Add(f, "GPUDeviceCoreLimit", lbase + ltype + zone, d.totalcore);
+      Add(f, "GPUDeviceMemoryAllocated", lbase + ltype + zone, d.usedmem * mib);
+      Add(f, "GPUDeviceSharedNum", lbase + ltype + zone, d.used);
+      Add(f, "GPUDeviceCoreAllocated", lbase + ltype + zone, d.usedcores);
+      Add(f, "nodeGPUOverview",
+          lbase + "," + Label("devicecores", std::to_string(d.totalcore)) + "," +
+              Label("devicememorylimit", std::to_string(d.totalmem)) + ltype + zone,
+          d.usedmem * mib);
+      if (d.totalmem > 0) {
+        Add(f, "nodeGPUMemoryPercentage", lbase + ltype + zone,
+            static_cast<double>(d.usedmem) / d.totalmem);
       }
     }
+  }
+}
+
+// Per pod: its collapsed allocation is one container, index 0.
+void AddPods(Families& f, const device::UsageIndex& index, const std::vector<std::string>& keys,
+             bool legacy) {
+  const double mib = 1024.0 * 1024.0;
+  const std::string zone = ",zone=\"vGPU\"";
+  for (const std::string& key : keys) {
+    std::optional<device::PodAllocation> alloc = index.Pod(key);
+    if (!alloc) continue;
+    const std::string pod = key.substr(key.find('/') + 1);
+    for (const device::DeviceDelta& d : alloc->deltas) {
+      const std::string labels = Label("namespace", alloc->namespace_name) + "," +
+                                 Label("node", alloc->node) + "," + Label("pod", pod) + "," +
+                                 Label("container_index", "0") + "," + Label("device_uuid", d.uuid);
+      Add(f, "hami_vgpu_memory_allocated_bytes", labels + zone, d.usedmem * mib);
+      Add(f, "hami_vgpu_core_allocated_ratio", labels + zone, d.usedcores);
+      if (!legacy) continue;
+      const std::string l = Label("podnamespace", alloc->namespace_name) + "," +
+                            Label("nodename", alloc->node) + "," + Label("podname", pod) + "," +
+                            Label("containeridx", "0") + "," + Label("deviceuuid", d.uuid);
+      Add(f, "vGPUMemoryAllocated", l + zone, d.usedmem * mib);
+      Add(f, "vGPUCoreAllocated", l + zone, d.usedcores);
+    }
+  }
+}
+
+void AddQuotas(Families& f, const std::vector<QuotaMetric>& quotas, bool legacy) {
+  const std::string zone = ",zone=\"vGPU\"";
+  for (const QuotaMetric& q : quotas) {
+    const std::string limit = Label("limit", std::to_string(q.limit));
+    Add(f, "hami_resource_quota_used",
+        Label("namespace", q.namespace_name) + "," + Label("quota_name", q.quota_name) + "," +
+            limit + zone,
+        static_cast<double>(q.used));
+    if (q.limit_set) {
+      Add(f, "hami_resource_quota_limit",
+          Label("namespace", q.namespace_name) + "," + Label("quota_name", q.quota_name) + zone,
+          static_cast<double>(q.limit));
+    }
+    if (legacy) {
+      Add(f, "QuotaUsed",
+          Label("quotanamespace", q.namespace_name) + "," + Label("quotaName", q.quota_name) + "," +
+              limit + zone,
+          static_cast<double>(q.used));
+    }
+  }
+}
+
+}  // namespace
+
+BuildInfo ThisBuild() {
+  BuildInfo b;
+#ifdef HAMI_VERSION
+  b.version = HAMI_VERSION;
+#else
+  b.version = "dev";
+#endif
+#ifdef HAMI_REVISION
+  b.revision = HAMI_REVISION;
+#else
+  b.revision = "unknown";
+#endif
+  b.build_date = __DATE__ " " __TIME__;
+#if defined(__clang__)
+  b.compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  b.compiler = "gcc " __VERSION__;
+#endif
+#if defined(__x86_64__)
+  b.platform = "linux/amd64";
+#elif defined(__aarch64__)
+  b.platform = "linux/arm64";
+#else
+  b.platform = "linux/unknown";
+#endif
+  return b;
+}
+
+std::string RenderMetrics(const MetricsInput& input) {
+  Families families;
+  AddDevices(families, *input.index, input.legacy);
+  AddPods(families, *input.index, input.pod_keys, input.legacy);
+  AddQuotas(families, input.quotas, input.legacy);
+  if (input.build != nullptr) {
+    const BuildInfo& b = *input.build;
+    // go_version is HAMi's label set; a C++ build has no Go, so it is left empty.
+    Add(families, "hami_build_info",
+        Label("version", b.version) + "," + Label("revision", b.revision) + "," +
+            Label("build_date", b.build_date) + "," + Label("go_version", "") + "," +
+            Label("compiler", b.compiler) + "," + Label("platform", b.platform),
+        1);
   }
   std::string out;
   for (const auto& [name, family] : families) {
     out += "# TYPE " + name + " " + family.type + "\n";
     for (const std::string& line : family.lines) out += line + "\n";
   }
-  if (requests != nullptr) {
-    out += requests->filter.Render("hami_scheduler_filter_duration_seconds", "");
-    out += requests->bind.Render("hami_scheduler_bind_duration_seconds", "");
-    out += requests->webhook.Render("hami_scheduler_webhook_duration_seconds", "");
+  if (input.requests != nullptr) {
+    out += input.requests->filter.Render("hami_scheduler_filter_duration_seconds", "");
+    out += input.requests->bind.Render("hami_scheduler_bind_duration_seconds", "");
+    out += input.requests->webhook.Render("hami_scheduler_webhook_duration_seconds", "");
   }
   return out;
+}
+
+std::string RenderMetrics(const device::UsageIndex& index, bool legacy,
+                          const RequestMetrics* requests) {
+  MetricsInput input;
+  input.index = &index;
+  input.legacy = legacy;
+  input.requests = requests;
+  return RenderMetrics(input);
 }
 
 }  // namespace hami::scheduler

@@ -1,6 +1,7 @@
 // The scheduler's Prometheus text (spec hami.md §8.1) from the usage index: per-device limits and
-// allocations, per-pod allocations, and request latency histograms for filter, bind and webhook.
-// Legacy (pre-2.9) names are added with --legacy-metrics.
+// allocations, per-pod (collapsed) allocations, ResourceQuota usage and limits, build info, and
+// request latency histograms for filter, bind and webhook. Legacy (pre-2.9) names are added with
+// --legacy-metrics.
 #ifndef HAMI_SCHEDULER_METRICS_H_
 #define HAMI_SCHEDULER_METRICS_H_
 
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "device/usage_index.h"
 
@@ -36,7 +38,40 @@ struct RequestMetrics {
   LatencyHistogram webhook;
 };
 
-// The text exposition of every metric. `requests` may be null.
+// One tracked quota resource of one namespace (quota_name is the resource, "nvidia.com/gpumem").
+struct QuotaMetric {
+  std::string namespace_name{};
+  std::string quota_name{};
+  int64_t used = 0;
+  int64_t limit = 0;
+  bool limit_set = false;  // hami_resource_quota_limit only when set
+};
+
+// hami_build_info's labels.
+struct BuildInfo {
+  std::string version{};
+  std::string revision{};
+  std::string build_date{};
+  std::string compiler{};
+  std::string platform{};
+};
+// This binary's: version/revision from the build (HAMI_VERSION / HAMI_REVISION definitions when
+// given, else "dev" / "unknown"), the compiler that built it, linux/<arch>.
+BuildInfo ThisBuild();
+
+struct MetricsInput {
+  const device::UsageIndex* index = nullptr;  // required
+  bool legacy = false;
+  const RequestMetrics* requests = nullptr;  // optional
+  // Pods holding devices (index keys "ns/name"); each one's collapsed allocation is exported.
+  std::vector<std::string> pod_keys{};
+  std::vector<QuotaMetric> quotas{};
+  const BuildInfo* build = nullptr;  // optional
+};
+
+// The text exposition of every metric.
+std::string RenderMetrics(const MetricsInput& input);
+// Devices and requests only. `requests` may be null.
 std::string RenderMetrics(const device::UsageIndex& index, bool legacy,
                           const RequestMetrics* requests);
 

@@ -39,47 +39,54 @@ int64_t AllocatableCount(const json& node, const std::string& resource) {
 
 }  // namespace
 
+Health CheckNvidiaHealth(NvidiaSeen& seen, int64_t allocatable, std::string_view register_value,
+                         Health handshake) {
+  const int64_t last = seen.count;
+  const bool register_changed = seen.register_value != register_value;
+  seen.count = allocatable;
+  seen.register_value = std::string(register_value);
+  if (allocatable == 0 && last == 0) return handshake;
+  if (allocatable == 0) return Health{false, false};
+  if (allocatable != last) return Health{true, true};
+  if (register_changed) return Health{handshake.healthy, true};
+  return handshake;
+}
+
+Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool cached) {
+  const std::string name = k8s::Name(node);
+  const std::string& key = dev.Info().handshake_key;
+  const int64_t allocatable = AllocatableCount(node, dev.Info().count_resource);
+  std::optional<std::string> value = k8s::Annotation(node, key);
+  std::optional<std::string_view> view;
+  if (value) view = *value;
+  protocol::HandshakeVerdict verdict =
+      protocol::CheckHandshake(view, clock_.Now(), allocatable > 0, options_.zone);
+  Health health{verdict.healthy, verdict.need_update};
+  if (verdict.write_requesting) {
+    json patch = {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}};
+    auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
+    if (!r) {
+      HAMI_WARN("node {}: handshake: {}", name.c_str(), r.error().ToString().c_str());
+      health.need_update = false;
+    }
+  }
+  if (dev.VendorKey() == "NVIDIA") {
+    std::string reg = k8s::Annotation(node, dev.Info().register_key).value_or("");
+    std::lock_guard<std::mutex> lock(mu_);
+    health = CheckNvidiaHealth(nvidia_seen_[name], allocatable, reg, health);
+  }
+  if (!health.healthy && cached) {
+    // Cleanup (v2.10): delete the handshake key; the caller takes the devices out.
+    json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
+    auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
+    if (!r) HAMI_WARN("node {}: cleanup: {}", name.c_str(), r.error().ToString().c_str());
+  }
+  return health;
+}
+
 bool Registrar::RegisterNode(const json& node) {
   const std::string name = k8s::Name(node);
   if (name.empty()) return false;
-  bool healthy = true;
-  for (const device::Device* dev : registry_.All()) {
-    const std::string& key = dev->Info().handshake_key;
-    if (key.empty()) continue;
-    const int64_t allocatable = AllocatableCount(node, dev->Info().count_resource);
-    if (dev->VendorKey() == "NVIDIA") {
-      // NVIDIA health follows the allocatable count: devices that were advertised and are now
-      // gone mean the plugin left; the node's devices leave scheduling until they come back.
-      int64_t last = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        int64_t& seen = last_allocatable_[name];
-        last = seen;
-        seen = allocatable;
-      }
-      if (allocatable == 0 && last > 0) {
-        healthy = false;
-        continue;
-      }
-    }
-    std::optional<std::string> value = k8s::Annotation(node, key);
-    std::optional<std::string_view> view;
-    if (value) view = *value;
-    protocol::HandshakeVerdict verdict =
-        protocol::CheckHandshake(view, clock_.Now(), allocatable > 0, options_.zone);
-    if (verdict.write_requesting) {
-      json patch = {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}};
-      auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-      if (!r) HAMI_WARN("node {}: handshake: {}", name.c_str(), r.error().ToString().c_str());
-    }
-    if (!verdict.healthy) {
-      healthy = false;
-      // Cleanup (v2.10): delete the handshake key; the devices leave scheduling below.
-      json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
-      auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-      if (!r) HAMI_WARN("node {}: cleanup: {}", name.c_str(), r.error().ToString().c_str());
-    }
-  }
   Result<device::NodeUsage> row =
       device::NodeUsageFromAnnotations(registry_, name, device::ObjectAnnotations(node));
   if (!row) {
@@ -91,12 +98,40 @@ bool Registrar::RegisterNode(const json& node) {
     }
     return false;
   }
-  if (!healthy || row->devices.empty()) {
+  device::UsageIndex::Snapshot cached = index_.Rows({name});
+  const std::vector<device::DeviceUsage> no_devices;
+  const std::vector<device::DeviceUsage>& old =
+      cached.nodes.empty() ? no_devices : cached.nodes.front().devices;
+  auto of_vendor = [](const std::vector<device::DeviceUsage>& all, const std::string& vendor) {
+    std::vector<device::DeviceUsage> out;
+    for (const device::DeviceUsage& d : all) {
+      if (d.vendor == vendor) out.push_back(d);
+    }
+    return out;
+  };
+  std::vector<device::DeviceUsage> devices;
+  for (const device::Device* dev : registry_.All()) {
+    std::vector<device::DeviceUsage> fresh = of_vendor(row->devices, dev->VendorKey());
+    std::vector<device::DeviceUsage> kept = of_vendor(old, dev->VendorKey());
+    Health health{true, true};  // backends without a handshake follow the annotation
+    if (!dev->Info().handshake_key.empty()) health = CheckBackend(*dev, node, !kept.empty());
+    if (!health.healthy) continue;
+    std::vector<device::DeviceUsage>& chosen = health.need_update ? fresh : kept;
+    devices.insert(devices.end(), chosen.begin(), chosen.end());
+  }
+  if (devices.empty()) {
     index_.RemoveNode(name);
     return false;
   }
+  row->devices = std::move(devices);
   index_.SetNode(std::move(*row));
   return true;
+}
+
+void Registrar::ForgetNode(const std::string& name) {
+  index_.RemoveNode(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  nvidia_seen_.erase(name);
 }
 
 Result<size_t> Registrar::RunOnce() {
@@ -112,7 +147,7 @@ Result<size_t> Registrar::RunOnce() {
     if (RegisterNode(node)) ++registered;
   }
   for (const std::string& name : index_.NodeNames()) {
-    if (!seen.count(name)) index_.RemoveNode(name);
+    if (!seen.count(name)) ForgetNode(name);
   }
   return registered;
 }
@@ -125,13 +160,30 @@ void Registrar::OnPod(const json& pod) {
     HAMI_WARN("{}", alloc.error().c_str());
     return;
   }
+  const std::string key = view->Key();
   if (*alloc) {
     index_.UpsertPod(std::move(**alloc));
   } else {
-    index_.RemovePod(view->Key());
+    index_.RemovePod(key);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (*alloc) {
+    pod_keys_.insert(key);
+  } else {
+    pod_keys_.erase(key);
   }
 }
 
-void Registrar::OnPodDeleted(const json& pod) { index_.RemovePod(k8s::ObjectKey(pod)); }
+void Registrar::OnPodDeleted(const json& pod) {
+  const std::string key = k8s::ObjectKey(pod);
+  index_.RemovePod(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  pod_keys_.erase(key);
+}
+
+std::vector<std::string> Registrar::PodKeys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::vector<std::string>(pod_keys_.begin(), pod_keys_.end());
+}
 
 }  // namespace hami::scheduler

@@ -1,11 +1,12 @@
 // The registration pass (spec hami.md §5, seed "Health Checks"): per node and per backend with a
-// handshake key, the handshake verdict (protocol::CheckHandshake: write Requesting_<now> when no
-// Requesting value is pending; 60 s window; an expired Requesting with a positive allocatable
-// count is tolerated), then the node's devices go into the usage index. A register annotation
-// that does not decode skips the node with a warning Event; an unhealthy verdict takes the node's
-// devices out of scheduling and deletes the handshake key. The server runs a pass every 15 s, on
-// node add and at start; the clock is injected. NVIDIA also follows the node's allocatable
-// nvidia.com/gpu count: a count that drops to 0 after being positive takes the devices out.
+// handshake key, a health verdict (healthy, need_update). The generic handshake
+// (protocol::CheckHandshake) writes Requesting_<now> when no Requesting value is pending, allows
+// 60 s for an answer and tolerates an expired Requesting while the node still has allocatable
+// devices; NVIDIA wraps it with the allocatable-count and register-string checks
+// (CheckNvidiaHealth). Unhealthy and cached: the handshake key is deleted and the vendor's devices
+// leave scheduling. Healthy without need_update: the cached devices stay as they are (a node not
+// cached yet is not added). Otherwise the freshly parsed devices are stored. A register
+// annotation that does not decode skips the node with a warning Event. The clock is injected.
 //
 // Also the pod side of the usage index: OnPod/OnPodDeleted keep the index equal to the allocated
 // annotations of live pods (a pod leaves on Succeeded, Failed or deletion).
@@ -16,7 +17,10 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +32,29 @@
 #include "k8s/client.h"
 
 namespace hami::scheduler {
+
+// A backend's health verdict for one node (spec §5 step 2).
+struct Health {
+  bool healthy = true;
+  bool need_update = false;
+  bool operator==(const Health&) const = default;
+};
+
+// What the pass remembers per node for NVIDIA between passes.
+struct NvidiaSeen {
+  int64_t count = 0;           // allocatable nvidia.com/gpu
+  std::string register_value;  // hami.io/node-nvidia-register
+};
+
+// NVIDIA's wrapper around the generic `handshake` verdict, as a pure function; records
+// `allocatable` and `register_value` in `seen`:
+//   allocatable 0, last 0       -> handshake
+//   allocatable 0, last > 0     -> unhealthy, no update (the plugin left)
+//   allocatable != last         -> healthy, update
+//   register string changed     -> handshake's health, update
+//   otherwise                   -> handshake
+Health CheckNvidiaHealth(NvidiaSeen& seen, int64_t allocatable, std::string_view register_value,
+                         Health handshake);
 
 struct RegistrationOptions {
   std::string node_label_selector{};  // --node-label-selector ("k=v,k2=v2")
@@ -46,12 +73,16 @@ class Registrar {
   // Lists the nodes (label selector) and registers each; nodes gone since the last pass leave
   // the index. Returns how many nodes are registered, or the list error.
   Result<size_t> RunOnce();
-  // One node object (e.g. from a node-add event); true when its devices are in the index.
+  // One node object; true when its devices are in the index afterwards.
   bool RegisterNode(const nlohmann::json& node);
+  // A deleted node: leaves the index, its per-node bookkeeping is dropped.
+  void ForgetNode(const std::string& name);
 
   // Pod informer handlers.
   void OnPod(const nlohmann::json& pod);
   void OnPodDeleted(const nlohmann::json& pod);
+  // Keys ("ns/name") of the pods the informer saw holding devices, sorted (for metrics).
+  std::vector<std::string> PodKeys() const;
 
  private:
   const device::Registry& registry_;
@@ -60,9 +91,12 @@ class Registrar {
   const Clock& clock_;
   const RegistrationOptions options_;
 
-  std::mutex mu_;
-  // NVIDIA: the node's allocatable nvidia.com/gpu count at the last pass.
-  std::map<std::string, int64_t> last_allocatable_;
+  // The verdict of `dev` for `node`, writing Requesting_<now> or cleaning up as it decides.
+  Health CheckBackend(const device::Device& dev, const nlohmann::json& node, bool cached);
+
+  mutable std::mutex mu_;
+  std::map<std::string, NvidiaSeen> nvidia_seen_;  // by node name
+  std::set<std::string> pod_keys_;
 };
 
 }  // namespace hami::scheduler

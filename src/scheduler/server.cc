@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
 #include <utility>
 
 #include <httplib.h>
@@ -10,6 +12,8 @@
 #include "common/strings.h"
 #include "common/time_format.h"
 #include "k8s/object.h"
+#include "scheduler/cert_reloader.h"
+#include "scheduler/scheduler_role.h"
 
 namespace hami::scheduler {
 
@@ -123,9 +127,16 @@ Status Server::Start() {
   }
   http_ = std::make_unique<Http>();
   if (!options_.cert_file.empty() && !options_.key_file.empty()) {
-    auto tls =
-        std::make_unique<httplib::SSLServer>(options_.cert_file.c_str(), options_.key_file.c_str());
-    if (!tls->is_valid()) return Error{"--cert_file/--key_file: cannot load the key pair"};
+    auto certs = CertReloader::Create(options_.cert_file, options_.key_file);
+    if (!certs) return std::move(certs).take_error();
+    certs_ = std::move(*certs);
+    CertReloader* reloader = certs_.get();
+    auto tls = std::make_unique<httplib::SSLServer>([reloader](SSL_CTX& ctx) {
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      reloader->Install(&ctx);
+      return true;
+    });
+    if (!tls->is_valid()) return Error{"--cert_file/--key_file: cannot set up TLS"};
     http_->api = std::move(tls);
   } else {
     http_->api = std::make_unique<httplib::Server>();
@@ -167,8 +178,7 @@ Status Server::Start() {
   if (port_ < 0) return Error{"--http_bind: cannot listen on " + Quote(options_.http_bind)};
   if (with_metrics) {
     http_->metrics.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(RenderMetrics(index_, options_.legacy_metrics, &request_metrics_),
-                      "text/plain; version=0.0.4");
+      res.set_content(Metrics(), "text/plain; version=0.0.4");
     });
     metrics_port_ = BindListener(http_->metrics, mhost, mport);
     if (metrics_port_ < 0) {
@@ -187,10 +197,16 @@ Status Server::Start() {
   pods_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kPods, k8s::InformerOptions{},
                                           pod_handlers);
   k8s::InformerHandlers node_handlers;
-  node_handlers.on_add = [this](const k8s::ObjectRef& n) {
-    if (synced_ && IsLeader()) registrar_->RegisterNode(*n);
+  // A new node is registered by the loop's next pass (passes never overlap), started at once.
+  node_handlers.on_add = [this](const k8s::ObjectRef&) {
+    if (!synced_) return;  // the first pass is still to come
+    std::lock_guard<std::mutex> lock(mu_);
+    pass_requested_ = true;
+    cv_.notify_all();
   };
-  node_handlers.on_delete = [this](const k8s::ObjectRef& n) { index_.RemoveNode(k8s::Name(*n)); };
+  node_handlers.on_delete = [this](const k8s::ObjectRef& n) {
+    registrar_->ForgetNode(k8s::Name(*n));
+  };
   k8s::InformerOptions node_options;
   node_options.label_selector = options_.registration.node_label_selector;
   nodes_ =
@@ -225,6 +241,26 @@ void Server::RegisterAll() {
     return;
   }
   HAMI_VLOG(2, "registration: {} nodes", *n);
+  if (!options_.pod_name.empty() && !options_.pod_namespace.empty()) {
+    Result<size_t> labelled =
+        LabelSchedulerPods(client_, options_.pod_namespace, options_.pod_name);
+    if (!labelled) HAMI_WARN("scheduler role: {}", labelled.error().c_str());
+  }
+}
+
+bool Server::WaitForNextPass(SystemTime due) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (stopping_) return false;
+    if (pass_requested_) {
+      pass_requested_ = false;
+      return true;
+    }
+    const SystemTime now = clock_.Now();
+    if (now >= due) return true;
+    // Real clock: wakes at the deadline. Fake clock: Kick() wakes it after a move.
+    cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(due - now, options_.register_period));
+  }
 }
 
 void Server::Loop() {
@@ -232,6 +268,9 @@ void Server::Loop() {
   pods_->WaitForSync(std::chrono::seconds(60));
   bool was_leader = false;
   for (;;) {
+    // The period runs from the start of a pass; fixed before passes_ moves so that a test which
+    // sees the pass counted and then advances a fake clock cannot be missed.
+    const SystemTime due = clock_.Now() + options_.register_period;
     bool leader = IsLeader();
     if (leader) {
       RegisterAll();
@@ -244,9 +283,49 @@ void Server::Loop() {
       synced_ = false;
     }
     was_leader = leader;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, options_.register_period, [&] { return stopping_; })) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++passes_;
+      cv_.notify_all();
+    }
+    if (!WaitForNextPass(due)) return;
   }
+}
+
+void Server::Kick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+uint64_t Server::passes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return passes_;
+}
+
+bool Server::WaitForPass(uint64_t after, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return passes_ > after; });
+}
+
+uint64_t Server::cert_reloads() const { return certs_ ? certs_->reloads() : 0; }
+
+std::string Server::Metrics() {
+  MetricsInput input;
+  input.index = &index_;
+  input.legacy = options_.legacy_metrics;
+  input.requests = &request_metrics_;
+  input.pod_keys = registrar_->PodKeys();
+  input.build = &build_;
+  std::set<std::string> namespaces;
+  if (quotas_ != nullptr) {
+    for (const k8s::ObjectRef& q : quotas_->List()) namespaces.insert(k8s::Namespace(*q));
+  }
+  for (const std::string& ns : namespaces) {
+    for (const auto& [resource, entry] : Quota(ns)) {
+      input.quotas.push_back(QuotaMetric{ns, resource, entry.used, entry.limit, entry.limit_set});
+    }
+  }
+  return RenderMetrics(input);
 }
 
 void Server::Stop() {

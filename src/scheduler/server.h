@@ -1,14 +1,17 @@
 // scheduler::Server: the hami-scheduler process minus flag parsing. It serves /filter, /bind,
-// /webhook, /healthz and /readyz on --http_bind (HTTPS when a certificate and key are given),
-// /metrics on --metrics-bind-address, keeps the usage index fed from a pod informer, and runs the
-// registration pass at start, on node add and every 15 s. With leader election it follows the
-// co-located kube-scheduler's Lease (spec §4.9): only the leader registers and handshakes.
+// /webhook, /healthz and /readyz on --http_bind (HTTPS when a certificate and key are given; a
+// replaced certificate is served from the next handshake on, see CertReloader), /metrics on
+// --metrics-bind-address, keeps the usage index fed from a pod informer, and runs the
+// registration pass at start, on node add and every register_period of the injected clock. With
+// leader election it follows the co-located kube-scheduler's Lease (spec §4.9): only the leader
+// registers, handshakes and labels the scheduler pods (hami.io/scheduler-role).
 #ifndef HAMI_SCHEDULER_SERVER_H_
 #define HAMI_SCHEDULER_SERVER_H_
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +33,8 @@
 
 namespace hami::scheduler {
 
+class CertReloader;
+
 struct ServerOptions {
   // Out of line: g++ 12 -O3 reports a false maybe-uninitialized for the inlined default
   // constructor of this aggregate of aggregates.
@@ -49,6 +54,10 @@ struct ServerOptions {
   std::string identity{};  // leader iff the Lease holder starts with it (default: hostname)
   // How long /filter waits for the first registration pass.
   std::chrono::seconds sync_timeout{30};
+  // $POD_NAME / $POD_NAMESPACE: with both set, the leader labels the scheduler pods of that
+  // namespace with hami.io/scheduler-role (LabelSchedulerPods).
+  std::string pod_name{};
+  std::string pod_namespace{};
 };
 
 // Leader test of §4.9: holderIdentity starts with `identity` and renewTime +
@@ -76,11 +85,25 @@ class Server {
   int metrics_port() const { return metrics_port_; }
   bool synced() const { return synced_.load(); }
 
+  // The registration loop sleeps until clock.Now() reaches the next pass. A real clock wakes it
+  // by itself; whoever moves a FakeClock calls Kick() so the loop reads the clock again (a kick
+  // alone never starts a pass early).
+  void Kick();
+  // Registration loop iterations completed so far (leader or not).
+  uint64_t passes() const;
+  // Blocks until passes() > `after` or `timeout` (real time) passes; false on timeout.
+  bool WaitForPass(uint64_t after, std::chrono::milliseconds timeout);
+  // Certificate reloads so far (0 without TLS).
+  uint64_t cert_reloads() const;
+
  private:
   class Http;
   void Loop();
   bool IsLeader();
   void RegisterAll();
+  // Sleeps until the next pass is due, a pass is requested, or Stop(); false on Stop().
+  bool WaitForNextPass(SystemTime due);
+  std::string Metrics();
   // The namespace's ResourceQuota limits (from the quota informer) and usage (from the index).
   device::NamespaceQuota Quota(const std::string& ns);
 
@@ -97,10 +120,14 @@ class Server {
   std::unique_ptr<k8s::Informer> nodes_;
   std::unique_ptr<k8s::Informer> quotas_;
   std::unique_ptr<Http> http_;
+  std::unique_ptr<CertReloader> certs_;
+  const BuildInfo build_ = ThisBuild();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool pass_requested_ = false;  // a node was added
+  uint64_t passes_ = 0;
   std::atomic<bool> synced_{false};
   std::atomic<bool> started_{false};
   std::thread loop_;

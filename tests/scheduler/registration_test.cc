@@ -1,0 +1,163 @@
+// NVIDIA health (spec §5 step 2, §10.2 vector 21) as a table over the pure CheckNvidiaHealth, then
+// the registration pass against the sim apiserver: a changed inventory string re-registers the
+// node, an unchanged healthy node keeps its cached devices, cleanup only touches cached nodes.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "scheduler/registration.h"
+#include "sim/apiserver.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+
+struct NvidiaHealthCase {
+  const char* name;
+  NvidiaSeen seen;
+  int64_t allocatable;
+  const char* register_value;
+  Health handshake;
+  Health want;
+};
+
+TEST(NvidiaHealthTest, Vector21AndTheCountRules) {
+  const Health pending{true, false};   // a Requesting value is pending
+  const Health requested{true, true};  // the pass wrote Requesting_<now>
+  const Health expired{false, false};  // expired Requesting, nothing allocatable
+  const std::vector<NvidiaHealthCase> cases = {
+      {"allocatable 0, never seen, handshake pending", {0, ""}, 0, "R", pending, {true, false}},
+      {"count unchanged, register changed", {2, "R1"}, 2, "R2", pending, {true, true}},
+      {"unchanged", {2, "R"}, 2, "R", pending, {true, false}},
+      {"unchanged, handshake written", {2, "R"}, 2, "R", requested, {true, true}},
+      {"count dropped to 0", {2, "R"}, 0, "R", pending, {false, false}},
+      {"count changed", {2, "R"}, 4, "R", pending, {true, true}},
+      {"first count seen", {0, ""}, 2, "R", pending, {true, true}},
+      {"0 and 0 follows an expired handshake", {0, "R"}, 0, "R", expired, {false, false}},
+      {"register changed keeps the handshake's health", {2, "R1"}, 2, "R2", expired, {false, true}},
+  };
+  for (const NvidiaHealthCase& c : cases) {
+    NvidiaSeen seen = c.seen;
+    EXPECT_EQ(CheckNvidiaHealth(seen, c.allocatable, c.register_value, c.handshake), c.want)
+        << c.name;
+    EXPECT_EQ(seen.count, c.allocatable) << c.name;
+    EXPECT_EQ(seen.register_value, c.register_value) << c.name;
+  }
+}
+
+constexpr const char* kTwoGpus =
+    R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true},{"id":"GPU-b","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";
+constexpr const char* kOneGpu =
+    R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";
+
+class RegistrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
+    ASSERT_TRUE(api_->Start());
+    k8s::RestConfig cfg;
+    cfg.server = api_->url();
+    cfg.qps = 0;
+    client_ = std::make_unique<k8s::Client>(cfg);
+    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
+    RegistrationOptions ro;
+    ro.zone = Zone::Utc();
+    ro.record_events = false;
+    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
+  }
+
+  void PutNode(const std::string& reg, int allocatable, const json& handshake = nullptr) {
+    json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
+    n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = reg;
+    if (!handshake.is_null()) n["metadata"]["annotations"]["hami.io/node-handshake"] = handshake;
+    n["status"]["allocatable"]["nvidia.com/gpu"] = std::to_string(allocatable);
+    auto existing = client_->Get(k8s::resources::kNodes, "", "node-1");
+    if (existing) {
+      n["metadata"]["resourceVersion"] = k8s::ResourceVersion(*existing);
+      ASSERT_TRUE(client_->Update(k8s::resources::kNodes, n).ok());
+    } else {
+      ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", n).ok());
+    }
+  }
+  std::optional<std::string> Handshake() {
+    return k8s::Annotation(*client_->Get(k8s::resources::kNodes, "", "node-1"),
+                           "hami.io/node-handshake");
+  }
+  std::vector<std::string> Devices() {
+    std::vector<std::string> ids;
+    auto snap = index_.Rows({"node-1"});
+    if (snap.nodes.empty()) return ids;
+    for (const auto& d : snap.nodes[0].devices) ids.push_back(d.id);
+    return ids;
+  }
+
+  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
+  std::unique_ptr<sim::ApiServer> api_;
+  std::unique_ptr<k8s::Client> client_;
+  device::Registry registry_;
+  device::UsageIndex index_;
+  std::unique_ptr<Registrar> registrar_;
+};
+
+TEST_F(RegistrationTest, InventoryChangeReRegistersTheNode) {
+  PutNode(kTwoGpus, 20);
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(Devices(), (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  // Same allocatable count, pending handshake, new inventory: the cached devices are replaced.
+  clock_.Advance(std::chrono::seconds(15));
+  PutNode(kOneGpu, 20, *Handshake());
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(Devices(), std::vector<std::string>{"GPU-a"});
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 10:00:00");  // still pending, not rewritten
+}
+
+TEST_F(RegistrationTest, PendingHandshakeWithNothingAllocatableIsNotRegistered) {
+  // Written by an earlier scheduler 10 s ago; this process has never seen the node.
+  PutNode(kTwoGpus, 0, "Requesting_2026-08-21 09:59:50");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_TRUE(Devices().empty());
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 09:59:50");
+  // Expired, nothing allocatable, but not cached: no cleanup either.
+  clock_.Advance(std::chrono::seconds(120));
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_TRUE(Devices().empty());
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 09:59:50");
+}
+
+TEST_F(RegistrationTest, ExpiredHandshakeCleansUpACachedNode) {
+  PutNode(kTwoGpus, 0);
+  ASSERT_TRUE(registrar_->RunOnce().ok());  // writes Requesting_10:00:00, registers
+  EXPECT_EQ(Devices().size(), 2u);
+  clock_.Advance(std::chrono::seconds(60));  // the window is inclusive
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(Devices().size(), 2u);
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_TRUE(Devices().empty());
+  EXPECT_FALSE(Handshake().has_value());  // v2.10 cleanup deletes the key
+  // The next pass asks again and the devices come back.
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 10:01:01");
+  EXPECT_EQ(Devices().size(), 2u);
+}
+
+TEST_F(RegistrationTest, ForgetNodeDropsTheBookkeeping) {
+  PutNode(kTwoGpus, 20);
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  registrar_->ForgetNode("node-1");
+  EXPECT_TRUE(Devices().empty());
+  // Seen again as new: the count differs from the forgotten 20, so it registers at once.
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  EXPECT_EQ(Devices().size(), 2u);
+}
+
+}  // namespace
+}  // namespace hami::scheduler
