@@ -1,6 +1,7 @@
 #include "device/schedule.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/strings.h"
 #include "protocol/keys.h"
@@ -17,30 +18,63 @@ bool IsCandidate(const DeviceUsage& d, const std::string& vendor) {
   return d.vendor == vendor || ToLower(d.type).find(ToLower(vendor)) != std::string::npos;
 }
 
-// Fits container `index` onto `devices` (whose usage it then updates) and records the picks in
-// `alloc`. Returns the reason on failure.
+// Lists reused across the containers and nodes of one Schedule call, so that a filter over
+// many nodes does not allocate them per node.
+struct Scratch {
+  std::vector<double> scores;
+  std::vector<ScoredDevice> sorted;
+  std::vector<const DeviceUsage*> candidates;
+};
+
+// The devices containers are fitted against. Until a pick has to be remembered (a later
+// container, a later vendor or usage_after reads it) these are the node's own rows, read in
+// place; the first remembered pick makes a private copy. Most pods have one container, so most
+// candidate nodes are never copied.
+class WorkingDevices {
+ public:
+  explicit WorkingDevices(const std::vector<DeviceUsage>& base) : base_(&base) {}
+  const std::vector<DeviceUsage>& Get() const { return copy_ ? *copy_ : *base_; }
+  std::vector<DeviceUsage>& Mutable() {
+    if (!copy_) copy_.emplace(*base_);
+    return *copy_;
+  }
+
+ private:
+  const std::vector<DeviceUsage>* base_;
+  std::optional<std::vector<DeviceUsage>> copy_;
+};
+
+// Fits container `index` onto `devices` and records the picks in `alloc`; with `record` the
+// picks are also added to the devices' usage (later containers see them). Returns the reason on
+// failure.
 std::optional<std::string> FitContainer(const Registry& registry, const PodView& pod,
                                         const PodRequests& requests, size_t index,
                                         const NodeUsage& node, const PodPolicy& policy,
-                                        const NamespaceQuota* quota,
-                                        std::vector<DeviceUsage>* devices,
+                                        const NamespaceQuota* quota, bool record,
+                                        WorkingDevices* devices, Scratch* s,
                                         std::map<std::string, protocol::PodDevices>* alloc) {
   const ContainerRequests& reqs = requests.containers[index];
-  std::vector<double> scores;
-  scores.reserve(devices->size());
-  for (const auto& d : *devices) scores.push_back(DeviceScore(d, reqs, policy.weights));
+  s->scores.clear();
+  for (const auto& d : devices->Get()) s->scores.push_back(DeviceScore(d, reqs, policy.weights));
+  size_t vendors_left = 0;
+  for (const auto& [vendor, req] : reqs) vendors_left += req.nums > 0 ? 1 : 0;
   for (const auto& [vendor, req] : reqs) {
     if (req.nums <= 0) continue;
+    --vendors_left;
     const Device* backend = registry.Find(vendor);
     if (!backend) return "Device type not found";
-    std::vector<ScoredDevice> sorted;
-    for (size_t j = 0; j < devices->size(); ++j) sorted.push_back({&(*devices)[j], scores[j]});
-    SortDevices(policy.gpu_policy, policy.numa_bind, &sorted);
-    std::vector<const DeviceUsage*> candidates;
-    for (const auto& s : sorted) {
-      if (IsCandidate(*s.device, vendor)) candidates.push_back(s.device);
+    const std::vector<DeviceUsage>& current = devices->Get();
+    s->sorted.clear();
+    // SortDevices only reads the devices; the non-const pointer is its signature's.
+    for (size_t j = 0; j < current.size(); ++j) {
+      s->sorted.push_back({const_cast<DeviceUsage*>(&current[j]), s->scores[j]});
     }
-    if (static_cast<size_t>(req.nums) > candidates.size()) {
+    SortDevices(policy.gpu_policy, policy.numa_bind, &s->sorted);
+    s->candidates.clear();
+    for (const auto& sd : s->sorted) {
+      if (IsCandidate(*sd.device, vendor)) s->candidates.push_back(sd.device);
+    }
+    if (static_cast<size_t>(req.nums) > s->candidates.size()) {
       return std::string(protocol::kNodeInsufficientDevice);
     }
     protocol::PodDevices& pod_devices = (*alloc)[vendor];
@@ -53,15 +87,18 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
                    .quota = quota,
                    .earlier = quota ? &earlier : nullptr,
                    .init_count = requests.init_count};
-    FitResult fit = backend->Fit(candidates, req, ctx);
+    FitResult fit = backend->Fit(s->candidates, req, ctx);
     if (!fit.fit) return fit.Reason();
-    for (const auto& chosen : fit.devices) {
-      for (auto& d : *devices) {
-        if (d.id != chosen.uuid) continue;
-        d.used += 1;
-        d.usedmem += chosen.usedmem;
-        d.usedcores += chosen.usedcores;
-        break;
+    if (record || vendors_left > 0) {
+      std::vector<DeviceUsage>& usage = devices->Mutable();
+      for (const auto& chosen : fit.devices) {
+        for (auto& d : usage) {
+          if (d.id != chosen.uuid) continue;
+          d.used += 1;
+          d.usedmem += chosen.usedmem;
+          d.usedcores += chosen.usedcores;
+          break;
+        }
       }
     }
     pod_devices[index] = std::move(fit.devices);
@@ -77,6 +114,52 @@ void MaxInto(const std::vector<DeviceUsage>& from, std::vector<DeviceUsage>* int
     d.usedmem = std::max(d.usedmem, from[i].usedmem);
     d.usedcores = std::max(d.usedcores, from[i].usedcores);
   }
+}
+
+// FitPodOnNode; `with_usage` fills usage_after (Schedule wants it for the chosen node only).
+NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& backends,
+                  const PodView& pod, const PodRequests& requests, const NodeUsage& node,
+                  const PodPolicy& policy, const NamespaceQuota* quota, bool with_usage,
+                  Scratch* s) {
+  NodeFit out;
+  out.node = node.name;
+  out.score = NodeScore(node.devices);
+  for (const Device* d : backends) out.score += d->NodeScoreBonus(node, policy.node_policy);
+  size_t total = requests.containers.size();
+  for (const auto& c : requests.containers) {
+    for (const auto& [vendor, req] : c) out.devices[vendor].resize(total);
+  }
+  auto fail = [&](std::string reason) {
+    out.devices.clear();
+    out.reason = std::move(reason);
+    return std::move(out);
+  };
+  // Init containers run one after another, so each sees only the node's current usage; their
+  // peak only matters to usage_after.
+  std::optional<std::vector<DeviceUsage>> peak;
+  if (with_usage && requests.init_count > 0) peak.emplace(node.devices);
+  for (size_t i = 0; i < requests.init_count && i < total; ++i) {
+    WorkingDevices scratch(node.devices);
+    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, with_usage,
+                                   &scratch, s, &out.devices)) {
+      return fail(std::move(*reason));
+    }
+    if (peak) MaxInto(scratch.Get(), &*peak);
+  }
+  WorkingDevices running(node.devices);
+  for (size_t i = requests.init_count; i < total; ++i) {
+    bool record = with_usage || i + 1 < total;
+    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, record,
+                                   &running, s, &out.devices)) {
+      return fail(std::move(*reason));
+    }
+  }
+  if (with_usage) {
+    out.usage_after = running.Get();
+    MaxInto(peak ? *peak : node.devices, &out.usage_after);
+  }
+  out.fit = true;
+  return out;
 }
 
 }  // namespace
@@ -124,39 +207,9 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
 
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota) {
-  NodeFit out;
-  out.node = node.name;
-  out.score = NodeScore(node.devices);
-  for (const Device* d : registry.All()) out.score += d->NodeScoreBonus(node, policy.node_policy);
-  size_t total = requests.containers.size();
-  for (const auto& c : requests.containers) {
-    for (const auto& [vendor, req] : c) out.devices[vendor].resize(total);
-  }
-  // Init containers run one after another, so each sees only the node's current usage.
-  std::vector<DeviceUsage> peak = node.devices;
-  for (size_t i = 0; i < requests.init_count && i < total; ++i) {
-    std::vector<DeviceUsage> scratch = node.devices;
-    if (auto reason =
-            FitContainer(registry, pod, requests, i, node, policy, quota, &scratch, &out.devices)) {
-      out.devices.clear();
-      out.reason = std::move(*reason);
-      return out;
-    }
-    MaxInto(scratch, &peak);
-  }
-  std::vector<DeviceUsage> running = node.devices;
-  for (size_t i = requests.init_count; i < total; ++i) {
-    if (auto reason =
-            FitContainer(registry, pod, requests, i, node, policy, quota, &running, &out.devices)) {
-      out.devices.clear();
-      out.reason = std::move(*reason);
-      return out;
-    }
-  }
-  MaxInto(peak, &running);
-  out.usage_after = std::move(running);
-  out.fit = true;
-  return out;
+  Scratch s;
+  return FitOnNode(registry, registry.All(), pod, requests, node, policy, quota,
+                   /*with_usage=*/true, &s);
 }
 
 Result<ScheduleOptions> ScheduleOptionsFromConfig(const SchedulerPolicyConfig& config) {
@@ -181,10 +234,12 @@ std::map<std::string, std::string> ScheduleDecision::FailedNodes() const {
   return out;
 }
 
-Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
-                                  const std::vector<NodeUsage>& nodes,
-                                  const std::vector<std::string>& unregistered,
-                                  const ScheduleOptions& options) {
+namespace {
+
+Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& pod,
+                                      const std::vector<const NodeUsage*>& nodes,
+                                      const std::vector<std::string>& unregistered,
+                                      const ScheduleOptions& options) {
   ScheduleDecision decision;
   auto requests = NormalizePodRequests(registry, pod);
   if (!requests) return std::move(requests).take_error();
@@ -195,9 +250,12 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
   }
   auto policy = ResolvePodPolicy(pod, options.node_policy, options.gpu_policy);
   if (!policy) return std::move(policy).take_error();
-  for (const auto& node : nodes) {
-    decision.nodes.push_back(
-        FitPodOnNode(registry, pod, decision.requests, node, *policy, options.quota));
+  const std::vector<const Device*> backends = registry.All();
+  Scratch s;
+  decision.nodes.reserve(nodes.size() + unregistered.size());
+  for (const NodeUsage* node : nodes) {
+    decision.nodes.push_back(FitOnNode(registry, backends, pod, decision.requests, *node, *policy,
+                                       options.quota, /*with_usage=*/false, &s));
   }
   for (const auto& name : unregistered) {
     decision.nodes.push_back(NodeFit{.node = name, .reason = std::string(kNodeUnregistered)});
@@ -214,7 +272,36 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
     bool better = binpack ? n.score > best.score : n.score < best.score;
     if (better || (n.score == best.score && n.node < best.node)) decision.chosen = i;
   }
+  // Only the chosen node's usage_after is wanted: fit it once more with it (same inputs, same
+  // picks). Unregistered names never fit, so the chosen index is a row's.
+  if (decision.chosen) {
+    decision.nodes[*decision.chosen] =
+        FitOnNode(registry, backends, pod, decision.requests, *nodes[*decision.chosen], *policy,
+                  options.quota, /*with_usage=*/true, &s);
+  }
   return decision;
+}
+
+}  // namespace
+
+Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
+                                  const std::vector<NodeUsage>& nodes,
+                                  const std::vector<std::string>& unregistered,
+                                  const ScheduleOptions& options) {
+  std::vector<const NodeUsage*> rows;
+  rows.reserve(nodes.size());
+  for (const auto& n : nodes) rows.push_back(&n);
+  return ScheduleRows(registry, pod, rows, unregistered, options);
+}
+
+Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
+                                  const std::vector<std::shared_ptr<const NodeUsage>>& nodes,
+                                  const std::vector<std::string>& unregistered,
+                                  const ScheduleOptions& options) {
+  std::vector<const NodeUsage*> rows;
+  rows.reserve(nodes.size());
+  for (const auto& n : nodes) rows.push_back(n.get());
+  return ScheduleRows(registry, pod, rows, unregistered, options);
 }
 
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,

@@ -10,6 +10,7 @@
 #define HAMI_DEVICE_SCHEDULE_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct NodeFit {
   std::map<std::string, protocol::PodDevices> devices{};
   // When fit: the node's devices with this pod added as the usage index will count it: per
   // device and field, max(peak over the init containers, sum over the regular containers).
+  // FitPodOnNode always fills it; Schedule fills it for the chosen node only (copying every
+  // candidate's devices for it cost more than the rest of the decision).
   std::vector<DeviceUsage> usage_after{};
 };
 
@@ -95,6 +98,12 @@ struct ScheduleDecision {
 // invalid hami.io/device-scoring-weights.
 Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
                                   const std::vector<NodeUsage>& nodes,
+                                  const std::vector<std::string>& unregistered,
+                                  const ScheduleOptions& options);
+// The same over shared immutable rows (UsageIndex::SharedRows), which are read in place: the
+// live /filter's form, with no per-call copy of the candidates' rows.
+Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
+                                  const std::vector<std::shared_ptr<const NodeUsage>>& nodes,
                                   const std::vector<std::string>& unregistered,
                                   const ScheduleOptions& options);
 

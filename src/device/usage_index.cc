@@ -52,11 +52,32 @@ void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
   if (ns.empty()) namespaces_.erase(allocation.namespace_name);
 }
 
+void UsageIndex::MergeUsageLocked(NodeUsage* row) const {
+  auto u = usage_.find(row->name);
+  for (auto& d : row->devices) {
+    Counters c;
+    if (u != usage_.end()) {
+      if (auto it = u->second.find(d.id); it != u->second.end()) c = it->second;
+    }
+    d.used = static_cast<int32_t>(c.used);
+    d.usedmem = static_cast<int32_t>(c.usedmem);
+    d.usedcores = static_cast<int32_t>(c.usedcores);
+  }
+}
+
+void UsageIndex::RefreshLocked(const std::string& node) {
+  auto n = nodes_.find(node);
+  if (n == nodes_.end()) return;
+  auto row = std::make_shared<NodeUsage>(*n->second);
+  MergeUsageLocked(row.get());
+  n->second = std::move(row);
+}
+
 void UsageIndex::SetNode(NodeUsage node) {
-  for (auto& d : node.devices) d.used = d.usedmem = d.usedcores = 0;
   std::unique_lock lock(mu_);
+  MergeUsageLocked(&node);
   std::string name = node.name;
-  nodes_[name] = std::move(node);
+  nodes_[name] = std::make_shared<const NodeUsage>(std::move(node));
 }
 
 void UsageIndex::RemoveNode(const std::string& name) {
@@ -69,9 +90,11 @@ void UsageIndex::UpsertPod(PodAllocation allocation) {
   auto it = pods_.find(allocation.key);
   if (it != pods_.end()) {
     ApplyLocked(it->second, -1);
+    if (it->second.node != allocation.node) RefreshLocked(it->second.node);
     pods_.erase(it);
   }
   ApplyLocked(allocation, +1);
+  RefreshLocked(allocation.node);
   std::string key = allocation.key;
   pods_.emplace(std::move(key), std::move(allocation));
 }
@@ -81,6 +104,7 @@ bool UsageIndex::RemovePod(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return false;
   ApplyLocked(it->second, -1);
+  RefreshLocked(it->second.node);
   pods_.erase(it);
   return true;
 }
@@ -94,17 +118,22 @@ UsageIndex::Snapshot UsageIndex::Rows(const std::vector<std::string>& names) con
       out.missing.push_back(name);
       continue;
     }
-    NodeUsage row = n->second;
-    if (auto u = usage_.find(name); u != usage_.end()) {
-      for (auto& d : row.devices) {
-        auto c = u->second.find(d.id);
-        if (c == u->second.end()) continue;
-        d.used = static_cast<int32_t>(c->second.used);
-        d.usedmem = static_cast<int32_t>(c->second.usedmem);
-        d.usedcores = static_cast<int32_t>(c->second.usedcores);
-      }
+    out.nodes.push_back(*n->second);
+  }
+  return out;
+}
+
+UsageIndex::SharedSnapshot UsageIndex::SharedRows(const std::vector<std::string>& names) const {
+  SharedSnapshot out;
+  out.nodes.reserve(names.size());
+  std::shared_lock lock(mu_);
+  for (const auto& name : names) {
+    auto n = nodes_.find(name);
+    if (n == nodes_.end()) {
+      out.missing.push_back(name);
+      continue;
     }
-    out.nodes.push_back(std::move(row));
+    out.nodes.push_back(n->second);
   }
   return out;
 }
@@ -114,6 +143,7 @@ std::vector<std::string> UsageIndex::NodeNames() const {
   std::vector<std::string> out;
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) out.push_back(name);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -142,11 +172,6 @@ void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation
   usage_.clear();
   pods_.clear();
   namespaces_.clear();
-  for (auto& n : nodes) {
-    for (auto& d : n.devices) d.used = d.usedmem = d.usedcores = 0;
-    std::string name = n.name;
-    nodes_[name] = std::move(n);
-  }
   for (auto& p : pods) {
     if (auto it = pods_.find(p.key); it != pods_.end()) {
       ApplyLocked(it->second, -1);
@@ -155,6 +180,12 @@ void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation
     ApplyLocked(p, +1);
     std::string key = p.key;
     pods_.emplace(std::move(key), std::move(p));
+  }
+  // Rows once the usage is complete (one copy per node, not one per pod).
+  for (auto& n : nodes) {
+    MergeUsageLocked(&n);
+    std::string name = n.name;
+    nodes_[name] = std::make_shared<const NodeUsage>(std::move(n));
   }
 }
 

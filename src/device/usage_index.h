@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -65,6 +67,15 @@ class UsageIndex {
   // node does not (or no longer) register is kept aside and shows up when the device does.
   Snapshot Rows(const std::vector<std::string>& names) const;
 
+  // The same rows without copying them: each is an immutable row the index replaces (never
+  // changes) when the node's registration or usage changes, so a caller may read it after the
+  // call, unlocked, as the state at the time of the call. For the filter: O(1) per candidate.
+  struct SharedSnapshot {
+    std::vector<std::shared_ptr<const NodeUsage>> nodes{};  // in the order asked, known nodes
+    std::vector<std::string> missing{};                     // asked-for names with no node
+  };
+  SharedSnapshot SharedRows(const std::vector<std::string>& names) const;
+
   // Every registered node's name, sorted.
   std::vector<std::string> NodeNames() const;
 
@@ -88,10 +99,17 @@ class UsageIndex {
     int64_t usedmem = 0;
     int64_t usedcores = 0;
   };
+  // Adds or subtracts the deltas; the caller refreshes the node's row (RefreshLocked).
   void ApplyLocked(const PodAllocation& allocation, int sign);
+  // Sets the usage fields of `row`'s devices from usage_ (zero where it holds none).
+  void MergeUsageLocked(NodeUsage* row) const;
+  // Replaces the node's row by a copy with the current usage; no-op for an unknown node.
+  void RefreshLocked(const std::string& node);
 
   mutable std::shared_mutex mu_;
-  std::map<std::string, NodeUsage> nodes_;                           // capacity and node facts
+  // Registration (capacity, node facts) with the current usage merged in; copy-on-write.
+  // Hashed: a filter looks up every candidate by name.
+  std::unordered_map<std::string, std::shared_ptr<const NodeUsage>> nodes_;
   std::map<std::string, std::map<std::string, Counters>> usage_;     // node -> uuid -> usage
   std::map<std::string, PodAllocation> pods_;                        // by pod key
   std::map<std::string, std::map<std::string, Totals>> namespaces_;  // ns -> vendor -> totals
