@@ -22,45 +22,23 @@
 #include "protocol/pod_devices.h"
 #include "scheduler_process.h"
 #include "sim/apiserver.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
+using testing::GpuPod;
+using testing::Node;
 using testing::SchedulerProcess;
 
-constexpr const char* kSeedRegister =
-    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
 constexpr const char* kSeedAllocated = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,3000,0:;";
 
-json SeedNode(const std::string& name) {
-  json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
-  n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
-  n["status"]["allocatable"]["nvidia.com/gpu"] = "20";
-  return n;
-}
-
-json GpuPod(const std::string& name, int mem, int cores = 0) {
-  json ctr = {{"name", "main"}, {"image", "busybox"}};
-  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"},
-                                {"nvidia.com/gpumem", std::to_string(mem)}};
-  if (cores > 0) ctr["resources"]["limits"]["nvidia.com/gpucores"] = std::to_string(cores);
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = {{"name", name}, {"namespace", "default"}};
-  pod["spec"]["schedulerName"] = "hami-scheduler";
-  pod["spec"]["containers"] = json::array({ctr});
-  return pod;
-}
-
-class BinaryIntegrationTest : public ::testing::Test {
+class BinaryIntegrationTest : public testing::SimTest {
  protected:
   void SetUp() override {
-    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(api_->Start());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
+    testing::SimTest::SetUp();
+    if (HasFatalFailure()) return;
     char dir[] = "/tmp/hami-sched-it-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
@@ -134,8 +112,6 @@ class BinaryIntegrationTest : public ::testing::Test {
     SetLock(node, nullptr);
   }
 
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<httplib::Client> http_;
   int port_ = 0;
   std::string dir_;
@@ -143,7 +119,7 @@ class BinaryIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
-  CreateNode(SeedNode("node-1"));
+  CreateNode(Node("node-1"));
   auto sched = Start();
   CreatePod(GpuPod("demo", 3000));
 
@@ -182,7 +158,7 @@ TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
 }
 
 TEST_F(BinaryIntegrationTest, RacingBindsForOneNodeBothSucceedInTurn) {
-  CreateNode(SeedNode("node-1"));
+  CreateNode(Node("node-1"));
   auto sched = Start({"--node-lock-retry-timeout", "20s"});
   for (const char* name : {"a", "b"}) {
     CreatePod(GpuPod(name, 1000));
@@ -231,7 +207,7 @@ TEST_F(BinaryIntegrationTest, RacingBindsForOneNodeBothSucceedInTurn) {
 }
 
 TEST_F(BinaryIntegrationTest, StaleAndOrphanedLocksAreTakenOver) {
-  CreateNode(SeedNode("node-1"));
+  CreateNode(Node("node-1"));
   auto sched = Start({"--node-lock-timeout", "30s", "--node-lock-retry-timeout", "0s"});
   CreatePod(GpuPod("holder", 1000));
   for (const char* name : {"p1", "p2", "p3"}) {
@@ -291,8 +267,8 @@ std::map<std::string, GpuSum> SumAllocations(k8s::Client& client, int* pods_with
 }
 
 TEST_F(BinaryIntegrationTest, RestartMidStreamLosesNoAllocationAndNeverOvercommits) {
-  CreateNode(SeedNode("node-1"));
-  CreateNode(SeedNode("node-2"));
+  CreateNode(Node("node-1"));
+  CreateNode(Node("node-2"));
   // 4 GPUs of 32768 MiB and 100 cores: 8000 MiB / 30 cores pods fit 3 per GPU by cores,
   // 12 in all; the stream asks for 16.
   auto sched = Start({"--node-lock-retry-timeout", "5s"});

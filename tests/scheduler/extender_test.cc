@@ -19,42 +19,21 @@
 #include "scheduler/extender.h"
 #include "scheduler/registration.h"
 #include "sim/apiserver.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
+using testing::GpuPod;
+using testing::kSeedRegister;
+using testing::Node;
 
-constexpr const char* kSeedRegister =
-    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
-
-json Node(const std::string& name, const std::string& reg) {
-  json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
-  if (!reg.empty()) n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = reg;
-  n["status"]["allocatable"]["nvidia.com/gpu"] = "20";
-  return n;
-}
-
-json GpuPod(const std::string& name, int mem) {
-  json ctr = {{"name", "main"}, {"image", "busybox"}};
-  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"},
-                                {"nvidia.com/gpumem", std::to_string(mem)}};
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = {{"name", name}, {"namespace", "default"}};
-  pod["spec"]["containers"] = json::array();
-  pod["spec"]["containers"].push_back(ctr);
-  return pod;
-}
-
-class ExtenderTest : public ::testing::Test {
+class ExtenderTest : public testing::SimTest {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(server_->Start());
-    k8s::RestConfig cfg;
-    cfg.server = server_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
+    testing::SimTest::SetUp();
+    if (HasFatalFailure()) return;
     registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
     RegistrationOptions ro;
     ro.zone = Zone::Utc();
@@ -94,8 +73,6 @@ class ExtenderTest : public ::testing::Test {
   }
 
   FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
-  std::unique_ptr<sim::ApiServer> server_;
-  std::unique_ptr<k8s::Client> client_;
   device::Registry registry_;
   device::UsageIndex index_;
   std::unique_ptr<Registrar> registrar_;

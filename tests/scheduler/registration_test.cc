@@ -14,6 +14,7 @@
 #include "k8s/object.h"
 #include "scheduler/registration.h"
 #include "sim/apiserver.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
@@ -58,15 +59,11 @@ constexpr const char* kTwoGpus =
 constexpr const char* kOneGpu =
     R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";
 
-class RegistrationTest : public ::testing::Test {
+class RegistrationTest : public testing::SimTest {
  protected:
   void SetUp() override {
-    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(api_->Start());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
+    testing::SimTest::SetUp();
+    if (HasFatalFailure()) return;
     registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
     RegistrationOptions ro;
     ro.zone = Zone::Utc();
@@ -100,8 +97,6 @@ class RegistrationTest : public ::testing::Test {
   }
 
   FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
   device::Registry registry_;
   device::UsageIndex index_;
   std::unique_ptr<Registrar> registrar_;

@@ -15,6 +15,7 @@
 #include "scheduler/scheduler_role.h"
 #include "scheduler/server.h"
 #include "sim/apiserver.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
@@ -26,16 +27,8 @@ constexpr const char* kRegister =
     R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";
 constexpr std::chrono::milliseconds kWait{20000};  // a pass normally takes milliseconds
 
-class ServerLoopTest : public ::testing::Test {
+class ServerLoopTest : public testing::SimTest {
  protected:
-  void SetUp() override {
-    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(api_->Start());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
-  }
   void CreatePod(const std::string& ns, const std::string& name, bool scheduler) {
     json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
     pod["metadata"] = {{"name", name}, {"namespace", ns}};
@@ -55,9 +48,6 @@ class ServerLoopTest : public ::testing::Test {
     return k8s::Annotation(*client_->Get(k8s::resources::kNodes, "", "node-1"),
                            "hami.io/node-handshake");
   }
-
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
 };
 
 TEST_F(ServerLoopTest, PeriodAndHandshakeWindowFollowTheInjectedClock) {

@@ -14,22 +14,18 @@
 #include "device/config.h"
 #include "k8s/object.h"
 #include "sim/apiserver.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kSeedRegister =
-    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
+using testing::kSeedRegister;
 
 TEST(ServerTest, EndToEndOverLoopback) {
-  sim::ApiServer api(sim::ApiServerOptions{});
-  ASSERT_TRUE(api.Start());
-  k8s::RestConfig cfg;
-  cfg.server = api.url();
-  cfg.qps = 0;
-  k8s::Client client(cfg);
+  testing::SimEnv env = testing::StartSim();
+  ASSERT_TRUE(env.client);
+  k8s::Client& client = *env.client;
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
   node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
   ASSERT_TRUE(client.Create(k8s::resources::kNodes, "", node).ok());

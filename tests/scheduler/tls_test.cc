@@ -19,6 +19,7 @@
 #include "scheduler/server.h"
 #include "sim/apiserver.h"
 #include "sim/certs.h"
+#include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
@@ -69,12 +70,9 @@ class TlsTest : public ::testing::Test {
 };
 
 TEST_F(TlsTest, ServesHttpsAndReloadsAReplacedCertificate) {
-  sim::ApiServer api(sim::ApiServerOptions{});
-  ASSERT_TRUE(api.Start());
-  k8s::RestConfig cfg;
-  cfg.server = api.url();
-  cfg.qps = 0;
-  k8s::Client client(cfg);
+  testing::SimEnv env = testing::StartSim();
+  ASSERT_TRUE(env.client);
+  k8s::Client& client = *env.client;
   ServerOptions opts;
   opts.http_bind = "127.0.0.1:0";
   opts.metrics_bind = "";

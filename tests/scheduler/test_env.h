@@ -1,0 +1,75 @@
+// Shared by the scheduler tests: the seed's register annotation, a node and a GPU pod built from
+// it, and a sim API server on loopback with a client for it (also as a fixture).
+#ifndef HAMI_TESTS_SCHEDULER_TEST_ENV_H_
+#define HAMI_TESTS_SCHEDULER_TEST_ENV_H_
+
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "k8s/client.h"
+#include "sim/apiserver.h"
+
+namespace hami::scheduler::testing {
+
+// The seed's hami.io/node-nvidia-register example: two V100s of 32768 MiB, split 10.
+inline constexpr const char* kSeedRegister =
+    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";
+
+// A node with register annotation `reg` (none when empty) and 20 allocatable nvidia.com/gpu.
+inline nlohmann::json Node(const std::string& name, const std::string& reg = kSeedRegister) {
+  nlohmann::json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+  if (!reg.empty()) n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = reg;
+  n["status"]["allocatable"]["nvidia.com/gpu"] = "20";
+  return n;
+}
+
+// default/<name>: one container asking for 1 GPU, `mem` MiB and (when > 0) `cores` percent.
+inline nlohmann::json GpuPod(const std::string& name, int mem, int cores = 0) {
+  nlohmann::json ctr = {{"name", "main"}, {"image", "busybox"}};
+  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"},
+                                {"nvidia.com/gpumem", std::to_string(mem)}};
+  if (cores > 0) ctr["resources"]["limits"]["nvidia.com/gpucores"] = std::to_string(cores);
+  nlohmann::json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", name}, {"namespace", "default"}};
+  pod["spec"]["containers"] = nlohmann::json::array({ctr});
+  return pod;
+}
+
+// A started sim API server and an unthrottled client for it; both null when it cannot start.
+struct SimEnv {
+  std::unique_ptr<sim::ApiServer> api;
+  std::unique_ptr<k8s::Client> client;
+};
+
+inline SimEnv StartSim() {
+  SimEnv env;
+  auto api = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
+  if (!api->Start()) return env;
+  k8s::RestConfig cfg;
+  cfg.server = api->url();
+  cfg.qps = 0;
+  env.client = std::make_unique<k8s::Client>(cfg);
+  env.api = std::move(api);
+  return env;
+}
+
+// A fixture with a started sim API server (api_) and its client (client_).
+class SimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimEnv env = StartSim();
+    ASSERT_TRUE(env.client);
+    api_ = std::move(env.api);
+    client_ = std::move(env.client);
+  }
+
+  std::unique_ptr<sim::ApiServer> api_;
+  std::unique_ptr<k8s::Client> client_;
+};
+
+}  // namespace hami::scheduler::testing
+
+#endif  // HAMI_TESTS_SCHEDULER_TEST_ENV_H_
