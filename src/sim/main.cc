@@ -1,6 +1,11 @@
 // hami-sim: the embedded cluster. Subcommands:
 //   apiserver --listen HOST:PORT --kubeconfig-out FILE [--tls --cert-dir DIR] [fault injection]
+//   run SCENARIO.yaml [--report FILE] [--serve] (needs the hami_sim_run library)
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -11,6 +16,11 @@
 #include "common/strings.h"
 #include "k8s/client_flags.h"
 #include "sim/apiserver.h"
+#ifdef HAMI_SIM_HAS_RUN
+#include <nlohmann/json.hpp>
+
+#include "sim/runner.h"
+#endif
 
 namespace {
 
@@ -56,6 +66,101 @@ int RunApiserver(hami::sim::ApiServerOptions options, const std::string& listen,
   return 0;
 }
 
+#ifdef HAMI_SIM_HAS_RUN
+struct RunFlags {
+  std::string scenario;
+  std::string report;
+  bool serve = false;
+  int port = 0;
+  std::string kubeconfig_out = "hami-sim.kubeconfig";
+  std::string kubelet_latency;
+  std::string log_file;
+  bool no_color = false;
+};
+
+FILE* g_log_file = nullptr;
+
+// `run` keeps the terminal for the report: component logs go to --log-file, or only warnings
+// and errors to stderr (every line at -v 1 and above).
+void RunLogSink(std::string_view line) {
+  if (g_log_file) {
+    std::fwrite(line.data(), 1, line.size(), g_log_file);
+    std::fputc('\n', g_log_file);
+    return;
+  }
+  if (!line.empty() && line[0] == 'I' && hami::log::Verbosity() == 0) return;
+  std::cerr << line << "\n";
+}
+
+int RunScenario(const RunFlags& f) {
+  if (!f.log_file.empty()) {
+    g_log_file = std::fopen(f.log_file.c_str(), "w");
+    if (!g_log_file) {
+      std::cerr << "--log-file " << hami::Quote(f.log_file) << ": cannot write\n";
+      return 2;
+    }
+  }
+  hami::log::SetSink(RunLogSink);
+  auto scenario = hami::sim::LoadScenarioFile(f.scenario);
+  if (!scenario) {
+    std::cerr << scenario.error() << "\n";
+    return 2;
+  }
+  hami::sim::RunOptions options;
+  options.api_port = f.port;
+  if (!f.kubelet_latency.empty()) {
+    options.kubelet_latency = ParseDuration(f.kubelet_latency);
+    if (!options.kubelet_latency) {
+      std::cerr << "--kubelet-latency: want a duration like 20ms\n";
+      return 2;
+    }
+  }
+  const bool color = !f.no_color && isatty(STDOUT_FILENO);
+  options.progress = [color](const std::string& line) {
+    std::cout << (color ? "\033[2m" : "") << "... " << line << (color ? "\033[0m" : "")
+              << std::endl;
+  };
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (f.serve) pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (!scenario->description.empty()) std::cout << scenario->description << "\n";
+  hami::sim::Runner runner(std::move(*scenario), options);
+  auto report = runner.Run();
+  if (!report) {
+    std::cerr << "hami-sim run: " << report.error() << "\n";
+    return 1;
+  }
+  std::cout << hami::sim::RenderText(*report, color) << std::flush;
+  if (!f.report.empty()) {
+    std::ofstream out(f.report);
+    out << hami::sim::ReportToJson(*report).dump(2) << "\n";
+    if (!out) {
+      std::cerr << "--report " << hami::Quote(f.report) << ": cannot write\n";
+      return 1;
+    }
+    std::cout << "\nJSON report written to " << f.report << "\n";
+  }
+  if (f.serve) {
+    if (auto st = runner.api()->WriteKubeconfig(f.kubeconfig_out); !st) {
+      std::cerr << st.error() << "\n";
+      return 1;
+    }
+    std::cout << "\nThe cluster keeps running. Look at it with kubectl:\n"
+              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get pods -o wide\n"
+              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get nodes -o yaml\n"
+              << "Ctrl-C stops it." << std::endl;
+    int sig = 0;
+    sigwait(&signals, &sig);
+  }
+  runner.Stop();
+  if (g_log_file) std::fclose(g_log_file);
+  if (report->overcommitted_devices > 0 || report->unknown_device_allocations > 0) return 3;
+  return report->timed_out ? 4 : 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,8 +187,25 @@ int main(int argc, char** argv) {
   apiserver->add_option("--latency", latency, "delay added to each API request (e.g. 50ms)");
   apiserver->add_option("--drop-watch-every", options.drop_watch_every,
                         "close each watch after N events (0: never)");
+#ifdef HAMI_SIM_HAS_RUN
+  CLI::App* run = app.add_subcommand("run", "run a scenario on the embedded cluster and report");
+  RunFlags run_flags;
+  run->add_option("scenario", run_flags.scenario, "scenario YAML (see examples/)")->required();
+  run->add_option("--report", run_flags.report, "also write the report as JSON to this file");
+  run->add_flag("--serve", run_flags.serve,
+                "keep the cluster up afterwards for kubectl, until Ctrl-C");
+  run->add_option("--port", run_flags.port, "API server port (0: any free one)");
+  run->add_option("--kubeconfig-out", run_flags.kubeconfig_out, "kubeconfig --serve writes");
+  run->add_option("--kubelet-latency", run_flags.kubelet_latency,
+                  "override the scenario's kubelet admission latency (e.g. 0ms)");
+  run->add_option("--log-file", run_flags.log_file, "write component logs here");
+  run->add_flag("--no-color", run_flags.no_color, "no ANSI colors");
+#endif
   CLI11_PARSE(app, argc, argv);
   hami::log::SetVerbosity(verbosity);
+#ifdef HAMI_SIM_HAS_RUN
+  if (run->parsed()) return RunScenario(run_flags);
+#endif
 
   if (apiserver->parsed()) {
     auto lat = ParseDuration(latency);

@@ -1,0 +1,482 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+
+namespace hami::sim {
+namespace {
+
+constexpr const char* kOurs = "hami-scheduler";
+
+double Ms(SystemTime from, SystemTime to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+LatencyStats Stats(const std::vector<double>& samples) {
+  LatencyStats s;
+  s.count = samples.size();
+  if (samples.empty()) return s;
+  s.p50_ms = Percentile(samples, 50);
+  s.p90_ms = Percentile(samples, 90);
+  s.p99_ms = Percentile(samples, 99);
+  s.max_ms = *std::max_element(samples.begin(), samples.end());
+  return s;
+}
+
+// The state and, when not running, the reason a newcomer should read.
+void Classify(const PodObservation& p, PodReport* r) {
+  if (p.denied) {
+    r->state = PodState::kDenied;
+    r->reason = "admission webhook denied it: " + p.message;
+  } else if (!p.created) {
+    r->state = PodState::kFailed;
+    r->reason = "not created: " + p.message;
+  } else if (p.phase == "Running") {
+    r->state = PodState::kRunning;
+  } else if (p.phase == "Succeeded") {
+    r->state = PodState::kSucceeded;
+  } else if (p.phase == "Failed") {
+    r->state = PodState::kFailed;
+    r->reason = p.message.empty() ? "the kubelet failed it" : p.message;
+  } else if (!p.node.empty()) {
+    r->state = PodState::kPending;
+    r->reason = "bound to " + p.node + ", not running yet (bind-phase " +
+                (p.bind_phase.empty() ? "unset" : p.bind_phase) + ")";
+  } else if (p.scheduler_name != kOurs) {
+    r->state = PodState::kPending;
+    r->reason = "schedulerName " + Quote(p.scheduler_name) +
+                " is not hami-scheduler (no GPU request?); the simulation schedules only ours";
+  } else if (p.attempts > 0) {
+    r->state = PodState::kUnschedulable;
+    r->reason = p.last_failure.empty() ? "no node fits" : p.last_failure;
+  } else {
+    r->state = PodState::kPending;
+    r->reason = "not scheduled yet";
+  }
+}
+
+bool HoldsDevices(PodState s) {
+  return s != PodState::kSucceeded && s != PodState::kFailed && s != PodState::kDenied;
+}
+
+void Count(const PodReport& r, Report* out) {
+  switch (r.state) {
+    case PodState::kRunning:
+      ++out->pods_running;
+      break;
+    case PodState::kSucceeded:
+      ++out->pods_succeeded;
+      break;
+    case PodState::kFailed:
+      ++out->pods_failed;
+      break;
+    case PodState::kUnschedulable:
+      ++out->pods_unschedulable;
+      break;
+    case PodState::kDenied:
+      ++out->pods_denied;
+      break;
+    case PodState::kPending:
+      ++out->pods_pending;
+      break;
+  }
+  if (r.bind_phase == "allocating") ++out->pods_allocating;
+}
+
+std::vector<GpuReport> GpuRows(const ReportInput& in) {
+  std::vector<GpuReport> rows;
+  for (const ExpandedNode& n : in.nodes) {
+    for (const deviceplugin::GpuDevice& g : n.gpus) {
+      GpuReport r;
+      r.node = n.name;
+      r.uuid = g.uuid;
+      r.model = g.model;
+      r.numa = g.numa;
+      r.memory_limit_mib =
+          static_cast<int64_t>(std::floor(static_cast<double>(g.memory_mib) * in.memory_scaling));
+      r.cores_limit = static_cast<int64_t>(std::floor(100.0 * in.core_scaling));
+      r.slots_limit = in.split_count;
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+void CheckOvercommit(GpuReport* g) {
+  if (g->used_memory_mib > g->memory_limit_mib) {
+    g->overcommit.push_back("memory " + std::to_string(g->used_memory_mib) + " > " +
+                            std::to_string(g->memory_limit_mib) + " MiB");
+  }
+  if (g->used_cores > g->cores_limit) {
+    g->overcommit.push_back("cores " + std::to_string(g->used_cores) + " > " +
+                            std::to_string(g->cores_limit) + " %");
+  }
+  if (g->used_slots > g->slots_limit) {
+    g->overcommit.push_back("pods " + std::to_string(g->used_slots) + " > split count " +
+                            std::to_string(g->slots_limit));
+  }
+}
+
+// Adds the pod's allocations to the GPUs they name; returns how many named an unknown GPU.
+int Accumulate(const PodObservation& p, PodReport* r, std::vector<GpuReport>* gpus,
+               const std::map<std::string, size_t>& by_uuid) {
+  if (p.allocated.empty()) return 0;
+  Result<protocol::PodDevices> decoded = protocol::DecodePodDevices(p.allocated);
+  if (!decoded) return 1;
+  int unknown = 0;
+  for (size_t c = 0; c < decoded->size(); ++c) {
+    for (const protocol::ContainerDevice& d : (*decoded)[c]) {
+      r->devices.push_back(PlacedDevice{c, d});
+      if (!HoldsDevices(r->state)) continue;
+      auto it = by_uuid.find(d.uuid);
+      if (it == by_uuid.end() || (!p.node.empty() && (*gpus)[it->second].node != p.node)) {
+        ++unknown;
+        continue;
+      }
+      GpuReport& g = (*gpus)[it->second];
+      g.used_memory_mib += d.usedmem;
+      g.used_cores += d.usedcores;
+      ++g.used_slots;
+      const std::string key = p.ns + "/" + p.name;
+      if (g.pods.empty() || g.pods.back() != key) g.pods.push_back(key);
+    }
+  }
+  return unknown;
+}
+
+}  // namespace
+
+const char* PodStateName(PodState state) {
+  switch (state) {
+    case PodState::kRunning:
+      return "Running";
+    case PodState::kSucceeded:
+      return "Succeeded";
+    case PodState::kFailed:
+      return "Failed";
+    case PodState::kUnschedulable:
+      return "Unschedulable";
+    case PodState::kDenied:
+      return "Denied";
+    case PodState::kPending:
+      return "Pending";
+  }
+  return "Pending";
+}
+
+double Percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
+  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return samples[std::min(idx, samples.size() - 1)];
+}
+
+Report BuildReport(const ReportInput& in) {
+  Report out;
+  out.scenario_name = in.scenario_name;
+  out.timed_out = in.timed_out;
+  out.setup_seconds = in.setup_seconds;
+  out.gpus = GpuRows(in);
+  std::map<std::string, size_t> by_uuid;
+  for (size_t i = 0; i < out.gpus.size(); ++i) by_uuid.emplace(out.gpus[i].uuid, i);
+
+  std::vector<double> schedule, bind, e2e;
+  for (const PodObservation& p : in.pods) {
+    PodReport r;
+    r.ns = p.ns;
+    r.name = p.name;
+    r.workload = p.workload;
+    r.node = p.node;
+    r.bind_phase = p.bind_phase;
+    r.attempts = p.attempts;
+    Classify(p, &r);
+    out.unknown_device_allocations += Accumulate(p, &r, &out.gpus, by_uuid);
+    if (p.created && p.bound) r.schedule_ms = Ms(p.created_at, p.bound_at);
+    if (p.bound && p.running) r.bind_ms = Ms(p.bound_at, p.running_at);
+    if (p.created && p.running) r.e2e_ms = Ms(p.created_at, p.running_at);
+    if (r.schedule_ms) schedule.push_back(*r.schedule_ms);
+    if (r.bind_ms) bind.push_back(*r.bind_ms);
+    if (r.e2e_ms) e2e.push_back(*r.e2e_ms);
+    Count(r, &out);
+    out.pods.push_back(std::move(r));
+  }
+  out.pods_total = static_cast<int>(in.pods.size());
+  for (GpuReport& g : out.gpus) {
+    CheckOvercommit(&g);
+    if (!g.overcommit.empty()) ++out.overcommitted_devices;
+  }
+  out.schedule = Stats(schedule);
+  out.bind = Stats(bind);
+  out.e2e = Stats(e2e);
+  out.wall_seconds = std::max(0.0, Ms(in.first_created, in.settled_at) / 1000.0);
+  if (out.wall_seconds > 0) {
+    out.pods_per_second = (out.pods_running + out.pods_succeeded) / out.wall_seconds;
+  }
+  return out;
+}
+
+std::string ShortUuid(const std::string& uuid) {
+  size_t start = uuid.rfind("GPU-", 0) == 0 ? 4 : 0;
+  size_t dash = uuid.find('-', start);
+  return dash == std::string::npos ? uuid : uuid.substr(0, dash);
+}
+
+std::string UsageBar(int64_t used, int64_t limit, int width) {
+  std::string bar = "[";
+  int filled = width;
+  if (limit > 0 && used < limit) {
+    filled = static_cast<int>(std::llround(static_cast<double>(used) * width / limit));
+    if (used > 0 && filled == 0) filled = 1;  // something is used: show it
+  }
+  if (used <= 0) filled = 0;
+  const char mark = used > limit ? '!' : '#';
+  bar.append(static_cast<size_t>(filled), mark);
+  bar.append(static_cast<size_t>(width - filled), '.');
+  bar += "]";
+  return bar;
+}
+
+nlohmann::json ReportToJson(const Report& r) {
+  using nlohmann::json;
+  auto stats = [](const LatencyStats& s) {
+    return json{{"count", s.count},
+                {"p50_ms", s.p50_ms},
+                {"p90_ms", s.p90_ms},
+                {"p99_ms", s.p99_ms},
+                {"max_ms", s.max_ms}};
+  };
+  json j = {{"scenario", r.scenario_name},
+            {"pods_total", r.pods_total},
+            {"pods_running", r.pods_running},
+            {"pods_succeeded", r.pods_succeeded},
+            {"pods_failed", r.pods_failed},
+            {"pods_unschedulable", r.pods_unschedulable},
+            {"pods_denied", r.pods_denied},
+            {"pods_pending", r.pods_pending},
+            {"pods_allocating", r.pods_allocating},
+            {"overcommitted_devices", r.overcommitted_devices},
+            {"unknown_device_allocations", r.unknown_device_allocations},
+            {"wall_seconds", r.wall_seconds},
+            {"setup_seconds", r.setup_seconds},
+            {"pods_per_second", r.pods_per_second},
+            {"timed_out", r.timed_out},
+            {"schedule_latency_p50_ms", r.schedule.p50_ms},
+            {"schedule_latency_p99_ms", r.schedule.p99_ms},
+            {"bind_latency_p50_ms", r.bind.p50_ms},
+            {"bind_latency_p99_ms", r.bind.p99_ms},
+            {"latency",
+             {{"schedule", stats(r.schedule)}, {"bind", stats(r.bind)}, {"e2e", stats(r.e2e)}}}};
+  json pods = json::array();
+  for (const PodReport& p : r.pods) {
+    json devs = json::array();
+    for (const PlacedDevice& d : p.devices) {
+      devs.push_back({{"container", d.container},
+                      {"uuid", d.device.uuid},
+                      {"memory_mib", d.device.usedmem},
+                      {"cores", d.device.usedcores}});
+    }
+    json pj = {{"namespace", p.ns},
+               {"name", p.name},
+               {"workload", p.workload},
+               {"state", PodStateName(p.state)},
+               {"node", p.node},
+               {"reason", p.reason},
+               {"bind_phase", p.bind_phase},
+               {"attempts", p.attempts},
+               {"devices", devs}};
+    if (p.schedule_ms) pj["schedule_ms"] = *p.schedule_ms;
+    if (p.bind_ms) pj["bind_ms"] = *p.bind_ms;
+    if (p.e2e_ms) pj["e2e_ms"] = *p.e2e_ms;
+    pods.push_back(std::move(pj));
+  }
+  json gpus = json::array();
+  for (const GpuReport& g : r.gpus) {
+    gpus.push_back({{"node", g.node},
+                    {"uuid", g.uuid},
+                    {"model", g.model},
+                    {"numa", g.numa},
+                    {"memory_limit_mib", g.memory_limit_mib},
+                    {"cores_limit", g.cores_limit},
+                    {"slots_limit", g.slots_limit},
+                    {"used_memory_mib", g.used_memory_mib},
+                    {"used_cores", g.used_cores},
+                    {"used_slots", g.used_slots},
+                    {"pods", g.pods},
+                    {"overcommitted", !g.overcommit.empty()},
+                    {"overcommit", g.overcommit}});
+  }
+  j["pods"] = std::move(pods);
+  j["gpus"] = std::move(gpus);
+  return j;
+}
+
+namespace {
+
+// Rows of the text tables are capped so a 10,000-pod run stays readable; --report has it all.
+constexpr size_t kMaxRows = 40;
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+// Left-aligned columns, two spaces apart.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string More(size_t total) {
+  if (total <= kMaxRows) return "";
+  return "  ... and " + std::to_string(total - kMaxRows) + " more (see --report FILE)\n";
+}
+
+class TextWriter {
+ public:
+  TextWriter(const Report& r, bool color)
+      : r_(r), bold_(color ? "\033[1m" : ""), off_(color ? "\033[0m" : "") {
+    for (const GpuReport& g : r.gpus) model_[g.uuid] = g.model;
+  }
+
+  std::string Render() {
+    Heading("hami-sim run" + (r_.scenario_name.empty() ? "" : ": " + r_.scenario_name));
+    Placements();
+    Usage();
+    Pending();
+    Summary();
+    return out_.str();
+  }
+
+ private:
+  void Heading(const std::string& title) {
+    out_ << "\n" << bold_ << "== " << title << off_ << "\n";
+  }
+
+  void Placements() {
+    Heading("Placements");
+    out_ << "Which GPU each container got: the node, the GPU (short UUID), its model, the memory\n"
+            "slice (MiB) and the share of the GPU's cores (%; 0 = no core limit).\n";
+    std::vector<std::vector<std::string>> rows = {{"POD", "NODE", "GPU", "MODEL", "MEM", "CORES"}};
+    size_t total = 0;
+    for (const PodReport& p : r_.pods) {
+      if (p.state != PodState::kRunning && p.state != PodState::kSucceeded) continue;
+      for (const PlacedDevice& d : p.devices) {
+        if (++total > kMaxRows) continue;
+        auto m = model_.find(d.device.uuid);
+        rows.push_back({p.ns == "default" ? p.name : p.ns + "/" + p.name, p.node,
+                        ShortUuid(d.device.uuid), m == model_.end() ? "?" : m->second,
+                        std::to_string(d.device.usedmem), std::to_string(d.device.usedcores)});
+      }
+    }
+    if (total == 0) {
+      out_ << "  (no pod is running)\n";
+      return;
+    }
+    out_ << Table(rows) << More(total);
+  }
+
+  void Usage() {
+    Heading("GPU usage");
+    out_
+        << "What is handed out on each GPU: memory, cores, and pods sharing it (at most the split\n"
+           "count). '!' marks an over-committed GPU; there should never be one.\n";
+    std::vector<std::vector<std::string>> rows;
+    size_t total = 0;
+    for (const GpuReport& g : r_.gpus) {
+      // Big runs: show the GPUs in use first, idle ones only in a small cluster.
+      if (g.used_slots == 0 && r_.gpus.size() > kMaxRows) continue;
+      if (++total > kMaxRows) continue;
+      rows.push_back(
+          {g.node, ShortUuid(g.uuid), g.model,
+           "mem " + UsageBar(g.used_memory_mib, g.memory_limit_mib, 20) + " " +
+               std::to_string(g.used_memory_mib) + "/" + std::to_string(g.memory_limit_mib) +
+               " MiB",
+           "cores " + UsageBar(g.used_cores, g.cores_limit, 10) + " " +
+               std::to_string(g.used_cores) + "/" + std::to_string(g.cores_limit) + "%",
+           "pods " + std::to_string(g.used_slots) + "/" + std::to_string(g.slots_limit) +
+               (g.overcommit.empty() ? "" : "  OVER-COMMITTED: " + Join(g.overcommit, ", "))});
+    }
+    out_ << Table(rows) << More(total);
+  }
+
+  void Pending() {
+    Heading("Pods not running");
+    out_ << "Pods that did not get a GPU, and the reason the scheduler or the webhook gave.\n";
+    std::vector<std::vector<std::string>> rows;
+    size_t total = 0;
+    for (const PodReport& p : r_.pods) {
+      if (p.state == PodState::kRunning || p.state == PodState::kSucceeded) continue;
+      if (++total > kMaxRows) continue;
+      rows.push_back(
+          {p.ns == "default" ? p.name : p.ns + "/" + p.name, PodStateName(p.state), p.reason});
+    }
+    if (total == 0) {
+      out_ << "  (none: every pod is running or finished)\n";
+      return;
+    }
+    out_ << Table(rows) << More(total);
+  }
+
+  void Summary() {
+    Heading("Summary");
+    out_ << "Counts, over-commit check, throughput and latency. schedule = created -> bound,\n"
+            "bind = bound -> Running (device plugin Allocate), e2e = created -> Running.\n";
+    out_ << "  pods: " << r_.pods_total << " total, " << r_.pods_running << " running, "
+         << r_.pods_succeeded << " succeeded, " << r_.pods_unschedulable << " unschedulable, "
+         << r_.pods_denied << " denied, " << r_.pods_failed << " failed, " << r_.pods_pending
+         << " pending (" << r_.pods_allocating << " left in bind-phase allocating)\n";
+    out_ << "  over-committed GPUs: " << r_.overcommitted_devices
+         << (r_.unknown_device_allocations ? "  (allocations on unknown GPUs: " +
+                                                 std::to_string(r_.unknown_device_allocations) + ")"
+                                           : "")
+         << "\n";
+    out_ << "  wall time: " << Fixed(r_.wall_seconds, 2) << " s (setup "
+         << Fixed(r_.setup_seconds, 2) << " s before it), " << Fixed(r_.pods_per_second, 1)
+         << " pods/s" << (r_.timed_out ? "  TIMED OUT" : "") << "\n";
+    std::vector<std::vector<std::string>> rows = {{"latency (ms)", "p50", "p90", "p99", "max"}};
+    for (const auto& [name, s] :
+         {std::pair<const char*, const LatencyStats&>{"schedule", r_.schedule},
+          {"bind", r_.bind},
+          {"e2e", r_.e2e}}) {
+      rows.push_back(
+          {name, Fixed(s.p50_ms, 1), Fixed(s.p90_ms, 1), Fixed(s.p99_ms, 1), Fixed(s.max_ms, 1)});
+    }
+    out_ << Table(rows);
+  }
+
+  const Report& r_;
+  const char* bold_;
+  const char* off_;
+  std::map<std::string, std::string> model_;
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string RenderText(const Report& report, bool color) {
+  return TextWriter(report, color).Render();
+}
+
+}  // namespace hami::sim

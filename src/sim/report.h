@@ -1,0 +1,144 @@
+// The result of a `hami-sim run`: what was placed where, how full each GPU is, what stayed
+// pending and why, and how fast it went. BuildReport is a pure function of what the runner
+// observed, so the arithmetic (over-commit detection above all) is unit-tested on crafted input.
+//
+// Over-commit is computed independently of the scheduler: from the pods' own
+// `hami.io/vgpu-devices-allocated` annotations against each GPU's memory (x memory scaling),
+// cores (100 x core scaling) and split count, counting only pods that still hold their devices
+// (not Succeeded or Failed).
+//
+// Latencies: schedule = pod created -> bound (queueing, /filter, /bind); bind = bound -> Running
+// (the bind phase: the kubelet's admission and the device plugin's Allocate); e2e = created ->
+// Running. wall_seconds runs from the first pod creation until the last pod settled.
+#ifndef HAMI_SIM_REPORT_H_
+#define HAMI_SIM_REPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/clock.h"
+#include "protocol/pod_devices.h"
+#include "sim/scenario.h"
+
+namespace hami::sim {
+
+// One scenario pod as the runner saw it at the end of the run.
+struct PodObservation {
+  std::string ns, name, workload;
+  bool created = false;
+  bool denied = false;         // the webhook refused it; `message` says why
+  std::string message;         // webhook denial, create error, or the kubelet's failure
+  SystemTime created_at{};     // valid iff created
+  std::string phase;           // status.phase ("" when not created)
+  std::string node;            // spec.nodeName
+  std::string scheduler_name;  // spec.schedulerName after the webhook
+  std::string allocated;       // hami.io/vgpu-devices-allocated
+  std::string bind_phase;      // hami.io/bind-phase
+  // From the kube-scheduler loop.
+  bool bound = false;
+  SystemTime bound_at{};
+  int attempts = 0;
+  std::string last_failure;  // the last filter failure, "" once bound
+  // From the kubelet.
+  bool running = false;
+  SystemTime running_at{};
+};
+
+struct ReportInput {
+  std::string scenario_name;
+  std::vector<ExpandedNode> nodes;
+  int split_count = 10;
+  double memory_scaling = 1.0;
+  double core_scaling = 1.0;
+  std::vector<PodObservation> pods;
+  SystemTime first_created{};
+  SystemTime settled_at{};
+  double setup_seconds = 0;  // API server, kubelets and scheduler start, before the first pod
+  bool timed_out = false;
+};
+
+struct PlacedDevice {
+  size_t container = 0;  // index into init + regular containers
+  protocol::ContainerDevice device;
+};
+
+enum class PodState { kRunning, kSucceeded, kFailed, kUnschedulable, kDenied, kPending };
+const char* PodStateName(PodState state);
+
+struct PodReport {
+  std::string ns, name, workload, node;
+  PodState state = PodState::kPending;
+  std::string reason;  // why it is not running ("" when running)
+  std::vector<PlacedDevice> devices;
+  std::string bind_phase;
+  int attempts = 0;
+  std::optional<double> schedule_ms, bind_ms, e2e_ms;
+};
+
+struct GpuReport {
+  std::string node, uuid, model;
+  int64_t numa = 0;
+  int64_t memory_limit_mib = 0;  // memory x scaling
+  int64_t cores_limit = 100;     // 100 x core scaling
+  int slots_limit = 10;          // split count
+  int64_t used_memory_mib = 0;
+  int64_t used_cores = 0;
+  int used_slots = 0;
+  std::vector<std::string> pods;  // ns/name of the holders
+  // Non-empty when over-committed, e.g. "memory 36000 > 32768 MiB".
+  std::vector<std::string> overcommit;
+};
+
+struct LatencyStats {
+  size_t count = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+struct Report {
+  std::string scenario_name;
+  int pods_total = 0;
+  int pods_running = 0;  // Running
+  int pods_succeeded = 0;
+  int pods_failed = 0;
+  int pods_unschedulable = 0;
+  int pods_denied = 0;
+  int pods_pending = 0;     // none of the above (only when the run timed out)
+  int pods_allocating = 0;  // bind-phase still "allocating" at the end
+  int overcommitted_devices = 0;
+  // Allocations naming a UUID that is not on the pod's node (a scheduler bug if non-zero).
+  int unknown_device_allocations = 0;
+  double wall_seconds = 0;
+  double setup_seconds = 0;
+  double pods_per_second = 0;  // (running + succeeded) / wall_seconds
+  bool timed_out = false;
+  LatencyStats schedule, bind, e2e;
+  std::vector<PodReport> pods;  // in input order
+  std::vector<GpuReport> gpus;  // node order, then GPU index
+};
+
+// Nearest-rank percentile (p in (0, 100]) of unsorted samples; 0 for none.
+double Percentile(std::vector<double> samples, double p);
+
+Report BuildReport(const ReportInput& input);
+
+// The human-readable report: sections with a one-line explanation each. `color` adds ANSI bold.
+std::string RenderText(const Report& report, bool color);
+
+// The --report JSON: the summary fields at top level, plus "pods" and "gpus" detail.
+nlohmann::json ReportToJson(const Report& report);
+
+// "GPU-0fc3eda5-e98b-..." -> "GPU-0fc3eda5" (the first group), for tables.
+std::string ShortUuid(const std::string& uuid);
+
+// `[#####.....]` of `width` cells, filled in proportion used/limit (capped at full; '!' cells
+// when over).
+std::string UsageBar(int64_t used, int64_t limit, int width);
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_REPORT_H_

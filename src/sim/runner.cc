@@ -1,0 +1,479 @@
+#include "sim/runner.h"
+
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "device/policy.h"
+#include "k8s/base64.h"
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "scheduler/server.h"
+#include "sim/apiserver.h"
+#include "sim/kube_scheduler.h"
+#include "sim/kubelet.h"
+#include "sim/patch.h"
+
+namespace hami::sim {
+namespace {
+
+using nlohmann::json;
+using Ms = std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr const char* kSchedulerName = "hami-scheduler";
+constexpr const char* kRegisterAnnotation = "hami.io/node-nvidia-register";
+constexpr int kApiAttempts = 20;
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+json BuildPod(const Scenario& scenario, const PlannedPod& planned) {
+  const Workload& w = scenario.workloads[planned.workload_index];
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", planned.name},
+                     {"namespace", planned.ns},
+                     {"labels", {{"app", w.name}}},
+                     {"annotations", json::object()}};
+  for (const auto& [k, v] : w.annotations) pod["metadata"]["annotations"][k] = v;
+  if (w.duration_seconds > 0) {
+    pod["metadata"]["annotations"][std::string(kDurationAnnotation)] =
+        FormatSeconds(w.duration_seconds);
+  }
+  json containers = json::array();
+  for (const ContainerSpec& c : w.containers) {
+    json limits = json::object();
+    for (const auto& [k, v] : c.resources) limits[k] = v;
+    containers.push_back(
+        {{"name", c.name}, {"image", "hami-sim/workload"}, {"resources", {{"limits", limits}}}});
+  }
+  pod["spec"] = {{"containers", containers}, {"restartPolicy", "Never"}};
+  return pod;
+}
+
+struct Admission {
+  bool denied = false;
+  std::string message;
+  json pod;
+};
+
+// What the API server does with a mutating webhook: AdmissionReview v1 out, the JSON patch of
+// the answer applied.
+Result<Admission> Admit(httplib::Client& http, const json& pod, const std::string& uid) {
+  json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}};
+  review["request"] = {{"uid", uid},
+                       {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                       {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                       {"namespace", pod["metadata"]["namespace"]},
+                       {"operation", "CREATE"},
+                       {"object", pod}};
+  const std::string body = review.dump();
+  httplib::Result res = http.Post("/webhook", body, "application/json");
+  for (int i = 1; i < 5 && !res; ++i) res = http.Post("/webhook", body, "application/json");
+  if (!res) return Error{"webhook: " + httplib::to_string(res.error())};
+  if (res->status != 200) {
+    return Error{"webhook: HTTP " + std::to_string(res->status) + ": " + res->body};
+  }
+  json answer = json::parse(res->body, nullptr, false);
+  const json* response =
+      answer.is_object() && answer.contains("response") ? &answer["response"] : nullptr;
+  if (!response || !response->is_object()) return Error{"webhook: no response in " + res->body};
+  Admission out;
+  if (!response->value("allowed", false)) {
+    out.denied = true;
+    if (response->contains("status") && (*response)["status"].is_object()) {
+      out.message = (*response)["status"].value("message", "");
+    }
+    return out;
+  }
+  out.pod = pod;
+  if (response->contains("patch") && (*response)["patch"].is_string()) {
+    auto text = k8s::Base64Decode((*response)["patch"].get<std::string>());
+    if (!text) return Error{"webhook: patch is not base64"};
+    auto patched = ApplyPatch(pod, PatchType::kJsonPatch, *text);
+    if (!patched) return Error{"webhook: patch: " + patched.error().ToString()};
+    out.pod = std::move(*patched);
+  }
+  return out;
+}
+
+// Creates the pod, retrying injected 5xx answers; AlreadyExists after a retry means the lost
+// answer was a success.
+k8s::ApiStatus CreatePod(k8s::Client& client, const json& pod) {
+  for (int i = 1;; ++i) {
+    auto r = client.Create(k8s::resources::kPods, k8s::Namespace(pod), pod);
+    if (r) return k8s::ApiStatus(std::monostate{});
+    if (i > 1 && k8s::IsAlreadyExists(r.error())) return k8s::ApiStatus(std::monostate{});
+    if (r.error().code < 500 || i >= kApiAttempts) return r.error();
+    std::this_thread::sleep_for(Ms(5 * i));
+  }
+}
+
+template <typename F>
+auto Retry(F f) -> decltype(f()) {
+  for (int i = 1;; ++i) {
+    auto r = f();
+    if (r || i >= kApiAttempts) return r;
+    std::this_thread::sleep_for(Ms(5 * i));
+  }
+}
+
+std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+template <typename Record>
+std::map<std::string, Record> ByKey(std::vector<Record> records) {
+  std::map<std::string, Record> out;
+  for (Record& r : records) {
+    std::string key = Key(r.ns, r.name);
+    out.emplace(std::move(key), std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+class Runner::Impl {
+ public:
+  Impl(Scenario scenario, RunOptions options)
+      : scenario_(std::move(scenario)), options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  Result<Report> Run();
+  void Stop();
+  ApiServer* api() { return api_.get(); }
+
+ private:
+  void Progress(const std::string& line) {
+    if (options_.progress) options_.progress(line);
+  }
+  k8s::Client& NewClient() {
+    k8s::RestConfig cfg;
+    cfg.server = api_->url();
+    cfg.qps = 0;
+    clients_.push_back(std::make_unique<k8s::Client>(cfg));
+    return *clients_.back();
+  }
+  Status StartCluster();
+  Status WaitForNodes(size_t want);
+  Status CreateNamespaces(k8s::Client& client);
+  void CreatePods(SteadyClock::time_point start);
+  void CreateOne(httplib::Client& http, k8s::Client& client, size_t i);
+  bool Settled(SystemTime* last_time);
+  void Observe(SystemTime settled_at, bool timed_out, ReportInput* in);
+
+  const Scenario scenario_;
+  const RunOptions options_;
+  std::vector<ExpandedNode> nodes_;
+  std::vector<PlannedPod> planned_;
+  std::vector<PodObservation> observed_;  // by planned_ index; each written by one creator
+  std::atomic<size_t> next_pod_{0};
+  std::atomic<size_t> pods_done_{0};
+  std::atomic<bool> abort_{false};
+
+  std::string dir_;
+  std::unique_ptr<ApiServer> api_;
+  std::vector<std::unique_ptr<k8s::Client>> clients_;
+  std::unique_ptr<KubeletFleet> fleet_;
+  std::unique_ptr<scheduler::Server> server_;
+  std::unique_ptr<KubeSchedulerLoop> loop_;
+  bool stopped_ = false;
+};
+
+Status Runner::Impl::StartCluster() {
+  std::string tmpl = options_.temp_root + "/hami-sim-XXXXXX";
+  if (!mkdtemp(tmpl.data())) return Error{"cannot create a directory under " + options_.temp_root};
+  dir_ = tmpl;
+  ApiServerOptions api_options;
+  api_options.port = options_.api_port;
+  api_options.fail_rate = scenario_.fault_error_rate;
+  api_options.latency = scenario_.fault_latency;
+  api_options.drop_watch_every = scenario_.fault_drop_watch_every;
+  api_ = std::make_unique<ApiServer>(api_options);
+  if (auto st = api_->Start(); !st) return Error{"API server: " + st.error()};
+
+  auto plugin_config = PluginConfigFor(scenario_);
+  if (!plugin_config) return Error{"deviceConfig: " + plugin_config.error()};
+  KubeletOptions kubelet;
+  kubelet.admission_latency = options_.kubelet_latency.value_or(scenario_.kubelet_latency);
+  kubelet.socket_dir = dir_;
+  kubelet.plugin_config = *plugin_config;
+  std::vector<SimNode> sim_nodes;
+  for (const ExpandedNode& n : nodes_) sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus});
+  Progress("starting " + std::to_string(nodes_.size()) +
+           " simulated kubelets, each with the HAMi device plugin (gRPC)");
+  fleet_ = std::make_unique<KubeletFleet>(NewClient(), std::move(sim_nodes), kubelet);
+  if (auto st = fleet_->Start(); !st) return Error{"kubelets: " + st.error()};
+  if (auto st = WaitForNodes(nodes_.size()); !st) return st;
+
+  scheduler::ServerOptions server;
+  server.http_bind = "127.0.0.1:0";
+  server.metrics_bind = "";
+  server.webhook.scheduler_name = kSchedulerName;
+  server.extender.node_policy = *device::ParseNodePolicy(scenario_.node_scheduler_policy);
+  auto gpu_policy = device::ParseGpuPolicy(scenario_.gpu_scheduler_policy, /*strict=*/true);
+  if (!gpu_policy) return Error{"policies.gpuSchedulerPolicy: " + gpu_policy.error()};
+  server.extender.gpu_policy = *gpu_policy;
+  // Under injected API errors a registration pass can fail; pass often so nodes come back soon.
+  if (scenario_.fault_error_rate > 0) server.register_period = std::chrono::seconds(1);
+  Progress("starting hami-scheduler (extender + admission webhook over loopback HTTP)");
+  server_ = std::make_unique<scheduler::Server>(NewClient(), scenario_.device_config, server);
+  if (auto st = server_->Start(); !st) return Error{"hami-scheduler: " + st.error()};
+  for (auto deadline = SteadyClock::now() + std::chrono::seconds(60); !server_->synced();) {
+    if (SteadyClock::now() > deadline) return Error{"hami-scheduler: no registration pass in 60 s"};
+    std::this_thread::sleep_for(Ms(10));
+  }
+
+  KubeSchedulerOptions loop;
+  loop.scheduler_name = kSchedulerName;
+  loop.extender_url = "http://127.0.0.1:" + std::to_string(server_->port());
+  Progress("starting the kube-scheduler loop (filter + bind through the extender)");
+  loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(), loop);
+  if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
+  return CreateNamespaces(*clients_.front());
+}
+
+// The scheduler registers a node once its device plugin has published the GPUs.
+Status Runner::Impl::WaitForNodes(size_t want) {
+  k8s::Client& client = NewClient();
+  auto deadline = SteadyClock::now() + std::chrono::seconds(120);
+  size_t have = 0;
+  while (SteadyClock::now() < deadline) {
+    auto nodes = client.ListAll(k8s::resources::kNodes, "", k8s::ListOptions{});
+    if (nodes) {
+      have = 0;
+      for (const json& n : nodes->items) have += k8s::Annotation(n, kRegisterAnnotation) ? 1 : 0;
+      if (have >= want) return OkStatus();
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
+  return Error{"kubelets: " + std::to_string(have) + " of " + std::to_string(want) +
+               " nodes published their GPUs within 120 s"};
+}
+
+Status Runner::Impl::CreateNamespaces(k8s::Client& client) {
+  std::set<std::string> names;
+  for (const Workload& w : scenario_.workloads) names.insert(w.ns);
+  for (const std::string& ns : names) {
+    json obj = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}};
+    auto r = Retry([&] {
+      auto c = client.Create(k8s::resources::kNamespaces, "", obj);
+      return c || k8s::IsAlreadyExists(c.error());
+    });
+    if (!r) return Error{"namespace " + Quote(ns) + ": cannot create"};
+  }
+  return OkStatus();
+}
+
+void Runner::Impl::CreateOne(httplib::Client& http, k8s::Client& client, size_t i) {
+  const PlannedPod& p = planned_[i];
+  PodObservation& o = observed_[i];
+  json pod = BuildPod(scenario_, p);
+  auto admitted = Admit(http, pod, std::to_string(i));
+  if (!admitted) {
+    o.message = admitted.error();
+    return;
+  }
+  if (admitted->denied) {
+    o.denied = true;
+    o.message = admitted->message;
+    return;
+  }
+  o.scheduler_name = admitted->pod["spec"].value("schedulerName", "default-scheduler");
+  o.created_at = std::chrono::system_clock::now();
+  auto st = CreatePod(client, admitted->pod);
+  if (!st) {
+    o.message = "create: " + st.error().ToString();
+    return;
+  }
+  o.created = true;
+}
+
+void Runner::Impl::CreatePods(SteadyClock::time_point start) {
+  std::vector<std::thread> creators;
+  const int n =
+      std::max(1, std::min<int>(scenario_.pod_creators, static_cast<int>(planned_.size())));
+  for (int t = 0; t < n; ++t) {
+    creators.emplace_back([this, start] {
+      httplib::Client http("127.0.0.1", server_->port());
+      http.set_read_timeout(std::chrono::seconds(30));
+      k8s::Client& client = *clients_.front();
+      for (size_t i; (i = next_pod_.fetch_add(1)) < planned_.size();) {
+        const auto at = start + planned_[i].arrival;
+        while (!abort_.load() && SteadyClock::now() < at) {
+          std::this_thread::sleep_for(
+              std::min<SteadyClock::duration>(at - SteadyClock::now(), Ms(50)));
+        }
+        if (abort_.load()) {
+          observed_[i].message = "not created: the run timed out before its arrival";
+        } else {
+          CreateOne(http, client, i);
+        }
+        pods_done_.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : creators) t.join();
+}
+
+// Every pod has an outcome: running/finished/failed, or unschedulable with the loop idle and no
+// finite-duration pod left whose end could make room. *last_time: the latest start or end.
+bool Runner::Impl::Settled(SystemTime* last_time) {
+  if (pods_done_.load() < planned_.size()) return false;
+  auto runs = ByKey(fleet_->Records());
+  auto scheds = ByKey(loop_->Records());
+  const bool idle = loop_->Idle();
+  bool waiting_unschedulable = false, finite_running = false;
+  for (size_t i = 0; i < planned_.size(); ++i) {
+    const PodObservation& o = observed_[i];
+    if (!o.created || o.scheduler_name != kSchedulerName) continue;
+    const Workload& w = scenario_.workloads[planned_[i].workload_index];
+    auto run = runs.find(Key(o.ns, o.name));
+    if (run != runs.end() && (run->second.running || run->second.finished || run->second.failed)) {
+      const PodRunRecord& r = run->second;
+      if (r.running && !r.finished && !r.failed && w.duration_seconds > 0) finite_running = true;
+      SystemTime t = r.finished ? r.finished_at : r.running_at;
+      if (t > *last_time) *last_time = t;
+      continue;
+    }
+    auto s = scheds.find(Key(o.ns, o.name));
+    if (s == scheds.end() || s->second.bound || s->second.attempts == 0 || !idle) return false;
+    waiting_unschedulable = true;
+  }
+  return !(waiting_unschedulable && finite_running);
+}
+
+void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* in) {
+  std::map<std::string, json> objects;
+  auto pods = Retry([&] { return clients_.front()->ListAll(k8s::resources::kPods, "", {}); });
+  if (pods) {
+    for (json& p : pods->items) {
+      std::string key = k8s::ObjectKey(p);  // before the move: `a[k] = move(v)` evaluates v first
+      objects[key] = std::move(p);
+    }
+  } else {
+    HAMI_WARN("hami-sim: listing pods for the report: {}", pods.error().ToString().c_str());
+  }
+  auto runs = ByKey(fleet_->Records());
+  auto scheds = ByKey(loop_->Records());
+  SystemTime first = settled_at;
+  for (PodObservation o : observed_) {
+    const std::string key = Key(o.ns, o.name);
+    if (auto it = objects.find(key); it != objects.end()) {
+      const json& obj = it->second;
+      o.phase = k8s::FieldString(obj, "status.phase");
+      o.node = k8s::FieldString(obj, "spec.nodeName");
+      o.allocated = k8s::Annotation(obj, "hami.io/vgpu-devices-allocated").value_or("");
+      o.bind_phase = k8s::Annotation(obj, "hami.io/bind-phase").value_or("");
+    }
+    if (auto it = scheds.find(key); it != scheds.end()) {
+      o.bound = it->second.bound;
+      o.bound_at = it->second.bound_at;
+      o.attempts = it->second.attempts;
+      o.last_failure = it->second.last_failure;
+    }
+    if (auto it = runs.find(key); it != runs.end()) {
+      o.running = it->second.running || it->second.finished;
+      o.running_at = it->second.running_at;
+      if (!it->second.message.empty()) o.message = it->second.message;
+    }
+    if (o.created && o.created_at < first) first = o.created_at;
+    in->pods.push_back(std::move(o));
+  }
+  in->first_created = first;
+  in->settled_at = settled_at;
+  in->timed_out = timed_out;
+}
+
+Result<Report> Runner::Impl::Run() {
+  nodes_ = ExpandNodes(scenario_);
+  planned_ = ExpandPods(scenario_);
+  observed_.resize(planned_.size());
+  for (size_t i = 0; i < planned_.size(); ++i) {
+    observed_[i].ns = planned_[i].ns;
+    observed_[i].name = planned_[i].name;
+    observed_[i].workload = planned_[i].workload;
+  }
+  const auto setup_start = SteadyClock::now();
+  if (auto st = StartCluster(); !st) return Error{st.error()};
+  ReportInput in;
+  in.setup_seconds = std::chrono::duration<double>(SteadyClock::now() - setup_start).count();
+
+  Progress("creating " + std::to_string(planned_.size()) +
+           " pods (each through the admission webhook first)");
+  const auto start = SteadyClock::now();
+  const auto deadline = start + scenario_.timeout;
+  std::thread creator([this, start] { CreatePods(start); });
+  bool timed_out = true;
+  SystemTime settled_at{};
+  const Ms poll(planned_.size() > 1000 ? 20 : 5);
+  while (SteadyClock::now() < deadline) {
+    SystemTime last{};
+    if (Settled(&last)) {
+      // Throughput counts until the last pod started, not until the leftovers were given up on.
+      settled_at = last != SystemTime{} ? last : std::chrono::system_clock::now();
+      timed_out = false;
+      break;
+    }
+    std::this_thread::sleep_for(poll);
+  }
+  if (timed_out) {
+    // Let the creators finish before reading what they wrote; nothing new is created.
+    abort_.store(true);
+    settled_at = std::chrono::system_clock::now();
+  }
+  creator.join();
+
+  in.scenario_name = scenario_.name;
+  in.nodes = nodes_;
+  in.split_count = scenario_.device_config.nvidia.device_split_count;
+  in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
+  in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
+  Observe(settled_at, timed_out, &in);
+  return BuildReport(in);
+}
+
+void Runner::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  auto timed = [](const char* what, auto&& f) {
+    auto t0 = SteadyClock::now();
+    f();
+    HAMI_VLOG(1, "hami-sim: {} stopped in {} ms", what,
+              std::chrono::duration_cast<Ms>(SteadyClock::now() - t0).count());
+  };
+  // Each component waits for its watches to notice the stop (up to a second per informer);
+  // stopping them side by side keeps `make demo` short.
+  std::vector<std::thread> stoppers;
+  if (loop_) stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { loop_->Stop(); }); });
+  if (server_) stoppers.emplace_back([&] { timed("hami-scheduler", [&] { server_->Stop(); }); });
+  if (fleet_) stoppers.emplace_back([&] { timed("kubelets", [&] { fleet_->Stop(); }); });
+  for (std::thread& t : stoppers) t.join();
+  if (api_) timed("API server", [&] { api_->Stop(); });
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+Runner::Runner(Scenario scenario, RunOptions options)
+    : impl_(std::make_unique<Impl>(std::move(scenario), std::move(options))) {}
+Runner::~Runner() = default;
+Result<Report> Runner::Run() { return impl_->Run(); }
+void Runner::Stop() { impl_->Stop(); }
+ApiServer* Runner::api() { return impl_->api(); }
+
+}  // namespace hami::sim

@@ -1,0 +1,62 @@
+// `hami-sim run`: one scenario on an embedded cluster made of the real pieces. The in-process
+// ApiServer; the real scheduler::Server (extender and webhook over loopback HTTP, as
+// hami-scheduler serves them); a KubeletFleet whose nodes run the real device plugin over gRPC;
+// a KubeSchedulerLoop that drives the extender as kube-scheduler does. Each pod passes through
+// the scheduler's /webhook (AdmissionReview v1 over HTTP, its JSON patch applied, a denial
+// recorded with the webhook's message) and is then created at its arrival time. The run ends
+// when every pod is Running, Succeeded, Failed, denied or unschedulable with the scheduling loop
+// idle, or at the scenario's timeout; the report is built from the pods' final objects and the
+// loops' records.
+#ifndef HAMI_SIM_RUNNER_H_
+#define HAMI_SIM_RUNNER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "sim/report.h"
+#include "sim/scenario.h"
+
+namespace hami::sim {
+
+class ApiServer;
+
+struct RunOptions {
+  int api_port = 0;  // the embedded API server's port (0: any free one)
+  // Overrides the scenario's timing.kubeletLatency (tests run with 0).
+  std::optional<std::chrono::milliseconds> kubelet_latency;
+  // Unix sockets of the device plugins go under a fresh directory here, removed at Stop().
+  std::string temp_root = "/tmp";
+  // Progress lines for a human ("starting 100 kubelets ..."); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+class Runner {
+ public:
+  Runner(Scenario scenario, RunOptions options);
+  ~Runner();  // Stop()s
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Starts the cluster, runs the scenario and returns its report. The cluster keeps running
+  // afterwards (for --serve) until Stop(). Call once. Errors are setup failures (a port, the
+  // sockets, nodes that never registered); pods that did not run are in the report, not errors.
+  Result<Report> Run();
+
+  // Stops every component and removes the socket directory. Idempotent.
+  void Stop();
+
+  // The embedded API server; null before Run().
+  ApiServer* api();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_RUNNER_H_

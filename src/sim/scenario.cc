@@ -1,0 +1,512 @@
+#include "sim/scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/strings.h"
+#include "k8s/client_flags.h"
+#include "protocol/quantity.h"
+
+namespace hami::sim {
+namespace {
+
+Error FieldError(const std::string& path, std::string_view want, std::string_view got) {
+  return Error{path + ": want " + std::string(want) + ", got " + Quote(got)};
+}
+
+std::string Describe(const YAML::Node& node) {
+  if (!node) return "<missing>";
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsMap()) return "<map>";
+  if (node.IsSequence()) return "<sequence>";
+  return "<null>";
+}
+
+// Unknown keys are errors: a misspelt `replica:` must not silently run one pod.
+Status CheckKeys(const YAML::Node& map, const std::string& path,
+                 std::initializer_list<std::string_view> known) {
+  if (!map || !map.IsMap()) {
+    return FieldError(path.empty() ? "scenario" : path, "a map", Describe(map));
+  }
+  for (const auto& kv : map) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<non-scalar>";
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::vector<std::string> names(known.begin(), known.end());
+      return Error{(path.empty() ? "" : path + ".") + key +
+                   ": unknown key (known: " + Join(names, ", ") + ")"};
+    }
+  }
+  return OkStatus();
+}
+
+std::string Sub(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+Status ReadString(const YAML::Node& node, const std::string& path, std::string* out) {
+  if (!node || !node.IsScalar() || node.Scalar().empty()) {
+    return FieldError(path, "a non-empty string", Describe(node));
+  }
+  *out = node.Scalar();
+  return OkStatus();
+}
+
+Status ReadInt(const YAML::Node& node, const std::string& path, int64_t min, int64_t max,
+               int64_t* out) {
+  std::optional<int64_t> v;
+  if (node && node.IsScalar()) v = ParseInt64(node.Scalar());
+  if (!v || *v < min || *v > max) {
+    return FieldError(path,
+                      "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]",
+                      Describe(node));
+  }
+  *out = *v;
+  return OkStatus();
+}
+
+Status ReadIntTo(const YAML::Node& node, const std::string& path, int64_t min, int64_t max,
+                 int* out) {
+  int64_t v = 0;
+  if (auto s = ReadInt(node, path, min, max, &v); !s) return s;
+  *out = static_cast<int>(v);
+  return OkStatus();
+}
+
+Status ReadDouble(const YAML::Node& node, const std::string& path, double min, double max,
+                  std::string_view want, double* out) {
+  if (!node || !node.IsScalar() || node.Scalar().empty()) {
+    return FieldError(path, want, Describe(node));
+  }
+  const std::string& text = node.Scalar();
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < min || v > max) {
+    return FieldError(path, want, text);
+  }
+  *out = v;
+  return OkStatus();
+}
+
+Status ReadDuration(const YAML::Node& node, const std::string& path,
+                    std::chrono::milliseconds* out) {
+  std::optional<std::chrono::nanoseconds> d;
+  if (node && node.IsScalar()) d = k8s::ParseGoDuration(node.Scalar());
+  if (!d || d->count() < 0) {
+    return FieldError(path, "a duration like 250ms or 2s", Describe(node));
+  }
+  *out = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  return OkStatus();
+}
+
+Status ReadStringMap(const YAML::Node& node, const std::string& path,
+                     std::map<std::string, std::string>* out) {
+  if (!node || !node.IsMap()) return FieldError(path, "a map of strings", Describe(node));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (key.empty()) return FieldError(path, "string keys", Describe(kv.first));
+    if (!kv.second.IsScalar()) return FieldError(path + "." + key, "a string", Describe(kv.second));
+    (*out)[key] = kv.second.Scalar();
+  }
+  return OkStatus();
+}
+
+Status ParseTiming(const YAML::Node& node, Scenario* s) {
+  const std::string path = "timing";
+  if (auto st = CheckKeys(node, path, {"kubeletLatency", "timeout", "podCreators"}); !st) {
+    return st;
+  }
+  if (node["kubeletLatency"]) {
+    if (auto st =
+            ReadDuration(node["kubeletLatency"], Sub(path, "kubeletLatency"), &s->kubelet_latency);
+        !st) {
+      return st;
+    }
+  }
+  if (node["timeout"]) {
+    if (auto st = ReadDuration(node["timeout"], Sub(path, "timeout"), &s->timeout); !st) return st;
+    if (s->timeout.count() == 0)
+      return FieldError(Sub(path, "timeout"), "a positive duration", "0");
+  }
+  if (node["podCreators"]) {
+    return ReadIntTo(node["podCreators"], Sub(path, "podCreators"), 1, 256, &s->pod_creators);
+  }
+  return OkStatus();
+}
+
+Status ParsePolicies(const YAML::Node& node, Scenario* s) {
+  const std::string path = "policies";
+  if (auto st = CheckKeys(node, path, {"nodeSchedulerPolicy", "gpuSchedulerPolicy"}); !st) {
+    return st;
+  }
+  if (node["nodeSchedulerPolicy"]) {
+    const std::string p = Sub(path, "nodeSchedulerPolicy");
+    if (auto st = ReadString(node["nodeSchedulerPolicy"], p, &s->node_scheduler_policy); !st) {
+      return st;
+    }
+    if (!device::ParseNodePolicy(s->node_scheduler_policy)) {
+      return FieldError(p, "binpack or spread", s->node_scheduler_policy);
+    }
+  }
+  if (node["gpuSchedulerPolicy"]) {
+    const std::string p = Sub(path, "gpuSchedulerPolicy");
+    if (auto st = ReadString(node["gpuSchedulerPolicy"], p, &s->gpu_scheduler_policy); !st) {
+      return st;
+    }
+    if (auto g = device::ParseGpuPolicy(s->gpu_scheduler_policy, /*strict=*/true); !g) {
+      return Error{p + ": " + g.error()};
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseFaults(const YAML::Node& node, Scenario* s) {
+  const std::string path = "faults";
+  if (auto st = CheckKeys(node, path, {"errorRate", "latency", "dropWatchEvery"}); !st) return st;
+  if (node["errorRate"]) {
+    if (auto st = ReadDouble(node["errorRate"], Sub(path, "errorRate"), 0, 0.5,
+                             "a fraction in [0, 0.5]", &s->fault_error_rate);
+        !st) {
+      return st;
+    }
+  }
+  if (node["latency"]) {
+    if (auto st = ReadDuration(node["latency"], Sub(path, "latency"), &s->fault_latency); !st) {
+      return st;
+    }
+  }
+  if (node["dropWatchEvery"]) {
+    return ReadIntTo(node["dropWatchEvery"], Sub(path, "dropWatchEvery"), 0, 1 << 30,
+                     &s->fault_drop_watch_every);
+  }
+  return OkStatus();
+}
+
+Status ParseGpuGroup(const YAML::Node& node, const std::string& path, GpuGroup* g) {
+  if (auto st = CheckKeys(node, path, {"model", "memory", "count", "numa", "uuids"}); !st) {
+    return st;
+  }
+  if (auto st = ReadString(node["model"], Sub(path, "model"), &g->model); !st) return st;
+  if (g->model.find_first_of(",:;") != std::string::npos) {
+    return FieldError(Sub(path, "model"), "no ',', ':' or ';'", g->model);
+  }
+  if (auto st = ReadInt(node["memory"], Sub(path, "memory"), 1, 1 << 24, &g->memory_mib); !st) {
+    return st;
+  }
+  if (node["count"]) {
+    if (auto st = ReadIntTo(node["count"], Sub(path, "count"), 1, 64, &g->count); !st) return st;
+  }
+  if (node["numa"]) {
+    if (auto st = ReadInt(node["numa"], Sub(path, "numa"), 0, 64, &g->numa); !st) return st;
+  }
+  if (node["uuids"]) {
+    const YAML::Node& u = node["uuids"];
+    if (!u || !u.IsSequence()) return FieldError(Sub(path, "uuids"), "a list", Describe(u));
+    for (size_t i = 0; i < u.size(); ++i) {
+      std::string id;
+      const std::string p = Sub(path, "uuids") + "[" + std::to_string(i) + "]";
+      if (auto st = ReadString(u[i], p, &id); !st) return st;
+      if (id.find_first_of(",:;") != std::string::npos) return FieldError(p, "a GPU UUID", id);
+      g->uuids.push_back(id);
+    }
+    if (static_cast<int>(g->uuids.size()) != g->count) {
+      return FieldError(Sub(path, "uuids"), std::to_string(g->count) + " UUIDs (count)",
+                        std::to_string(g->uuids.size()) + " UUIDs");
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseNodeGroup(const YAML::Node& node, const std::string& path, NodeGroup* n) {
+  if (auto st = CheckKeys(node, path, {"name", "count", "labels", "gpus"}); !st) return st;
+  if (auto st = ReadString(node["name"], Sub(path, "name"), &n->name_pattern); !st) return st;
+  if (node["count"]) {
+    if (auto st = ReadIntTo(node["count"], Sub(path, "count"), 1, 100000, &n->count); !st) {
+      return st;
+    }
+  }
+  if (n->count > 1 && n->name_pattern.find("{i}") == std::string::npos) {
+    return FieldError(Sub(path, "name"), "a pattern with {i} when count > 1", n->name_pattern);
+  }
+  if (node["labels"]) {
+    if (auto st = ReadStringMap(node["labels"], Sub(path, "labels"), &n->labels); !st) return st;
+  }
+  const YAML::Node& gpus = node["gpus"];
+  if (!gpus || !gpus.IsSequence() || gpus.size() == 0) {
+    return FieldError(Sub(path, "gpus"), "a non-empty list", Describe(gpus));
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    GpuGroup g;
+    if (auto st = ParseGpuGroup(gpus[i], Sub(path, "gpus") + "[" + std::to_string(i) + "]", &g);
+        !st) {
+      return st;
+    }
+    if (!g.uuids.empty() && n->count != 1) {
+      return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].uuids",
+                        "uuids only in a group of one node", "count " + std::to_string(n->count));
+    }
+    n->gpus.push_back(std::move(g));
+  }
+  return OkStatus();
+}
+
+Status ParseContainer(const YAML::Node& node, const std::string& path, ContainerSpec* c) {
+  if (auto st = CheckKeys(node, path, {"name", "resources"}); !st) return st;
+  if (auto st = ReadString(node["name"], Sub(path, "name"), &c->name); !st) return st;
+  if (!node["resources"]) return OkStatus();
+  const std::string rp = Sub(path, "resources");
+  if (auto st = ReadStringMap(node["resources"], rp, &c->resources); !st) return st;
+  for (const auto& [name, value] : c->resources) {
+    if (auto q = protocol::ParseQuantity(value); !q) {
+      return FieldError(rp + "." + name, "a quantity", value);
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseWorkloadTimes(const YAML::Node& node, const std::string& path, Workload* w) {
+  if (node["arrival"]) {
+    if (auto st = ReadDuration(node["arrival"], Sub(path, "arrival"), &w->arrival); !st) return st;
+  }
+  if (node["interval"]) {
+    if (auto st = ReadDuration(node["interval"], Sub(path, "interval"), &w->interval); !st) {
+      return st;
+    }
+  }
+  if (node["duration"]) {
+    std::chrono::milliseconds d{0};
+    if (auto st = ReadDuration(node["duration"], Sub(path, "duration"), &d); !st) return st;
+    w->duration_seconds = static_cast<double>(d.count()) / 1000.0;
+  }
+  return OkStatus();
+}
+
+Status ParseWorkload(const YAML::Node& node, const std::string& path, Workload* w) {
+  if (auto st = CheckKeys(node, path,
+                          {"name", "namespace", "replicas", "arrival", "interval", "duration",
+                           "annotations", "containers"});
+      !st) {
+    return st;
+  }
+  if (auto st = ReadString(node["name"], Sub(path, "name"), &w->name); !st) return st;
+  if (node["namespace"]) {
+    if (auto st = ReadString(node["namespace"], Sub(path, "namespace"), &w->ns); !st) return st;
+  }
+  if (node["replicas"]) {
+    if (auto st = ReadIntTo(node["replicas"], Sub(path, "replicas"), 0, 1000000, &w->replicas);
+        !st) {
+      return st;
+    }
+  }
+  if (auto st = ParseWorkloadTimes(node, path, w); !st) return st;
+  if (node["annotations"]) {
+    if (auto st = ReadStringMap(node["annotations"], Sub(path, "annotations"), &w->annotations);
+        !st) {
+      return st;
+    }
+  }
+  const YAML::Node& cs = node["containers"];
+  if (!cs || !cs.IsSequence() || cs.size() == 0) {
+    return FieldError(Sub(path, "containers"), "a non-empty list", Describe(cs));
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ContainerSpec c;
+    if (auto st =
+            ParseContainer(cs[i], Sub(path, "containers") + "[" + std::to_string(i) + "]", &c);
+        !st) {
+      return st;
+    }
+    w->containers.push_back(std::move(c));
+  }
+  return OkStatus();
+}
+
+Status ParseDeviceConfig(const YAML::Node& node, Scenario* s) {
+  if (!node || !node.IsMap()) return FieldError("deviceConfig", "a map", Describe(node));
+  YAML::Emitter out;
+  out << node;
+  s->device_config_yaml = out.c_str();
+  auto loaded = device::LoadDeviceConfig(s->device_config_yaml);
+  if (!loaded) return Error{"deviceConfig: " + loaded.error()};
+  s->device_config = std::move(*loaded);
+  return OkStatus();
+}
+
+template <typename T, typename F>
+Status ParseList(const YAML::Node& node, const std::string& path, F parse, std::vector<T>* out) {
+  if (!node || !node.IsSequence() || node.size() == 0) {
+    return FieldError(path, "a non-empty list", Describe(node));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    T item;
+    if (auto st = parse(node[i], path + "[" + std::to_string(i) + "]", &item); !st) return st;
+    out->push_back(std::move(item));
+  }
+  return OkStatus();
+}
+
+// Names must be unique: two nodes or two pods with one name would silently merge in the API.
+Status CheckUniqueNames(const Scenario& s) {
+  std::set<std::string> seen;
+  for (const ExpandedNode& n : ExpandNodes(s)) {
+    if (!seen.insert(n.name).second) return Error{"nodes: duplicate node name " + Quote(n.name)};
+  }
+  seen.clear();
+  for (const PlannedPod& p : ExpandPods(s)) {
+    if (!seen.insert(p.ns + "/" + p.name).second) {
+      return Error{"workloads: duplicate pod name " + Quote(p.ns + "/" + p.name)};
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseRoot(const YAML::Node& root, Scenario* s) {
+  if (auto st = CheckKeys(root, "",
+                          {"name", "description", "timing", "policies", "faults", "deviceConfig",
+                           "nodes", "workloads"});
+      !st) {
+    return st;
+  }
+  if (root["name"]) {
+    if (auto st = ReadString(root["name"], "name", &s->name); !st) return st;
+  }
+  if (root["description"]) {
+    if (auto st = ReadString(root["description"], "description", &s->description); !st) return st;
+  }
+  if (root["timing"]) {
+    if (auto st = ParseTiming(root["timing"], s); !st) return st;
+  }
+  if (root["policies"]) {
+    if (auto st = ParsePolicies(root["policies"], s); !st) return st;
+  }
+  if (root["faults"]) {
+    if (auto st = ParseFaults(root["faults"], s); !st) return st;
+  }
+  if (root["deviceConfig"]) {
+    if (auto st = ParseDeviceConfig(root["deviceConfig"], s); !st) return st;
+  }
+  if (auto st = ParseList<NodeGroup>(root["nodes"], "nodes", ParseNodeGroup, &s->nodes); !st) {
+    return st;
+  }
+  if (auto st = ParseList<Workload>(root["workloads"], "workloads", ParseWorkload, &s->workloads);
+      !st) {
+    return st;
+  }
+  return CheckUniqueNames(*s);
+}
+
+std::string ReplaceIndex(const std::string& pattern, int i) {
+  std::string out = pattern;
+  const std::string idx = std::to_string(i);
+  for (size_t pos = out.find("{i}"); pos != std::string::npos; pos = out.find("{i}", pos)) {
+    out.replace(pos, 3, idx);
+    pos += idx.size();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Scenario> ParseScenario(std::string_view yaml_text) {
+  Scenario s;
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (auto st = ParseRoot(root, &s); !st) return Error{st.error()};
+  } catch (const std::exception& e) {
+    return Error{std::string("scenario: not valid YAML: ") + e.what()};
+  }
+  return s;
+}
+
+Result<Scenario> LoadScenarioFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"scenario " + Quote(path) + ": cannot read"};
+  std::stringstream text;
+  text << in.rdbuf();
+  auto s = ParseScenario(text.str());
+  if (!s) return Error{"scenario " + Quote(path) + ": " + s.error()};
+  return s;
+}
+
+std::string GpuUuid(std::string_view node, uint64_t index) {
+  // FNV-1a over "<node>/<index>", twice with different seeds for 128 bits.
+  auto fnv = [&](uint64_t h) {
+    auto mix = [&h](unsigned char c) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    };
+    for (char c : node) mix(static_cast<unsigned char>(c));
+    mix('/');
+    for (char c : std::to_string(index)) mix(static_cast<unsigned char>(c));
+    return h;
+  };
+  const uint64_t a = fnv(14695981039346656037ULL);
+  const uint64_t b = fnv(a ^ 0x9e3779b97f4a7c15ULL);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "GPU-%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                static_cast<unsigned>(b >> 48),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario) {
+  std::vector<ExpandedNode> out;
+  for (const NodeGroup& g : scenario.nodes) {
+    for (int i = 0; i < g.count; ++i) {
+      ExpandedNode n;
+      n.name = ReplaceIndex(g.name_pattern, i);
+      n.labels = g.labels;
+      uint64_t index = 0;
+      for (const GpuGroup& kind : g.gpus) {
+        for (int k = 0; k < kind.count; ++k, ++index) {
+          deviceplugin::GpuDevice d;
+          d.index = index;
+          d.uuid = kind.uuids.empty() ? GpuUuid(n.name, index) : kind.uuids[k];
+          d.model = kind.model;
+          d.memory_mib = kind.memory_mib;
+          d.numa = kind.numa;
+          n.gpus.push_back(std::move(d));
+        }
+      }
+      out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
+
+std::vector<PlannedPod> ExpandPods(const Scenario& scenario) {
+  std::vector<PlannedPod> out;
+  for (size_t w = 0; w < scenario.workloads.size(); ++w) {
+    const Workload& wl = scenario.workloads[w];
+    for (int i = 0; i < wl.replicas; ++i) {
+      PlannedPod p;
+      p.ns = wl.ns;
+      p.name = wl.replicas == 1 ? wl.name : wl.name + "-" + std::to_string(i);
+      p.workload = wl.name;
+      p.arrival = wl.arrival + wl.interval * i;
+      p.workload_index = w;
+      out.push_back(std::move(p));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const PlannedPod& a, const PlannedPod& b) { return a.arrival < b.arrival; });
+  return out;
+}
+
+Result<deviceplugin::PluginConfig> PluginConfigFor(const Scenario& scenario) {
+  deviceplugin::PluginConfig base;
+  if (scenario.device_config_yaml.empty()) return base;
+  return deviceplugin::ApplyDeviceConfigYaml(scenario.device_config_yaml, base);
+}
+
+}  // namespace hami::sim

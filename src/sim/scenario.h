@@ -1,0 +1,136 @@
+// A `hami-sim run` scenario: the simulated cluster (nodes and their GPUs), the workloads that
+// arrive on it, and the knobs of the run (kubelet latency, scheduler policies, API faults, device
+// config overrides). Loaded from YAML; every error names the field path and the offending value,
+// e.g. `workloads[2].replicas: want an integer >= 0, got "many"`.
+//
+// Schema (keys are camelCase like device-config.yaml; unknown keys are errors, so a typo is not
+// silently ignored):
+//   name: demo                      # optional, shown in the report
+//   description: ...                # optional
+//   timing:   {kubeletLatency: 20ms, timeout: 60s, podCreators: 8}
+//   policies: {nodeSchedulerPolicy: binpack, gpuSchedulerPolicy: spread}
+//   faults:   {errorRate: 0.05, latency: 0ms, dropWatchEvery: 50}
+//   deviceConfig: {nvidia: {deviceSplitCount: 10}}    # device-config.yaml text, inline
+//   nodes:
+//     - name: gpu-node-{i}          # {i} = 0..count-1; without {i} count must be 1
+//       count: 100
+//       labels: {pool: a}
+//       gpus:                       # one or more GPU kinds per node
+//         - {model: Tesla V100-PCIE-32GB, memory: 32768, count: 2, numa: 0,
+//            uuids: [GPU-...]}      # uuids: optional, only when the group has one node
+//   workloads:
+//     - name: train                 # pods are <name>-<i> when replicas > 1, else <name>
+//       namespace: default
+//       replicas: 3
+//       arrival: 0s                 # offset of the first replica from the start of the run
+//       interval: 10ms              # between consecutive replicas
+//       duration: 0s                # run time once Running; 0 = runs until the end
+//       annotations: {hami.io/gpu-scheduler-policy: binpack}
+//       containers:
+//         - name: main
+//           resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}
+#ifndef HAMI_SIM_SCENARIO_H_
+#define HAMI_SIM_SCENARIO_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "device/config.h"
+#include "device/policy.h"
+#include "deviceplugin/discovery.h"
+#include "deviceplugin/plugin_config.h"
+
+namespace hami::sim {
+
+struct GpuGroup {
+  std::string model;               // NVML name, e.g. "Tesla V100-PCIE-32GB"
+  int64_t memory_mib = 0;          // > 0
+  int count = 1;                   // GPUs of this kind per node, >= 1
+  int64_t numa = 0;                // NUMA node of these GPUs
+  std::vector<std::string> uuids;  // empty: generated (see GpuUuid)
+};
+
+struct NodeGroup {
+  std::string name_pattern;  // "{i}" replaced by the node's index in the group
+  int count = 1;
+  std::map<std::string, std::string> labels;
+  std::vector<GpuGroup> gpus;
+};
+
+struct ContainerSpec {
+  std::string name;
+  std::map<std::string, std::string> resources;  // resource name -> quantity, as limits
+};
+
+struct Workload {
+  std::string name;
+  std::string ns = "default";
+  int replicas = 1;
+  std::chrono::milliseconds arrival{0};
+  std::chrono::milliseconds interval{0};
+  double duration_seconds = 0;  // 0 = runs forever
+  std::map<std::string, std::string> annotations;
+  std::vector<ContainerSpec> containers;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::chrono::milliseconds kubelet_latency{20};
+  std::chrono::milliseconds timeout{120000};  // the whole run, after setup
+  int pod_creators = 8;                       // concurrent webhook + create callers
+  std::string node_scheduler_policy = "binpack";
+  std::string gpu_scheduler_policy = "spread";
+  double fault_error_rate = 0;
+  std::chrono::milliseconds fault_latency{0};
+  int fault_drop_watch_every = 0;
+  // The device config both the scheduler and the device plugins run with: the chart defaults
+  // with `deviceConfig` applied; the `deviceConfig` text itself (empty when absent).
+  device::DeviceConfig device_config = device::DefaultDeviceConfig();
+  std::string device_config_yaml;
+  std::vector<NodeGroup> nodes;
+  std::vector<Workload> workloads;
+};
+
+// One simulated node after expanding a NodeGroup.
+struct ExpandedNode {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::vector<deviceplugin::GpuDevice> gpus;
+};
+
+// One pod after expanding a Workload's replicas.
+struct PlannedPod {
+  std::string ns;
+  std::string name;
+  std::string workload;
+  std::chrono::milliseconds arrival{0};
+  size_t workload_index = 0;  // into Scenario::workloads
+};
+
+// Parses scenario YAML. Never throws.
+Result<Scenario> ParseScenario(std::string_view yaml_text);
+// Reads and parses a file; the error names the path.
+Result<Scenario> LoadScenarioFile(const std::string& path);
+
+// A deterministic UUID for GPU `index` of node `node` ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"),
+// so two runs of one scenario place pods on the same UUIDs.
+std::string GpuUuid(std::string_view node, uint64_t index);
+
+// The nodes in group order, each group's nodes by index. GPUs get their node-local index in
+// declaration order.
+std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario);
+// The pods sorted by arrival (stable: declaration order within one instant).
+std::vector<PlannedPod> ExpandPods(const Scenario& scenario);
+
+// The device plugin's configuration for this scenario (split count, scalings, ...).
+Result<deviceplugin::PluginConfig> PluginConfigFor(const Scenario& scenario);
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_SCENARIO_H_

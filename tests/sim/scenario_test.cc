@@ -1,0 +1,201 @@
+// Scenario YAML: a full document, defaults, expansion of node groups and replicas, and malformed
+// input rejected with the field path and the offending value.
+#include "sim/scenario.h"
+
+#include <regex>
+
+#include <gtest/gtest.h>
+
+namespace hami::sim {
+namespace {
+
+constexpr const char* kFull = R"(
+name: t
+description: a test
+timing: {kubeletLatency: 5ms, timeout: 3s, podCreators: 2}
+policies: {nodeSchedulerPolicy: spread, gpuSchedulerPolicy: "binpack,numa"}
+faults: {errorRate: 0.05, latency: 1ms, dropWatchEvery: 7}
+deviceConfig:
+  nvidia: {deviceSplitCount: 4, deviceMemoryScaling: 2}
+nodes:
+  - name: n-{i}
+    count: 3
+    labels: {pool: a}
+    gpus:
+      - {model: Tesla V100-PCIE-32GB, memory: 32768, count: 2, numa: 1}
+      - {model: Tesla T4, memory: 15360}
+  - name: solo
+    gpus:
+      - {model: A100, memory: 81920, uuids: [GPU-x]}
+workloads:
+  - name: w
+    namespace: team
+    replicas: 3
+    arrival: 1s
+    interval: 100ms
+    duration: 1500ms
+    annotations: {nvidia.com/use-gputype: V100}
+    containers:
+      - name: c
+        resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}
+  - name: early
+    containers:
+      - name: c
+        resources: {nvidia.com/gpu: "2"}
+)";
+
+TEST(ScenarioTest, ParsesEveryField) {
+  auto s = ParseScenario(kFull);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->name, "t");
+  EXPECT_EQ(s->kubelet_latency, std::chrono::milliseconds(5));
+  EXPECT_EQ(s->timeout, std::chrono::milliseconds(3000));
+  EXPECT_EQ(s->pod_creators, 2);
+  EXPECT_EQ(s->node_scheduler_policy, "spread");
+  EXPECT_EQ(s->gpu_scheduler_policy, "binpack,numa");
+  EXPECT_DOUBLE_EQ(s->fault_error_rate, 0.05);
+  EXPECT_EQ(s->fault_latency, std::chrono::milliseconds(1));
+  EXPECT_EQ(s->fault_drop_watch_every, 7);
+  EXPECT_EQ(s->device_config.nvidia.device_split_count, 4);
+  EXPECT_DOUBLE_EQ(s->device_config.nvidia.device_memory_scaling, 2.0);
+  auto plugin = PluginConfigFor(*s);
+  ASSERT_TRUE(plugin.ok()) << plugin.error();
+  EXPECT_EQ(plugin->device_split_count, 4);
+  ASSERT_EQ(s->workloads.size(), 2u);
+  const Workload& w = s->workloads[0];
+  EXPECT_EQ(w.ns, "team");
+  EXPECT_EQ(w.replicas, 3);
+  EXPECT_DOUBLE_EQ(w.duration_seconds, 1.5);
+  EXPECT_EQ(w.annotations.at("nvidia.com/use-gputype"), "V100");
+  EXPECT_EQ(w.containers[0].resources.at("nvidia.com/gpumem"), "4000");
+  EXPECT_EQ(s->workloads[1].ns, "default");
+  EXPECT_EQ(s->workloads[1].containers[0].resources.at("nvidia.com/gpu"), "2");
+}
+
+TEST(ScenarioTest, ExpandsNodesWithStableUuids) {
+  auto s = ParseScenario(kFull);
+  ASSERT_TRUE(s.ok()) << s.error();
+  std::vector<ExpandedNode> nodes = ExpandNodes(*s);
+  ASSERT_EQ(nodes.size(), 4u);
+  EXPECT_EQ(nodes[0].name, "n-0");
+  EXPECT_EQ(nodes[2].name, "n-2");
+  EXPECT_EQ(nodes[3].name, "solo");
+  EXPECT_EQ(nodes[1].labels.at("pool"), "a");
+  ASSERT_EQ(nodes[0].gpus.size(), 3u);
+  EXPECT_EQ(nodes[0].gpus[1].index, 1u);
+  EXPECT_EQ(nodes[0].gpus[1].numa, 1);
+  EXPECT_EQ(nodes[0].gpus[2].model, "Tesla T4");
+  EXPECT_EQ(nodes[0].gpus[2].index, 2u);
+  EXPECT_EQ(nodes[3].gpus[0].uuid, "GPU-x");
+  const std::regex uuid("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+  EXPECT_TRUE(std::regex_match(nodes[0].gpus[0].uuid, uuid)) << nodes[0].gpus[0].uuid;
+  EXPECT_EQ(nodes[0].gpus[0].uuid, GpuUuid("n-0", 0));
+  EXPECT_NE(GpuUuid("n-0", 0), GpuUuid("n-0", 1));
+  EXPECT_NE(GpuUuid("n-0", 1), GpuUuid("n-1", 0));
+}
+
+TEST(ScenarioTest, ExpandsPodsByArrival) {
+  auto s = ParseScenario(kFull);
+  ASSERT_TRUE(s.ok()) << s.error();
+  std::vector<PlannedPod> pods = ExpandPods(*s);
+  ASSERT_EQ(pods.size(), 4u);
+  EXPECT_EQ(pods[0].name, "early");  // arrival 0 sorts before w's 1 s
+  EXPECT_EQ(pods[1].name, "w-0");
+  EXPECT_EQ(pods[1].ns, "team");
+  EXPECT_EQ(pods[1].arrival, std::chrono::milliseconds(1000));
+  EXPECT_EQ(pods[3].name, "w-2");
+  EXPECT_EQ(pods[3].arrival, std::chrono::milliseconds(1200));
+  EXPECT_EQ(pods[3].workload_index, 0u);
+}
+
+TEST(ScenarioTest, Defaults) {
+  auto s = ParseScenario(R"(
+nodes: [{name: a, gpus: [{model: T4, memory: 15360}]}]
+workloads: [{name: p, containers: [{name: c}]}]
+)");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->kubelet_latency, std::chrono::milliseconds(20));
+  EXPECT_EQ(s->node_scheduler_policy, "binpack");
+  EXPECT_EQ(s->gpu_scheduler_policy, "spread");
+  EXPECT_EQ(s->device_config.nvidia.device_split_count, 10);
+  EXPECT_TRUE(s->device_config_yaml.empty());
+  EXPECT_EQ(s->workloads[0].replicas, 1);
+  EXPECT_EQ(ExpandPods(*s)[0].name, "p");
+}
+
+struct Bad {
+  const char* name;
+  std::string yaml;
+  std::string want;  // substring of the error
+};
+
+const std::string kNodes = "nodes: [{name: a, gpus: [{model: T4, memory: 15360}]}]\n";
+const std::string kWork = "workloads: [{name: p, containers: [{name: c}]}]\n";
+
+TEST(ScenarioTest, RejectsMalformedInputNamingFieldAndValue) {
+  const std::vector<Bad> cases = {
+      {"not yaml", "nodes: [", "not valid YAML"},
+      {"not a map", "- a\n- b\n", "scenario: want a map"},
+      {"unknown top key", kNodes + kWork + "node: 1\n", "node: unknown key"},
+      {"no nodes", kWork, "nodes: want a non-empty list, got \"<missing>\""},
+      {"no workloads", kNodes, "workloads: want a non-empty list"},
+      {"bad replicas", kNodes + "workloads: [{name: p, replicas: many, containers: [{name: c}]}]",
+       "workloads[0].replicas: want an integer in [0, 1000000], got \"many\""},
+      {"negative count",
+       "nodes: [{name: \"a-{i}\", count: -1, gpus: [{model: T4, memory: 1}]}]\n" + kWork,
+       "nodes[0].count: want an integer in [1, 100000], got \"-1\""},
+      {"pattern without {i}",
+       "nodes: [{name: a, count: 2, gpus: [{model: T4, memory: 1}]}]\n" + kWork,
+       "nodes[0].name: want a pattern with {i} when count > 1, got \"a\""},
+      {"gpu memory", "nodes: [{name: a, gpus: [{model: T4, memory: 16GB}]}]\n" + kWork,
+       "nodes[0].gpus[0].memory: want an integer in [1, 16777216], got \"16GB\""},
+      {"gpu model missing", "nodes: [{name: a, gpus: [{memory: 1}]}]\n" + kWork,
+       "nodes[0].gpus[0].model: want a non-empty string, got \"<missing>\""},
+      {"uuid count",
+       "nodes: [{name: a, gpus: [{model: T4, memory: 1, count: 2, uuids: [x]}]}]\n" + kWork,
+       "nodes[0].gpus[0].uuids: want 2 UUIDs (count), got \"1 UUIDs\""},
+      {"bad duration", kNodes + "workloads: [{name: p, arrival: soon, containers: [{name: c}]}]",
+       "workloads[0].arrival: want a duration like 250ms or 2s, got \"soon\""},
+      {"bad quantity",
+       kNodes +
+           "workloads: [{name: p, containers: [{name: c, resources: {nvidia.com/gpumem: lots}}]}]",
+       "workloads[0].containers[0].resources.nvidia.com/gpumem: want a quantity, got \"lots\""},
+      {"no containers", kNodes + "workloads: [{name: p}]",
+       "workloads[0].containers: want a non-empty list"},
+      {"unknown workload key",
+       kNodes + "workloads: [{name: p, replica: 2, containers: [{name: c}]}]",
+       "workloads[0].replica: unknown key"},
+      {"bad node policy", kNodes + kWork + "policies: {nodeSchedulerPolicy: random}",
+       "policies.nodeSchedulerPolicy: want binpack or spread, got \"random\""},
+      {"bad gpu policy", kNodes + kWork + "policies: {gpuSchedulerPolicy: fastest}",
+       "policies.gpuSchedulerPolicy: "},
+      {"error rate", kNodes + kWork + "faults: {errorRate: 2}",
+       "faults.errorRate: want a fraction in [0, 0.5], got \"2\""},
+      {"device config", kNodes + kWork + "deviceConfig: {nvidia: {deviceSplitCount: x}}",
+       "deviceConfig: nvidia.deviceSplitCount"},
+      {"duplicate node",
+       "nodes: [{name: a, gpus: [{model: T4, memory: 1}]}, {name: a, gpus: "
+       "[{model: T4, memory: 1}]}]\n" +
+           kWork,
+       "duplicate node name \"a\""},
+      {"duplicate pod",
+       kNodes + "workloads: [{name: p, containers: [{name: c}]}, {name: p, "
+                "containers: [{name: c}]}]",
+       "duplicate pod name \"default/p\""},
+      {"timeout zero", kNodes + kWork + "timing: {timeout: 0s}", "timing.timeout: want a positive"},
+  };
+  for (const Bad& c : cases) {
+    auto s = ParseScenario(c.yaml);
+    ASSERT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.error().find(c.want), std::string::npos) << c.name << ": " << s.error();
+  }
+}
+
+TEST(ScenarioTest, LoadFileNamesThePath) {
+  auto s = LoadScenarioFile("/nonexistent/x.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("/nonexistent/x.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::sim
