@@ -214,6 +214,7 @@ Status Server::Start() {
   quotas_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceQuotas,
                                             k8s::InformerOptions{}, k8s::InformerHandlers{});
   quotas_->Start();
+  if (options_.leader_elect) WatchLease();
   pods_->Start();
   nodes_->Start();
   started_ = true;
@@ -221,17 +222,37 @@ Status Server::Start() {
   return OkStatus();
 }
 
+std::string Server::Identity() const {
+  if (!options_.identity.empty()) return options_.identity;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
 bool Server::IsLeader() {
   if (!options_.leader_elect) return true;
   auto lease = client_.Get(k8s::resources::kLeases, options_.lease_namespace, options_.lease_name);
   if (!lease) return false;
-  std::string identity = options_.identity;
-  if (identity.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    identity = host;
-  }
-  return LeaseHeldBy(*lease, identity, clock_.Now());
+  return LeaseHeldBy(*lease, Identity(), clock_.Now());
+}
+
+void Server::WatchLease() {
+  // Renewals every few seconds change nothing; only a change of leadership starts a pass now
+  // (becoming leader registers at once, losing it clears synced) instead of at the next period.
+  auto changed = [this](const k8s::ObjectRef& lease) {
+    if (LeaseHeldBy(*lease, Identity(), clock_.Now()) == leader_.load()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    pass_requested_ = true;
+    cv_.notify_all();
+  };
+  k8s::InformerHandlers handlers;
+  handlers.on_add = changed;
+  handlers.on_update = [changed](const k8s::ObjectRef&, const k8s::ObjectRef& l) { changed(l); };
+  k8s::InformerOptions opts;
+  opts.ns = options_.lease_namespace;
+  opts.field_selector = "metadata.name=" + options_.lease_name;
+  lease_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kLeases, opts, handlers);
+  lease_->Start();
 }
 
 void Server::RegisterAll() {
@@ -272,6 +293,7 @@ void Server::Loop() {
     // sees the pass counted and then advances a fake clock cannot be missed.
     const SystemTime due = clock_.Now() + options_.register_period;
     bool leader = IsLeader();
+    leader_ = leader;
     if (leader) {
       RegisterAll();
       if (!synced_) {
@@ -343,6 +365,7 @@ void Server::Stop() {
     if (http_->metrics_thread.joinable()) http_->metrics_thread.join();
   }
   if (loop_.joinable()) loop_.join();
+  if (lease_) lease_->Stop();
   if (quotas_) quotas_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();

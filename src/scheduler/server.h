@@ -100,6 +100,9 @@ class Server {
   class Http;
   void Loop();
   bool IsLeader();
+  std::string Identity() const;  // options_.identity, else the hostname
+  // Follows the Lease so a change of leadership starts a pass at once.
+  void WatchLease();
   void RegisterAll();
   // Sleeps until the next pass is due, a pass is requested, or Stop(); false on Stop().
   bool WaitForNextPass(SystemTime due);
@@ -119,6 +122,7 @@ class Server {
   std::unique_ptr<k8s::Informer> pods_;
   std::unique_ptr<k8s::Informer> nodes_;
   std::unique_ptr<k8s::Informer> quotas_;
+  std::unique_ptr<k8s::Informer> lease_;  // with leader_elect only
   std::unique_ptr<Http> http_;
   std::unique_ptr<CertReloader> certs_;
   const BuildInfo build_ = ThisBuild();
@@ -129,6 +133,7 @@ class Server {
   bool pass_requested_ = false;  // a node was added
   uint64_t passes_ = 0;
   std::atomic<bool> synced_{false};
+  std::atomic<bool> leader_{false};  // as of the last pass
   std::atomic<bool> started_{false};
   std::thread loop_;
   int port_ = 0;

@@ -1,6 +1,7 @@
 // scheduler::Server's registration loop on a FakeClock, without sleeping: the 15 s period and
 // the 60 s handshake window follow the injected clock (Kick() after each move), and the leader
-// labels the scheduler pods with hami.io/scheduler-role.
+// labels the scheduler pods with hami.io/scheduler-role; a follower does neither until the Lease
+// moves to it, which starts a pass at once.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -110,7 +111,7 @@ TEST_F(ServerLoopTest, PeriodAndHandshakeWindowFollowTheInjectedClock) {
   server.Stop();
 }
 
-TEST_F(ServerLoopTest, FollowerNeitherRegistersNorLabels) {
+TEST_F(ServerLoopTest, FollowerWaitsAndBecomingLeaderStartsAPassAtOnce) {
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
   node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kRegister;
   ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", node).ok());
@@ -137,6 +138,15 @@ TEST_F(ServerLoopTest, FollowerNeitherRegistersNorLabels) {
   EXPECT_FALSE(server.synced());
   EXPECT_FALSE(Handshake().has_value());
   EXPECT_FALSE(Role("kube-system", "sched-a").has_value());
+  // The Lease moves to this host: a pass starts at once, without the clock reaching the period.
+  uint64_t passes = server.passes();
+  lease = *client_->Get(k8s::resources::kLeases, "kube-system", "hami-scheduler");
+  lease["spec"]["holderIdentity"] = "this-host_2";
+  ASSERT_TRUE(client_->Update(k8s::resources::kLeases, lease).ok());
+  ASSERT_TRUE(server.WaitForPass(passes, kWait));
+  EXPECT_TRUE(server.synced());
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 10:00:00");
+  EXPECT_EQ(Role("kube-system", "sched-a"), "leader");
   server.Stop();
 }
 
