@@ -170,6 +170,8 @@ class KubeSchedulerLoop::Impl {
   void WriteUnschedulable(const json& pod, const std::string& message);
   std::vector<std::string> CandidateNodes();
   void Submit(std::function<void(httplib::Client&)> task);
+  void SubmitBind(const std::string& node, std::function<void(httplib::Client&)> task);
+  void BindDone(const std::string& node);
   void Worker();
   std::unique_ptr<httplib::Client> NewHttp() const;
 
@@ -202,6 +204,9 @@ class KubeSchedulerLoop::Impl {
   std::mutex work_mu_;
   std::condition_variable work_cv_;
   std::deque<std::function<void(httplib::Client&)>> work_;
+  // Binds to a node with a bind in flight wait here, in cycle order (see the header).
+  std::map<std::string, std::deque<std::function<void(httplib::Client&)>>> node_binds_;
+  std::set<std::string> node_busy_;
   bool work_stop_ = false;
   std::vector<std::thread> workers_;
   std::thread cycle_;
@@ -212,7 +217,9 @@ std::unique_ptr<httplib::Client> KubeSchedulerLoop::Impl::NewHttp() const {
   http->set_connection_timeout(std::chrono::seconds(5));
   http->set_read_timeout(options_.http_timeout);
   http->set_write_timeout(options_.http_timeout);
-  http->set_keep_alive(true);
+  // No keep-alive: cpp-httplib's server (the extender's) parks one of its few threads on every
+  // idle kept-alive connection, so 17 idle connections starve the next /filter for seconds.
+  http->set_keep_alive(false);
   return http;
 }
 
@@ -263,8 +270,12 @@ void KubeSchedulerLoop::Impl::Stop() {
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
+  // Each informer takes up to a second to notice; stop both at once.
+  std::thread stop_nodes([this] {
+    if (nodes_) nodes_->Stop();
+  });
   if (pods_) pods_->Stop();
-  if (nodes_) nodes_->Stop();
+  stop_nodes.join();
 }
 
 void KubeSchedulerLoop::Impl::PushActive(PodState& s) {
@@ -473,7 +484,10 @@ void KubeSchedulerLoop::Impl::ScheduleOne(const std::string& key, httplib::Clien
       std::lock_guard<std::mutex> lock(mu_);
       pods_state_[key].where = Where::kBinding;  // stays in flight until the bind settles
     }
-    Submit([this, key, pod, chosen](httplib::Client& h) { Bind(key, *pod, chosen, h); });
+    SubmitBind(chosen, [this, key, pod, chosen](httplib::Client& h) {
+      Bind(key, *pod, chosen, h);
+      BindDone(chosen);
+    });
     return;
   }
   // A transport failure or an extender Error is retried after the backoff; "no node fits"
@@ -541,6 +555,34 @@ void KubeSchedulerLoop::Impl::Submit(std::function<void(httplib::Client&)> task)
   {
     std::lock_guard<std::mutex> lock(work_mu_);
     work_.push_back(std::move(task));
+  }
+  work_cv_.notify_one();
+}
+
+void KubeSchedulerLoop::Impl::SubmitBind(const std::string& node,
+                                         std::function<void(httplib::Client&)> task) {
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    if (!node_busy_.insert(node).second) {
+      node_binds_[node].push_back(std::move(task));
+      return;
+    }
+    work_.push_back(std::move(task));
+  }
+  work_cv_.notify_one();
+}
+
+void KubeSchedulerLoop::Impl::BindDone(const std::string& node) {
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    auto it = node_binds_.find(node);
+    if (it == node_binds_.end() || it->second.empty()) {
+      node_busy_.erase(node);
+      if (it != node_binds_.end()) node_binds_.erase(it);
+      return;
+    }
+    work_.push_back(std::move(it->second.front()));
+    it->second.pop_front();
   }
   work_cv_.notify_one();
 }

@@ -4,7 +4,14 @@
 // to a worker (POST /bind) while the cycle goes on with the next pod. A pod no node fits waits in
 // the unschedulableQ until a cluster event (node add/update, pod delete or termination) or the
 // periodic flush moves it back; a failed bind (or a filter transport error) sends the pod to the
-// backoffQ for initial_backoff x 2^(failures-1), capped at max_backoff.
+// backoffQ for initial_backoff x 2^(failures-1), capped at max_backoff. An extender Error (e.g. a
+// failed API write) also goes to the backoffQ rather than the unschedulableQ, as kube-scheduler
+// treats errors that are not a fit failure, so a transient API error is retried within seconds.
+//
+// Binds to one node are issued one at a time, in cycle order: the extender serialises them on
+// the node lock anyway (a bind waits there until the device plugin's Allocate releases it), and a
+// bind waiting in the extender would hold one of its few HTTP threads and one of our workers
+// that binds to other nodes could use.
 //
 // Timestamps and backoff deadlines read the injected Clock; the loop itself waits on a condition
 // variable with a short real-time cap, so a test that moves a FakeClock calls Wake() (or waits at

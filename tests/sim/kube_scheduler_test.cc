@@ -292,8 +292,13 @@ TEST(KubeSchedulerLoopTest, BindErrorBacksOffDoublingToTenSecondsOnTheClock) {
 TEST(KubeSchedulerLoopTest, BindsRunConcurrentlyWhileTheCycleGoesOn) {
   Cluster c;
   c.Start();
-  c.Create(k8s::resources::kNodes, ReadyNode("n1", 0, 0));
+  for (const char* n : {"n-a", "n-b", "n-c"}) c.Create(k8s::resources::kNodes, ReadyNode(n, 0, 0));
   FakeExtender ext;
+  // Pod "x" goes to node "n-x".
+  ext.set_filter([](const json& args) {
+    return json{{"NodeNames", {"n-" + args["Pod"]["metadata"]["name"].get<std::string>()}},
+                {"Error", ""}};
+  });
   std::mutex mu;
   std::condition_variable cv;
   int waiting = 0;
@@ -315,7 +320,7 @@ TEST(KubeSchedulerLoopTest, BindsRunConcurrentlyWhileTheCycleGoesOn) {
   ASSERT_TRUE(loop.Start().ok());
   for (const char* name : {"a", "b", "c"}) c.Create(k8s::resources::kPods, GpuPod(name, 1000));
   {
-    // All three binds are in the extender at once: the cycle did not wait for any of them.
+    // All three binds (one per node) are in the extender at once: the cycle did not wait.
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return waiting == 3; })) << waiting;
     EXPECT_EQ(ext.filters(), 3);
