@@ -24,6 +24,7 @@ struct Scratch {
   std::vector<double> scores;
   std::vector<ScoredDevice> sorted;
   std::vector<const DeviceUsage*> candidates;
+  std::map<std::string, protocol::PodDevices> picks;  // a candidate's picks (not kept)
 };
 
 // The devices containers are fitted against. Until a pick has to be remembered (a later
@@ -116,18 +117,21 @@ void MaxInto(const std::vector<DeviceUsage>& from, std::vector<DeviceUsage>* int
   }
 }
 
-// FitPodOnNode; `with_usage` fills usage_after (Schedule wants it for the chosen node only).
+// FitPodOnNode. Only with `complete` does the result carry the picks (`devices`) and
+// usage_after: Schedule reads them for the chosen node only, so its pass over the candidates
+// keeps the picks in the reused scratch map and fits the chosen node once more, completely.
 NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& backends,
                   const PodView& pod, const PodRequests& requests, const NodeUsage& node,
-                  const PodPolicy& policy, const NamespaceQuota* quota, bool with_usage,
-                  Scratch* s) {
+                  const PodPolicy& policy, const NamespaceQuota* quota, bool complete, Scratch* s) {
   NodeFit out;
   out.node = node.name;
   out.score = NodeScore(node.devices);
   for (const Device* d : backends) out.score += d->NodeScoreBonus(node, policy.node_policy);
   size_t total = requests.containers.size();
+  std::map<std::string, protocol::PodDevices>& picks = complete ? out.devices : s->picks;
+  for (auto& [vendor, devices] : picks) devices.clear();
   for (const auto& c : requests.containers) {
-    for (const auto& [vendor, req] : c) out.devices[vendor].resize(total);
+    for (const auto& [vendor, req] : c) picks[vendor].resize(total);
   }
   auto fail = [&](std::string reason) {
     out.devices.clear();
@@ -137,24 +141,24 @@ NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& ba
   // Init containers run one after another, so each sees only the node's current usage; their
   // peak only matters to usage_after.
   std::optional<std::vector<DeviceUsage>> peak;
-  if (with_usage && requests.init_count > 0) peak.emplace(node.devices);
+  if (complete && requests.init_count > 0) peak.emplace(node.devices);
   for (size_t i = 0; i < requests.init_count && i < total; ++i) {
     WorkingDevices scratch(node.devices);
-    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, with_usage,
-                                   &scratch, s, &out.devices)) {
+    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, complete,
+                                   &scratch, s, &picks)) {
       return fail(std::move(*reason));
     }
     if (peak) MaxInto(scratch.Get(), &*peak);
   }
   WorkingDevices running(node.devices);
   for (size_t i = requests.init_count; i < total; ++i) {
-    bool record = with_usage || i + 1 < total;
+    bool record = complete || i + 1 < total;
     if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, record,
-                                   &running, s, &out.devices)) {
+                                   &running, s, &picks)) {
       return fail(std::move(*reason));
     }
   }
-  if (with_usage) {
+  if (complete) {
     out.usage_after = running.Get();
     MaxInto(peak ? *peak : node.devices, &out.usage_after);
   }
@@ -209,7 +213,7 @@ NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequ
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota) {
   Scratch s;
   return FitOnNode(registry, registry.All(), pod, requests, node, policy, quota,
-                   /*with_usage=*/true, &s);
+                   /*complete=*/true, &s);
 }
 
 Result<ScheduleOptions> ScheduleOptionsFromConfig(const SchedulerPolicyConfig& config) {
@@ -255,7 +259,7 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   decision.nodes.reserve(nodes.size() + unregistered.size());
   for (const NodeUsage* node : nodes) {
     decision.nodes.push_back(FitOnNode(registry, backends, pod, decision.requests, *node, *policy,
-                                       options.quota, /*with_usage=*/false, &s));
+                                       options.quota, /*complete=*/false, &s));
   }
   for (const auto& name : unregistered) {
     decision.nodes.push_back(NodeFit{.node = name, .reason = std::string(kNodeUnregistered)});
@@ -272,12 +276,12 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
     bool better = binpack ? n.score > best.score : n.score < best.score;
     if (better || (n.score == best.score && n.node < best.node)) decision.chosen = i;
   }
-  // Only the chosen node's usage_after is wanted: fit it once more with it (same inputs, same
-  // picks). Unregistered names never fit, so the chosen index is a row's.
+  // Only the chosen node's picks and usage_after are read: fit it once more, completely (same
+  // inputs, same picks). Unregistered names never fit, so the chosen index is a row's.
   if (decision.chosen) {
     decision.nodes[*decision.chosen] =
         FitOnNode(registry, backends, pod, decision.requests, *nodes[*decision.chosen], *policy,
-                  options.quota, /*with_usage=*/true, &s);
+                  options.quota, /*complete=*/true, &s);
   }
   return decision;
 }

@@ -52,13 +52,13 @@ struct NodeFit {
   bool fit = false;
   std::string reason{};  // why not, when !fit: a GenReason string or NodeInsufficientDevice
   double score = 0;      // node score before the pod, plus the backends' bonuses
-  // When fit: vendor key -> one ContainerDevices per container (init first), index-aligned with
-  // the pod's containers, empty for containers that asked for nothing of that vendor.
+  // The next two are filled when fit, by FitPodOnNode always and by Schedule for the chosen
+  // node only (nothing reads the others', and building them cost more than the decision).
+  // Vendor key -> one ContainerDevices per container (init first), index-aligned with the pod's
+  // containers, empty for containers that asked for nothing of that vendor.
   std::map<std::string, protocol::PodDevices> devices{};
-  // When fit: the node's devices with this pod added as the usage index will count it: per
-  // device and field, max(peak over the init containers, sum over the regular containers).
-  // FitPodOnNode always fills it; Schedule fills it for the chosen node only (copying every
-  // candidate's devices for it cost more than the rest of the decision).
+  // The node's devices with this pod added as the usage index will count it: per device and
+  // field, max(peak over the init containers, sum over the regular containers).
   std::vector<DeviceUsage> usage_after{};
 };
 

@@ -148,13 +148,16 @@ TEST(ScheduleRows, SharedCopiedAndPerNodeFitsAgree) {
         if (i >= copied.nodes.size()) continue;  // the unregistered name
         NodeFit full =
             FitPodOnNode(registry, pod, *requests, copied.nodes[i], *resolved, options.quota);
-        EXPECT_EQ(std::tie(x.node, x.fit, x.reason, x.score, x.devices),
-                  std::tie(full.node, full.fit, full.reason, full.score, full.devices));
-        // usage_after: the chosen node only, equal to the full fit's.
+        EXPECT_EQ(std::tie(x.node, x.fit, x.reason, x.score),
+                  std::tie(full.node, full.fit, full.reason, full.score));
+        // Picks and usage_after: the chosen node only, equal to the full fit's.
         if (a->chosen == i) {
+          EXPECT_EQ(x.devices, full.devices);
           EXPECT_EQ(x.usage_after, full.usage_after);
+          EXPECT_FALSE(x.devices.empty());
           EXPECT_FALSE(x.usage_after.empty());
         } else {
+          EXPECT_TRUE(x.devices.empty());
           EXPECT_TRUE(x.usage_after.empty());
         }
       }
