@@ -1,0 +1,39 @@
+// bench_scheduler: the scheduler figures of issue 4 item 7 that need an API server (the
+// compute-only filter figures are bench_filter's). Usage:
+//   bench_scheduler http     [nodes=1000] [pods=20000] [iters=200] [events|noevents]
+//   bench_scheduler register [nodes=1000] [passes=5]
+//   bench_scheduler populate URL [nodes=1000] [pods=20000]   (fills an external sim apiserver)
+//   bench_scheduler probe PORT [nodes=1000] [timeout_s=600]  (waits for a scheduler's sync)
+// Latencies are wall clock per call; run on a quiet machine and repeat (see README.md).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "server_bench.h"
+
+namespace {
+
+int Arg(int argc, char** argv, int i, int fallback) {
+  return i < argc ? std::atoi(argv[i]) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hami::bench;
+  std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "http") {
+    bool events = !(argc > 5 && std::string(argv[5]) == "noevents");
+    return RunHttp(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 20000), Arg(argc, argv, 4, 200),
+                   events);
+  }
+  if (cmd == "register") return RunRegister(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 5));
+  if (cmd == "populate" && argc > 2) {
+    return RunPopulate(argv[2], Arg(argc, argv, 3, 1000), Arg(argc, argv, 4, 20000), 4);
+  }
+  if (cmd == "probe" && argc > 2) {
+    return RunProbe(std::atoi(argv[2]), Arg(argc, argv, 3, 1000), Arg(argc, argv, 4, 600));
+  }
+  std::fprintf(stderr, "usage: bench_scheduler http|register|populate URL|probe PORT ...\n");
+  return 2;
+}

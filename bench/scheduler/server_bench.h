@@ -1,0 +1,24 @@
+// bench_scheduler subcommands: the figures of issue 4 item 7 that need an API server.
+#ifndef HAMI_BENCH_SCHEDULER_SERVER_BENCH_H_
+#define HAMI_BENCH_SCHEDULER_SERVER_BENCH_H_
+
+#include <string>
+
+namespace hami::bench {
+
+// Figure 2: POST /filter over loopback against an in-process scheduler::Server whose informers
+// sync from an in-process sim apiserver holding `nodes` nodes and `pods` bound pods; `events`
+// false turns off the FilteringSucceed event (to show its share of the latency).
+int RunHttp(int nodes, int pods, int iters, bool events);
+
+// Figure 5: Registrar::RunOnce over `nodes` nodes in an in-process sim apiserver.
+int RunRegister(int nodes, int passes);
+
+// Figure 4 helpers: fill an external `hami-sim apiserver` at `server` (http URL) over its API,
+// and wait until the scheduler at 127.0.0.1:`port` answers a /filter (i.e. has synced).
+int RunPopulate(const std::string& server, int nodes, int pods, int threads);
+int RunProbe(int port, int nodes, int timeout_s);
+
+}  // namespace hami::bench
+
+#endif  // HAMI_BENCH_SCHEDULER_SERVER_BENCH_H_
