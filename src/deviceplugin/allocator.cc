@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/client.h"
+#include "k8s/patches.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
@@ -62,10 +63,12 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
 
 }  // namespace
 
-Result<Json> FindPendingPod(k8s::Client& client, std::string_view node) {
+Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::string* seen) {
   auto n = client.Get(res::kNodes, "", node);
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
-  if (auto lock = k8s::Annotation(*n, protocol::kNodeLockKey)) {
+  auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
+  if (seen != nullptr) *seen = lock.value_or("");
+  if (lock) {
     auto parsed = protocol::ParseNodeLock(*lock);
     if (!parsed) return Error{"node " + Quote(node) + ": " + parsed.error()};
     if (parsed->owner) {
@@ -102,7 +105,17 @@ PodView PodViewFromJson(const Json& pod) {
 }
 
 Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_view ns,
-                       std::string_view pod) {
+                       std::string_view pod, std::string_view seen) {
+  if (!seen.empty() && protocol::MayReleaseNodeLock(seen, ns, pod)) {
+    const std::string path =
+        "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
+    const Json ops = Json::array(
+        {{{"op", "test"}, {"path", path}, {"value", seen}}, {{"op", "remove"}, {"path", path}}});
+    auto r = client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops);
+    if (r) return OkStatus();
+    HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
+              r.error().ToString());
+  }
   auto n = client.Get(res::kNodes, "", node);
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
   auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
@@ -137,13 +150,13 @@ Allocator::Allocator(k8s::Client* client, std::string node, AllocateEnv env,
       env_(std::move(env)),
       new_cache_id_(std::move(new_cache_id)) {}
 
-Status Allocator::Fail(const PodView& pod, const std::string& reason) {
+Status Allocator::Fail(const PodView& pod, const std::string& reason, std::string_view lock) {
   const std::string who = "pod " + pod.ns + "/" + pod.name;
   HAMI_ERROR("allocate {}: {}", who, reason);
   auto r = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
                           AnnotationPatch(protocol::kBindPhaseKey, "failed"));
   if (!r) HAMI_ERROR("{}: set bind-phase failed: {}", who, r.error().ToString());
-  if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name); !s) {
+  if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name, lock); !s) {
     HAMI_ERROR("{}: {}", who, s.error());
   }
   return Error{who + ": " + reason};
@@ -167,13 +180,14 @@ Status Allocator::PrepareHostDirs(const PodView& pod, const AllocationPlan& plan
 Result<std::vector<ContainerAllocation>> Allocator::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto found = FindPendingPod(*client_, node_);
+  std::string lock_value;  // lets the release skip a GET of the node (ReleaseNodeLock)
+  auto found = FindPendingPod(*client_, node_, &lock_value);
   if (!found) return Error{"allocate on node " + Quote(node_) + ": " + found.error()};
   const PodView pod = PodViewFromJson(*found);
   auto plan = PlanAllocate(pod, requests, env_, new_cache_id_);
-  if (!plan) return std::move(Fail(pod, plan.error())).take_error();
+  if (!plan) return std::move(Fail(pod, plan.error(), lock_value)).take_error();
   if (Status s = PrepareHostDirs(pod, *plan); !s)
-    return std::move(Fail(pod, s.error())).take_error();
+    return std::move(Fail(pod, s.error(), lock_value)).take_error();
   // Steps 4 and 5 in one patch: the entries consumed, and when nothing NVIDIA is left to
   // allocate, bind-phase success with it (HAMi re-reads the pod between the two; one merge patch
   // makes the pair atomic and saves two API calls).
@@ -182,13 +196,15 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   if (done) patch["metadata"]["annotations"][std::string(protocol::kBindPhaseKey)] = "success";
   auto patched = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch);
   if (!patched) {
-    return std::move(Fail(pod, "update " + std::string(kToAllocateKey) + ": " +
-                                   patched.error().ToString()))
+    return std::move(
+               Fail(pod,
+                    "update " + std::string(kToAllocateKey) + ": " + patched.error().ToString(),
+                    lock_value))
         .take_error();
   }
   if (done) {
     // The pod is allocated; a lock we fail to remove expires on its own (5 min).
-    if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name); !s) {
+    if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name, lock_value); !s) {
       HAMI_ERROR("pod {}/{}: {}", pod.ns, pod.name, s.error());
     }
   }

@@ -25,15 +25,21 @@ namespace hami::deviceplugin {
 // The pending pod on `node` (§6.2 step 1): the owner named by the node lock when there is one
 // (trusted as is); else the first pod with spec.nodeName = node, phase Pending, a bind-time,
 // bind-phase allocating or success, and vgpu-node = node. A malformed lock is an error.
-Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node);
+// `lock`, when given, receives the node's hami.io/mutex.lock value as read ("" when none).
+Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node,
+                                 std::string* lock = nullptr);
 
 // The pod's containers in annotation order (init containers, then containers), with
 // CUDA_DISABLE_CONTROL read from each container's literal env.
 PodView PodViewFromJson(const k8s::Json& pod);
 
 // Removes hami.io/mutex.lock from the node when ns/pod owns it (or it is a legacy value).
+// `seen` is the value read earlier (FindPendingPod's `lock`): when ns/pod may release it, one
+// JSON patch removes the lock only while it still reads `seen` (its `test` op is the owner
+// check, so no GET); if that patch fails (the lock changed, or the server refused it), the
+// release falls back to GET, owner check and merge patch.
 Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_view ns,
-                       std::string_view pod);
+                       std::string_view pod, std::string_view seen = "");
 
 // A random RFC 4122 version-4 UUID (the shared cache file name).
 std::string RandomUuid();
@@ -56,7 +62,7 @@ class Allocator {
   const AllocateEnv& env() const { return env_; }
 
  private:
-  Status Fail(const PodView& pod, const std::string& reason);
+  Status Fail(const PodView& pod, const std::string& reason, std::string_view lock);
   Status PrepareHostDirs(const PodView& pod, const AllocationPlan& plan);
 
   k8s::Client* client_;
