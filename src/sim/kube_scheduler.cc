@@ -143,6 +143,7 @@ class KubeSchedulerLoop::Impl {
     uint64_t seq = 0;  // activeQ order
     SystemTime backoff_until{};
     std::string last_written;  // last PodScheduled message written
+    std::string uid;
   };
 
   Impl(k8s::Client& client, KubeSchedulerOptions options, const Clock& clock)
@@ -310,10 +311,17 @@ void KubeSchedulerLoop::Impl::OnPod(const json& pod) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (Terminal(pod)) flush_requested_ = wake = true;
+    const std::string uid = k8s::Uid(pod);
     auto it = pods_state_.find(key);
+    if (it != pods_state_.end() && it->second.uid != uid &&
+        (it->second.where == Where::kGone || it->second.where == Where::kBound)) {
+      pods_state_.erase(it);  // a new pod under the name of a deleted one
+      it = pods_state_.end();
+    }
     if (it == pods_state_.end()) {
       if (assigned || deleting || Terminal(pod)) return;
       PodState& s = pods_state_[key];
+      s.uid = uid;
       s.rec.ns = k8s::Namespace(pod);
       s.rec.name = k8s::Name(pod);
       s.rec.first_seen = clock_.Now();

@@ -395,6 +395,9 @@ TEST(KubeSchedulerLoopTest, UnschedulableWaitsForAClusterEventAndLeavesWhenDelet
   // Deleted while unschedulable: it leaves the queue.
   ASSERT_TRUE(c.client().Delete(k8s::resources::kPods, "default", "q").ok());
   EXPECT_TRUE(Eventually([&] { return loop.Unschedulable() == 0; }));
+  // A new pod under the same name is a new pod to schedule.
+  c.Create(k8s::resources::kPods, GpuPod("q", 1000));
+  EXPECT_TRUE(Eventually([&] { return ext.filters() == 5 && loop.Unschedulable() == 1; }));
 }
 
 }  // namespace
