@@ -5,6 +5,8 @@
 # libvgpu section: a cudart program and PyTorch under LD_PRELOAD=libvgpu.so with
 # CUDA_DEVICE_MEMORY_LIMIT=4g (reported total, OOM past the limit, NVML view), and the SM limit
 # (30 %, FORCE) measured with NVML on a busy loop. Prints a summary table.
+# Device plugin section: NVML discovery (`hami-device-plugin --print-register`) against
+# nvidia-smi's uuid, memory.total and name.
 #
 #   tests/gpu/run.sh                # uses build/lib/libvgpu.so, builds it when missing
 #   BUILD=build-rel tests/gpu/run.sh
@@ -145,6 +147,44 @@ PY
   row "SM limit 30% (FORCE), torch matmul loop" "30 +- 5 %" "${util:-none} %" "$r"
 else
   row "SM limit 30% measurement" "torch with CUDA" "not installed" SKIP
+fi
+
+# ---------------------------------------------------------------- device plugin: NVML discovery
+# `hami-device-plugin --print-register` discovers through the real libnvidia-ml.so.1 and prints
+# hami.io/node-nvidia-register; each GPU's object must carry nvidia-smi's uuid, memory.total
+# (MiB; chart default deviceMemoryScaling 1) and name ("NVIDIA-" prefixed unless it starts with
+# NVIDIA), with count 10 and devcore 100 (chart defaults).
+DP="$BUILD/bin/hami-device-plugin"
+if [[ ! -x "$DP" ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$BUILD" --target hami-device-plugin >/dev/null
+fi
+if [[ -x "$DP" ]]; then
+  reg="$(timeout 60 "$DP" --print-register --node-config-file /nonexistent 2>"$WORK/dp.err")"
+  objects="$(sed 's/},{/}\n{/g' <<<"$reg")"
+  n_smi=0
+  n_ok=0
+  while IFS=, read -r uuid mem name; do
+    uuid="$(xargs <<<"$uuid")"
+    mem="$(xargs <<<"${mem% MiB}")"
+    name="$(sed 's/^ *//; s/ *$//' <<<"$name")"
+    [[ "$name" == NVIDIA* ]] && want_type="$name" || want_type="NVIDIA-$name"
+    n_smi=$((n_smi + 1))
+    obj="$(grep -F "\"id\":\"$uuid\"" <<<"$objects")"
+    if grep -qF "\"devmem\":$mem," <<<"$obj" && grep -qF "\"type\":\"$want_type\"" <<<"$obj" &&
+      grep -qF '"count":10,' <<<"$obj" && grep -qF '"devcore":100,' <<<"$obj" &&
+      grep -qF '"health":true' <<<"$obj"; then
+      n_ok=$((n_ok + 1))
+    else
+      echo "register annotation lacks $uuid / $mem MiB / $want_type: ${obj:-no object}"
+    fi
+  done < <(nvidia-smi --query-gpu=uuid,memory.total,name --format=csv,noheader)
+  n_reg="$(grep -c '"id":' <<<"$objects")"
+  [[ "$n_smi" -gt 0 && "$n_ok" == "$n_smi" && "$n_reg" == "$n_smi" ]] && r=PASS || r=FAIL
+  [[ "$r" == FAIL ]] && { echo "register: $reg"; cat "$WORK/dp.err"; }
+  row "device plugin: NVML register = nvidia-smi" "$n_smi GPUs match" "$n_ok of $n_reg match" "$r"
+else
+  row "device plugin: NVML register" "binary built" "build failed" FAIL
 fi
 
 echo
