@@ -1,6 +1,6 @@
 // The whole scheduler::Server on loopback against the sim apiserver: registration at start
 // (handshake written), /webhook, /filter and /bind over HTTP with the seed's annotations,
-// /healthz, /readyz and /metrics.
+// /healthz, /readyz and /metrics (devices, pods, quota, build info, legacy names).
 #include "scheduler/server.h"
 
 #include <chrono>
@@ -29,10 +29,15 @@ TEST(ServerTest, EndToEndOverLoopback) {
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
   node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
   ASSERT_TRUE(client.Create(k8s::resources::kNodes, "", node).ok());
+  json quota = {{"apiVersion", "v1"}, {"kind", "ResourceQuota"}};
+  quota["metadata"] = {{"name", "gpu"}, {"namespace", "default"}};
+  quota["spec"]["hard"] = {{"limits.nvidia.com/gpumem", "10000"}, {"pods", "10"}};
+  ASSERT_TRUE(client.Create(k8s::resources::kResourceQuotas, "default", quota).ok());
 
   ServerOptions opts;
   opts.http_bind = "127.0.0.1:0";
   opts.metrics_bind = "127.0.0.1:0";
+  opts.legacy_metrics = true;
   opts.webhook.scheduler_name = "hami-scheduler";
   opts.extender.zone = Zone::Utc();
   opts.registration.zone = Zone::Utc();
@@ -87,6 +92,30 @@ TEST(ServerTest, EndToEndOverLoopback) {
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("hami_gpu_memory_limit_bytes{node=\"node-1\""), std::string::npos);
   EXPECT_NE(m->body.find("hami_scheduler_filter_duration_seconds_count{} 1"), std::string::npos);
+  EXPECT_NE(m->body.find("hami_build_info{version=\""), std::string::npos);
+  EXPECT_NE(m->body.find("\nGPUDeviceMemoryLimit{nodeid=\"node-1\""), std::string::npos);
+  // The per-pod and quota lines follow the pod informer and the quota informer: scrape until
+  // they catch up with the filter's annotations (a few event deliveries).
+  const std::string vgpu =
+      R"(hami_vgpu_memory_allocated_bytes{namespace="default",node="node-1",pod="demo",container_index="0",device_uuid="GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448",zone="vGPU"} 3145728000)";
+  const std::string used =
+      R"(hami_resource_quota_used{namespace="default",quota_name="nvidia.com/gpumem",limit="10000",zone="vGPU"} 3000)";
+  const std::string limit =
+      R"(hami_resource_quota_limit{namespace="default",quota_name="nvidia.com/gpumem",zone="vGPU"} 10000)";
+  const std::string legacy_vgpu =
+      R"(vGPUMemoryAllocated{podnamespace="default",nodename="node-1",podname="demo",containeridx="0")";
+  const std::string legacy_quota =
+      R"(QuotaUsed{quotanamespace="default",quotaName="nvidia.com/gpumem",limit="10000",zone="vGPU"} 3000)";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string body;
+  do {
+    body = metrics.Get("/metrics")->body;
+    if (body.find(vgpu) != std::string::npos && body.find(used) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval only
+  } while (std::chrono::steady_clock::now() < deadline);
+  for (const std::string& line : {vgpu, used, limit, legacy_vgpu, legacy_quota}) {
+    EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
+  }
   server.Stop();
 }
 
