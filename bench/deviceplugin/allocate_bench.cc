@@ -1,18 +1,25 @@
-// Allocate latency including its API calls (GET node, GET pod, PATCH pod, GET pod, PATCH pod,
-// GET node, PATCH node) against the in-process sim apiserver over loopback HTTP. Each iteration
-// creates a bound pod holding the node lock (untimed), then times one Allocator::Allocate.
+// Allocate latency including its API calls against the in-process sim apiserver over loopback
+// HTTP. Each iteration creates a bound pod holding the node lock (untimed), then times one
+// Allocator::Allocate. Then a breakdown: the same kinds of calls the Allocator makes, each
+// timed alone (GET node, GET pod, merge PATCH pod, lock release by GET+merge PATCH and by one
+// conditional JSON patch, the host cache dir), so a regression can be placed.
 // Usage: deviceplugin_allocate_bench [iterations=500]. Target (issue 5): p99 <= 10 ms.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "common/log.h"
 #include "deviceplugin/allocator.h"
 #include "k8s/client.h"
+#include "k8s/object.h"
+#include "k8s/patches.h"
 #include "protocol/node_lock.h"
 #include "sim/apiserver.h"
 
@@ -21,6 +28,92 @@ namespace {
 using hami::k8s::Json;
 namespace res = hami::k8s::resources;
 constexpr const char* kGpu = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
+constexpr const char* kLockKey = "hami.io/mutex.lock";
+
+void Report(const char* what, std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1))]; };
+  std::printf("%-28s n=%zu p50=%.3f ms p90=%.3f ms p99=%.3f ms max=%.3f ms\n", what, ms.size(),
+              pct(0.50), pct(0.90), pct(0.99), ms.back());
+}
+
+// Times `op` `n` times; `setup` (untimed) runs before each.
+std::vector<double> Time(int n, const std::function<bool()>& setup,
+                         const std::function<bool()>& op) {
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    if (!setup()) return {};
+    const auto start = std::chrono::steady_clock::now();
+    if (!op()) return {};
+    const auto end = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  return ms;
+}
+
+bool SetLock(hami::k8s::Client& client, const std::string& pod) {
+  Json lock;
+  lock["metadata"]["annotations"][kLockKey] =
+      hami::protocol::NodeLockValue(hami::RealClock().Now(), hami::Zone::Utc(), "default", pod);
+  return client.Patch(res::kNodes, "", "n1", hami::k8s::PatchType::kMerge, lock).ok();
+}
+
+bool CreateBoundPod(hami::k8s::Client& client, const std::string& name) {
+  const std::string value = std::string(kGpu) + ",NVIDIA,3000,0:;";
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", "default"},
+                {"annotations",
+                 {{"hami.io/bind-phase", "allocating"},
+                  {"hami.io/bind-time", "1716199325"},
+                  {"hami.io/vgpu-node", "n1"},
+                  {"hami.io/vgpu-devices-to-allocate", value}}}}},
+              {"spec", {{"nodeName", "n1"}, {"containers", Json::array({{{"name", "c"}}})}}}};
+  return client.Create(res::kPods, "default", pod) && SetLock(client, name);
+}
+
+void Breakdown(hami::k8s::Client& client, const std::string& hook, int n) {
+  auto none = [] { return true; };
+  Report("GET node", Time(n, none, [&] { return client.Get(res::kNodes, "", "n1").ok(); }));
+  Report("GET pod", Time(n, none, [&] { return client.Get(res::kPods, "default", "p0").ok(); }));
+  int i = 0;
+  Report(
+      "merge PATCH pod", Time(n, none, [&] {
+        auto patch = hami::k8s::AnnotationsMergePatch({{"x", std::to_string(i++)}});
+        return client.Patch(res::kPods, "default", "p0", hami::k8s::PatchType::kMerge, patch).ok();
+      }));
+  std::string seen;  // the lock value as set (what the Allocator read from the node)
+  auto lock = [&] {
+    if (!SetLock(client, "p0")) return false;
+    auto node = client.Get(res::kNodes, "", "n1");
+    seen = node ? hami::k8s::Annotation(*node, kLockKey).value_or("") : "";
+    return !seen.empty();
+  };
+  Report("release lock: GET+PATCH", Time(n, lock, [&] {
+           return hami::deviceplugin::ReleaseNodeLock(client, "n1", "default", "p0").ok();
+         }));
+  const std::string path = "/metadata/annotations/" + hami::k8s::JsonPointerEscape(kLockKey);
+  Report("release lock: JSON patch", Time(n, lock, [&] {
+           Json ops = Json::array({{{"op", "test"}, {"path", path}, {"value", seen}},
+                                   {{"op", "remove"}, {"path", path}}});
+           return client.Patch(res::kNodes, "", "n1", hami::k8s::PatchType::kJsonPatch, ops).ok();
+         }));
+  // Allocate recreates <hook>/vgpu/containers/<uid>_<ctr>: new for a new pod (mkdir), present
+  // when the same pod UID is allocated again (rmdir first: the slow one on ext4).
+  auto make = [&](const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::create_directories(dir, ec);
+    return !ec && ::chmod(dir.c_str(), 0777) == 0;
+  };
+  int d = 0;
+  const std::string containers = hook + "/vgpu/containers/";
+  Report("host cache dir (new)",
+         Time(n, none, [&] { return make(containers + "uid" + std::to_string(d++) + "_c"); }));
+  Report("host cache dir (present)", Time(n, none, [&] { return make(containers + "uid_c"); }));
+}
 
 int Bench(int iterations) {
   hami::sim::ApiServer server{hami::sim::ApiServerOptions{}};
@@ -35,39 +128,22 @@ int Bench(int iterations) {
   hami::deviceplugin::AllocateEnv env;
   env.hook_path = hook;
   hami::deviceplugin::Allocator allocator(&client, "n1", env);
-  std::vector<double> ms;
-  for (int i = 0; i < iterations; ++i) {
-    const std::string name = "p" + std::to_string(i);
-    const std::string value = std::string(kGpu) + ",NVIDIA,3000,0:;";
-    Json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata",
-                 {{"name", name},
-                  {"namespace", "default"},
-                  {"annotations",
-                   {{"hami.io/bind-phase", "allocating"},
-                    {"hami.io/bind-time", "1716199325"},
-                    {"hami.io/vgpu-node", "n1"},
-                    {"hami.io/vgpu-devices-to-allocate", value}}}}},
-                {"spec", {{"nodeName", "n1"}, {"containers", Json::array({{{"name", "c"}}})}}}};
-    if (!client.Create(res::kPods, "default", pod)) return 1;
-    Json lock;
-    lock["metadata"]["annotations"]["hami.io/mutex.lock"] =
-        hami::protocol::NodeLockValue(hami::RealClock().Now(), hami::Zone::Utc(), "default", name);
-    if (!client.Patch(res::kNodes, "", "n1", hami::k8s::PatchType::kMerge, lock)) return 1;
-    const auto start = std::chrono::steady_clock::now();
-    auto r = allocator.Allocate({{std::string(kGpu) + "-0"}});
-    const auto end = std::chrono::steady_clock::now();
-    if (!r) {
-      std::fprintf(stderr, "allocate: %s\n", r.error().c_str());
-      return 1;
-    }
-    ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  int i = 0;
+  std::string error;
+  auto ms = Time(
+      iterations, [&] { return CreateBoundPod(client, "p" + std::to_string(i)); },
+      [&] {
+        auto r = allocator.Allocate({{std::string(kGpu) + "-0"}});
+        ++i;
+        if (!r) error = r.error();
+        return r.ok();
+      });
+  if (ms.empty()) {
+    std::fprintf(stderr, "allocate: %s\n", error.c_str());
+    return 1;
   }
-  std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1))]; };
-  std::printf("allocate iterations=%d p50=%.3f ms p90=%.3f ms p99=%.3f ms max=%.3f ms\n",
-              iterations, pct(0.50), pct(0.90), pct(0.99), ms.back());
+  Report("Allocate", ms);
+  Breakdown(client, hook, std::max(iterations / 2, 1));
   std::filesystem::remove_all(hook);
   server.Stop();
   return 0;
