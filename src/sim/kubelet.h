@@ -17,8 +17,8 @@
 //
 // Hosting: one grpc::Server per node, as in a cluster, so the real Plugin class serves every node
 // unchanged. Measured (bench/sim_loops/README.md): about 3.3 threads and 0.2 MiB per node;
-// 1,000 nodes start in about 19 s in a Debug build on the loaded 2-core dev machine (8 nodes at a
-// time). Affordable, so no multiplexing of several nodes onto one server.
+// 1,000 nodes start in about 10 s (Release, loaded 2-core dev machine, 8 nodes at a time).
+// Affordable, so no multiplexing of several nodes onto one server.
 //
 // Work is done by a small pool (not a thread per pod): admission latency and durations are
 // deadlines in a timer queue, so a waiting pod occupies no thread. API errors (the sim apiserver
