@@ -119,7 +119,7 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   std::vector<std::string> names = args.node_names.value_or(std::vector<std::string>{});
   // A re-filtered pod must not count against itself.
   index_.RemovePod(pod.Key());
-  device::UsageIndex::Snapshot snap = index_.Rows(names);
+  device::UsageIndex::SharedSnapshot snap = index_.SharedRows(names);
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;
   options.gpu_policy = options_.gpu_policy;

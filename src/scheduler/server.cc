@@ -1,5 +1,6 @@
 #include "scheduler/server.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,7 +143,10 @@ Status Server::Start() {
     http_->api = std::make_unique<httplib::Server>();
   }
   httplib::Server& api = *http_->api;
-  api.set_payload_max_length(1 << 20);
+  // The `Nodes` form of /filter carries every candidate Node object (about 5 KiB each).
+  api.set_payload_max_length(64 << 20);
+  // Replies are small and the client waits for each: Nagle would hold every reply ~40 ms.
+  api.set_tcp_nodelay(true);
   api.Post("/filter", [this](const httplib::Request& req, httplib::Response& res) {
     Timed(request_metrics_.filter, [&] {
       {
@@ -194,8 +198,12 @@ Status Server::Start() {
     registrar_->OnPod(*p);
   };
   pod_handlers.on_delete = [this](const k8s::ObjectRef& p) { registrar_->OnPodDeleted(*p); };
-  pods_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kPods, k8s::InformerOptions{},
-                                          pod_handlers);
+  // Nothing reads the pod cache (the handlers feed the usage index), so it is kept as compact
+  // text: about 1.2x the wire size instead of ~8x parsed.
+  k8s::InformerOptions pod_options;
+  pod_options.compact = true;
+  pods_ =
+      std::make_unique<k8s::Informer>(client_, k8s::resources::kPods, pod_options, pod_handlers);
   k8s::InformerHandlers node_handlers;
   // A new node is registered by the loop's next pass (passes never overlap), started at once.
   node_handlers.on_add = [this](const k8s::ObjectRef&) {
@@ -287,6 +295,8 @@ bool Server::WaitForNextPass(SystemTime due) {
 void Server::Loop() {
   // Usage comes from pods: wait for the informer's first list before the first filter.
   pods_->WaitForSync(std::chrono::seconds(60));
+  // The first LIST held every pod parsed at once; hand those pages back to the system.
+  malloc_trim(0);
   bool was_leader = false;
   for (;;) {
     // The period runs from the start of a pass; fixed before passes_ moves so that a test which

@@ -28,8 +28,16 @@ protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
 // The trimmed, non-empty items of a CSV annotation value.
 std::vector<std::string_view> Items(std::string_view csv) { return SplitNonEmpty(csv, ','); }
 
+// Called per device on the filter path: a pod's few annotations are scanned without building a
+// std::string key (StringMap has no transparent comparator).
 const std::string* Find(const StringMap& m, std::string_view key) {
-  if (key.empty()) return nullptr;
+  if (key.empty() || m.empty()) return nullptr;
+  if (m.size() <= 16) {
+    for (const auto& [k, v] : m) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
   auto it = m.find(std::string(key));
   return it == m.end() ? nullptr : &it->second;
 }
@@ -100,8 +108,9 @@ bool CheckUuid(const StringMap& annotations, std::string_view use_key, std::stri
 
 bool CheckType(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
                std::string_view device_type) {
-  std::string type = ToLower(device_type);
+  std::string type;  // lower-cased on first use: most pods name no type at all
   return CheckLists(annotations, use_key, nouse_key, [&](std::string_view item) {
+    if (type.empty()) type = ToLower(device_type);
     return type.find(ToLower(item)) != std::string::npos;
   });
 }
