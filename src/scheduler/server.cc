@@ -37,6 +37,8 @@ bool LeaseHeldBy(const json& lease, const std::string& identity, SystemTime now)
 
 namespace {
 
+constexpr size_t kApiThreads = 64;  // see new_task_queue below
+
 // "host:port" / ":port" -> (host, port); host defaults to 0.0.0.0.
 bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
   size_t colon = bind.rfind(':');
@@ -147,6 +149,10 @@ Status Server::Start() {
   api.set_payload_max_length(64 << 20);
   // Replies are small and the client waits for each: Nagle would hold every reply ~40 ms.
   api.set_tcp_nodelay(true);
+  // A /bind to a locked node waits in the node's FIFO (up to --node-lock-retry-timeout) on its
+  // request thread, and kube-scheduler binds many pods at once: with cpp-httplib's default pool
+  // (8 threads) a burst of waiting binds and kept-alive connections would starve /filter.
+  api.new_task_queue = [] { return new httplib::ThreadPool(kApiThreads); };
   api.Post("/filter", [this](const httplib::Request& req, httplib::Response& res) {
     Timed(request_metrics_.filter, [&] {
       {
