@@ -86,7 +86,15 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
       client_(client),
       clock_(clock),
       options_(std::move(options)),
-      quota_(std::move(quota)) {}
+      quota_(std::move(quota)) {
+  if (options_.record_events) {
+    events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
+  }
+}
+
+void Extender::FlushEvents() {
+  if (events_) events_->Flush();
+}
 
 void Extender::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -96,9 +104,7 @@ void Extender::Stop() {
 
 void Extender::Event(const json& pod, std::string_view type, std::string_view reason,
                      const std::string& message) {
-  if (!options_.record_events) return;
-  auto r = client_.RecordEvent(pod, type, reason, message, options_.scheduler_name);
-  if (!r) HAMI_VLOG(2, "event {}: {}", std::string(reason).c_str(), r.error().ToString().c_str());
+  if (events_) events_->Record(pod, type, reason, message);
 }
 
 HttpReply Extender::Filter(std::string_view body) {

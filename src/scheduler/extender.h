@@ -33,6 +33,7 @@
 #include "device/schedule.h"
 #include "device/usage_index.h"
 #include "k8s/client.h"
+#include "scheduler/event_queue.h"
 #include "scheduler/extender_args.h"
 #include "scheduler/http_reply.h"
 #include "scheduler/webhook.h"
@@ -76,6 +77,8 @@ class Extender {
 
   // Wakes queued binds so they fail at once (shutdown).
   void Stop();
+  // Events are sent in the background (event_queue.h); blocks until the queued ones are sent.
+  void FlushEvents();
 
  private:
   struct NodeQueue {
@@ -104,6 +107,7 @@ class Extender {
   std::condition_variable cv_;
   std::map<std::string, NodeQueue> queues_;
   bool stopped_ = false;
+  std::unique_ptr<EventQueue> events_;  // null when events are off
 };
 
 }  // namespace hami::scheduler

@@ -149,6 +149,33 @@ TEST_F(ExtenderTest, FilterReportsUnfitNodes) {
   EXPECT_FALSE(k8s::Annotation(GetPod("big"), "hami.io/vgpu-node").has_value());
 }
 
+// Events are written in the background; after a flush they carry HAMi's message shapes.
+TEST_F(ExtenderTest, FilterEventsAreRecordedOffTheRequestPath) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(1));
+  ASSERT_EQ(Filter(*ext, CreatePod(GpuPod("fits", 3000)), {"node-1", "node-x"})["NodeNames"],
+            json::array({"node-1"}));
+  ASSERT_TRUE(Filter(*ext, CreatePod(GpuPod("big", 40000)), {"node-1"})["NodeNames"].is_null());
+  ext->FlushEvents();
+  auto events = client_->ListAll(k8s::resources::kEvents, "default", {});
+  ASSERT_TRUE(events.ok());
+  std::map<std::string, std::vector<std::string>> by_pod;  // pod -> "reason: message"
+  for (const json& e : events->items) {
+    EXPECT_EQ(e["source"]["component"], "hami-scheduler");
+    by_pod[e["involvedObject"]["name"]].push_back(e["reason"].get<std::string>() + ": " +
+                                                  e["message"].get<std::string>());
+  }
+  ASSERT_EQ(by_pod["fits"].size(), 1u);
+  EXPECT_TRUE(
+      std::regex_match(by_pod["fits"][0],
+                       std::regex(R"(FilteringSucceed: find fit node\(node-1\), 1 nodes not fit, )"
+                                  R"(1 nodes fit\(node-1:[0-9]+\.[0-9]{2}\))")))
+      << by_pod["fits"][0];
+  EXPECT_EQ(by_pod["big"],
+            std::vector<std::string>{"FilteringFailed: 1 nodes CardInsufficientMemory(node-1)"});
+}
+
 TEST_F(ExtenderTest, RacingBindsBothSucceedInTurn) {
   AddNode("node-1");
   ASSERT_TRUE(registrar_->RunOnce().ok());
