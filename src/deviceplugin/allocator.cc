@@ -25,6 +25,13 @@ Json AnnotationPatch(std::string_view key, const Json& value) {
   return patch;
 }
 
+// Allocate's API writes. kubelet does not call Allocate again for a pod whose Allocate failed,
+// so a transient API error (transport, 429, 5xx) would fail the pod or leave the node locked:
+// each write is tried up to 4 times, 50/100/200 ms apart. Every one of them may be repeated.
+k8s::ApiResult<Json> Write(const std::function<k8s::ApiResult<Json>()>& fn) {
+  return k8s::RetryTransient<Json>(4, std::chrono::milliseconds(50), fn);
+}
+
 bool IsCandidate(const Json& pod, std::string_view node) {
   if (k8s::FieldString(pod, "status.phase") != "Pending") return false;
   auto ann = k8s::Annotations(pod);
@@ -64,7 +71,7 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
 }  // namespace
 
 Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::string* seen) {
-  auto n = client.Get(res::kNodes, "", node);
+  auto n = Write([&] { return client.Get(res::kNodes, "", node); });
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
   auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
   if (seen != nullptr) *seen = lock.value_or("");
@@ -111,7 +118,8 @@ Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_v
         "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
     const Json ops = Json::array(
         {{{"op", "test"}, {"path", path}, {"value", seen}}, {{"op", "remove"}, {"path", path}}});
-    auto r = client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops);
+    auto r =
+        Write([&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
     if (r) return OkStatus();
     HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
               r.error().ToString());
@@ -124,8 +132,10 @@ Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_v
     HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
     return OkStatus();
   }
-  auto r = client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge,
+  auto r = Write([&] {
+    return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge,
                         AnnotationPatch(protocol::kNodeLockKey, nullptr));
+  });
   if (!r) return Error{"release lock on " + Quote(node) + ": " + r.error().ToString()};
   return OkStatus();
 }
@@ -153,8 +163,10 @@ Allocator::Allocator(k8s::Client* client, std::string node, AllocateEnv env,
 Status Allocator::Fail(const PodView& pod, const std::string& reason, std::string_view lock) {
   const std::string who = "pod " + pod.ns + "/" + pod.name;
   HAMI_ERROR("allocate {}: {}", who, reason);
-  auto r = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
+  auto r = Write([&] {
+    return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
                           AnnotationPatch(protocol::kBindPhaseKey, "failed"));
+  });
   if (!r) HAMI_ERROR("{}: set bind-phase failed: {}", who, r.error().ToString());
   if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name, lock); !s) {
     HAMI_ERROR("{}: {}", who, s.error());
@@ -194,7 +206,8 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   Json patch = AnnotationPatch(kToAllocateKey, plan->remaining);
   const bool done = !protocol::HasVendorDevice(plan->remaining, kNvidiaVendorKey);
   if (done) patch["metadata"]["annotations"][std::string(protocol::kBindPhaseKey)] = "success";
-  auto patched = client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch);
+  auto patched = Write(
+      [&] { return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch); });
   if (!patched) {
     return std::move(
                Fail(pod,

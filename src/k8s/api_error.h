@@ -44,6 +44,8 @@ inline bool IsNotFound(const ApiError& e) { return e.code == 404; }
 inline bool IsConflict(const ApiError& e) { return e.code == 409 && e.reason == kReasonConflict; }
 inline bool IsAlreadyExists(const ApiError& e) { return e.reason == kReasonAlreadyExists; }
 inline bool IsInvalid(const ApiError& e) { return e.code == 422; }
+// Worth retrying as is: no answer (transport), 429 Too Many Requests, or a server error.
+inline bool IsTransient(const ApiError& e) { return e.code == 0 || e.code == 429 || e.code >= 500; }
 // A watch or list from a resourceVersion the server no longer holds: relist.
 inline bool IsGone(const ApiError& e) {
   return e.code == 410 || e.reason == kReasonExpired || e.reason == kReasonGone;

@@ -5,11 +5,13 @@
 #define HAMI_K8S_CLIENT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -132,6 +134,21 @@ ApiResult<T> RetryOnConflict(int attempts, const std::function<ApiResult<T>()>& 
   for (int i = 1;; ++i) {
     ApiResult<T> r = fn();
     if (r.ok() || !IsConflict(r.error()) || i >= attempts) return r;
+  }
+}
+
+// Calls `fn` again while it fails with a transient error (IsTransient), up to `attempts` calls in
+// all, waiting `backoff` before the first retry and twice as long before each next one
+// (client-go's retry.OnError). For writes that may be repeated: merge patches, preconditioned
+// JSON patches.
+template <typename T>
+ApiResult<T> RetryTransient(int attempts, std::chrono::milliseconds backoff,
+                            const std::function<ApiResult<T>()>& fn) {
+  for (int i = 1;; ++i) {
+    ApiResult<T> r = fn();
+    if (r.ok() || !IsTransient(r.error()) || i >= attempts) return r;
+    std::this_thread::sleep_for(backoff);
+    backoff *= 2;
   }
 }
 

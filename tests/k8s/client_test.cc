@@ -149,6 +149,40 @@ TEST_F(ClientTest, RetryOnConflictRereadsAndSucceeds) {
   EXPECT_EQ(attempts, 3);
 }
 
+TEST(RetryTransientTest, RetriesServerErrorsOnlyAndStopsAtTheLimit) {
+  const std::chrono::milliseconds no_wait{0};
+  int calls = 0;
+  auto r = RetryTransient<Json>(4, no_wait, [&]() -> ApiResult<Json> {
+    if (++calls < 3) return ApiError{500, kReasonInternalError, "injected failure"};
+    return Json{{"ok", true}};
+  });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(calls, 3);
+
+  for (const ApiError& e : {ApiError{0, "Transport", "connection refused"},
+                            ApiError{429, "TooManyRequests", "slow down"},
+                            ApiError{503, "ServiceUnavailable", "down"}}) {
+    calls = 0;
+    auto failed = RetryTransient<Json>(4, no_wait, [&]() -> ApiResult<Json> {
+      ++calls;
+      return e;
+    });
+    EXPECT_FALSE(failed);
+    EXPECT_EQ(calls, 4) << e.ToString();
+  }
+  for (const ApiError& e :
+       {ApiError{404, kReasonNotFound, "gone"}, ApiError{409, kReasonConflict, "stale"},
+        ApiError{422, "Invalid", "test failed"}}) {
+    calls = 0;
+    auto failed = RetryTransient<Json>(4, no_wait, [&]() -> ApiResult<Json> {
+      ++calls;
+      return e;
+    });
+    EXPECT_FALSE(failed);
+    EXPECT_EQ(calls, 1) << e.ToString();
+  }
+}
+
 TEST_F(ClientTest, Patches) {
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("p1")));
   auto merged = client_->Patch(kPods, "default", "p1", PatchType::kMerge,
