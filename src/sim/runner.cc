@@ -240,9 +240,9 @@ Status Runner::Impl::StartCluster() {
   KubeSchedulerOptions loop;
   loop.scheduler_name = kSchedulerName;
   loop.extender_url = "http://127.0.0.1:" + std::to_string(server_->port());
-  // hami-scheduler serves HTTP from a pool of 8 threads (cpp-httplib's default) and a bind may
-  // wait there for a node lock: leave threads for /filter and /webhook.
-  loop.bind_parallelism = 4;
+  // Binds to one node are serialised by its lock; across nodes 16 run at once (kube-scheduler's
+  // binding goroutines), well inside hami-scheduler's 64 request threads.
+  loop.bind_parallelism = 16;
   Progress("starting the kube-scheduler loop (filter + bind through the extender)");
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
@@ -313,6 +313,7 @@ void Runner::Impl::CreatePods(SteadyClock::time_point start) {
     creators.emplace_back([this, start] {
       httplib::Client http("127.0.0.1", server_->port());
       http.set_read_timeout(std::chrono::seconds(30));
+      http.set_tcp_nodelay(true);  // else each AdmissionReview waits ~40 ms on Nagle
       k8s::Client& client = *clients_.front();
       for (size_t i; (i = next_pod_.fetch_add(1)) < planned_.size();) {
         const auto at = start + planned_[i].arrival;
