@@ -123,7 +123,15 @@ HttpReply Extender::Filter(std::string_view body) {
 std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                                  const json& raw_pod) {
   std::vector<std::string> names = args.node_names.value_or(std::vector<std::string>{});
-  // A re-filtered pod must not count against itself.
+  // A re-filtered pod must not count against itself. What the index holds for it now (from the
+  // pod's live annotations: an earlier decision whose bind failed) goes back if this decision is
+  // not written, so the index keeps matching the annotations. Not the request's copy of the pod:
+  // kube-scheduler's cache may be older than the last decision written.
+  const std::optional<device::PodAllocation> previous = index_.Pod(pod.Key());
+  auto restore = [&] {
+    index_.RemovePod(pod.Key());
+    if (previous) index_.UpsertPod(*previous);
+  };
   index_.RemovePod(pod.Key());
   device::UsageIndex::SharedSnapshot snap = index_.SharedRows(names);
   device::ScheduleOptions options;
@@ -136,15 +144,20 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   }
   Result<device::ScheduleDecision> decision =
       device::Schedule(registry_, pod, snap.nodes, snap.missing, options);
-  if (!decision) return FilterError(decision.error());
+  if (!decision) {
+    restore();
+    return FilterError(decision.error());
+  }
   FilterResult result;
   if (decision->pass_through) {
+    restore();
     result.node_names = args.node_names;
     return EncodeFilterResult(result);
   }
   result.failed_nodes = decision->FailedNodes();
   const device::NodeFit* chosen = decision->Chosen();
   if (chosen == nullptr) {
+    restore();
     for (const std::string& message : FilteringFailedMessages(*result.failed_nodes)) {
       Event(raw_pod, "Warning", "FilteringFailed", message);
     }
@@ -166,7 +179,7 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   auto patched = client_.Patch(k8s::resources::kPods, pod.namespace_name, pod.name,
                                k8s::PatchType::kMerge, patch);
   if (!patched) {
-    index_.RemovePod(pod.Key());
+    restore();
     return FilterError("patch pod annotations: " + patched.error().ToString());
   }
   result.node_names = std::vector<std::string>{chosen->node};

@@ -269,11 +269,11 @@ void Server::WatchLease() {
   lease_->Start();
 }
 
-void Server::RegisterAll() {
+bool Server::RegisterAll() {
   Result<size_t> n = registrar_->RunOnce();
   if (!n) {
     HAMI_WARN("registration: {}", n.error().c_str());
-    return;
+    return false;
   }
   HAMI_VLOG(2, "registration: {} nodes", *n);
   if (!options_.pod_name.empty() && !options_.pod_namespace.empty()) {
@@ -281,6 +281,7 @@ void Server::RegisterAll() {
         LabelSchedulerPods(client_, options_.pod_namespace, options_.pod_name);
     if (!labelled) HAMI_WARN("scheduler role: {}", labelled.error().c_str());
   }
+  return true;
 }
 
 bool Server::WaitForNextPass(SystemTime due) {
@@ -307,12 +308,16 @@ void Server::Loop() {
   for (;;) {
     // The period runs from the start of a pass; fixed before passes_ moves so that a test which
     // sees the pass counted and then advances a fake clock cannot be missed.
-    const SystemTime due = clock_.Now() + options_.register_period;
+    const SystemTime start = clock_.Now();
+    SystemTime due = start + options_.register_period;
     bool leader = IsLeader();
     leader_ = leader;
     if (leader) {
-      RegisterAll();
-      if (!synced_) {
+      if (!RegisterAll()) {
+        // Nodes could not be listed: until a pass succeeds every node looks unregistered, so
+        // try again in a second rather than a whole period.
+        due = std::min(due, start + std::chrono::seconds(1));
+      } else if (!synced_) {
         std::lock_guard<std::mutex> lock(mu_);
         synced_ = true;
         cv_.notify_all();

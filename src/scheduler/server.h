@@ -103,7 +103,7 @@ class Server {
   std::string Identity() const;  // options_.identity, else the hostname
   // Follows the Lease so a change of leadership starts a pass at once.
   void WatchLease();
-  void RegisterAll();
+  bool RegisterAll();  // false when the pass could not run (nodes not listed)
   // Sleeps until the next pass is due, a pass is requested, or Stop(); false on Stop().
   bool WaitForNextPass(SystemTime due);
   std::string Metrics();

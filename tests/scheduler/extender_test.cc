@@ -176,6 +176,23 @@ TEST_F(ExtenderTest, FilterEventsAreRecordedOffTheRequestPath) {
             std::vector<std::string>{"FilteringFailed: 1 nodes CardInsufficientMemory(node-1)"});
 }
 
+// The index equals the live pods' annotations: a re-filter that writes nothing (no node fits)
+// leaves the allocation the pod's annotations still hold from an earlier decision.
+TEST_F(ExtenderTest, RefilterThatWritesNothingKeepsTheAnnotatedAllocation) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(1));
+  ASSERT_EQ(Filter(*ext, CreatePod(GpuPod("again", 3000)), {"node-1"})["NodeNames"],
+            json::array({"node-1"}));
+  ASSERT_EQ(index_.PodCount(), 1u);
+  // Its bind failed; kube-scheduler filters it again and no candidate fits this time.
+  EXPECT_TRUE(Filter(*ext, GetPod("again"), {"node-x"})["NodeNames"].is_null());
+  EXPECT_EQ(index_.PodCount(), 1u);
+  // A pod that never had a decision leaves nothing behind.
+  EXPECT_TRUE(Filter(*ext, CreatePod(GpuPod("never", 3000)), {"node-x"})["NodeNames"].is_null());
+  EXPECT_EQ(index_.PodCount(), 1u);
+}
+
 TEST_F(ExtenderTest, RacingBindsBothSucceedInTurn) {
   AddNode("node-1");
   ASSERT_TRUE(registrar_->RunOnce().ok());
