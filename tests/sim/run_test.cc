@@ -4,6 +4,7 @@
 // over-committed.
 #include "sim/runner.h"
 
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -14,9 +15,13 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// ctest runs from the source root. A direct run from elsewhere finds it next to this file
+// (__FILE__ is relative to the build dir when ccache's CCACHE_BASEDIR rewrote the path).
 std::string DemoPath() {
-  std::string here = __FILE__;  // .../tests/sim/run_test.cc
-  return here.substr(0, here.rfind("/tests/")) + "/examples/demo.yaml";
+  const std::string rel = "examples/demo.yaml";
+  if (std::filesystem::exists(rel)) return std::filesystem::absolute(rel).string();
+  const std::filesystem::path here = __FILE__;  // <root>/tests/sim/run_test.cc
+  return (here.parent_path().parent_path().parent_path() / rel).string();
 }
 
 const PodReport* Find(const Report& r, const std::string& name) {
