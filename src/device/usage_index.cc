@@ -85,41 +85,110 @@ void UsageIndex::RemoveNode(const std::string& name) {
   nodes_.erase(name);
 }
 
-void UsageIndex::UpsertPod(PodAllocation allocation) {
-  std::unique_lock lock(mu_);
-  auto it = pods_.find(allocation.key);
-  if (it != pods_.end()) {
-    ApplyLocked(it->second, -1);
-    if (it->second.node != allocation.node) RefreshLocked(it->second.node);
-    pods_.erase(it);
+void UsageIndex::SetEntryLocked(const std::string& key, std::optional<PodAllocation> allocation,
+                                uint64_t rv) {
+  auto [it, inserted] = pods_.try_emplace(key);
+  PodEntry& entry = it->second;
+  if (entry.allocation) {
+    ApplyLocked(*entry.allocation, -1);
+    if (!allocation || entry.allocation->node != allocation->node) {
+      RefreshLocked(entry.allocation->node);
+    }
+    --allocated_pods_;
   }
-  ApplyLocked(allocation, +1);
-  RefreshLocked(allocation.node);
-  std::string key = allocation.key;
-  pods_.emplace(std::move(key), std::move(allocation));
+  entry.allocation = std::move(allocation);
+  entry.rv = rv;
+  if (entry.allocation) {
+    ApplyLocked(*entry.allocation, +1);
+    RefreshLocked(entry.allocation->node);
+    ++allocated_pods_;
+  }
 }
 
-bool UsageIndex::RemovePod(const std::string& key) {
+void UsageIndex::EventLocked(const std::string& key, std::optional<PodAllocation> allocation,
+                             uint64_t rv) {
+  if (auto c = claims_.find(key); c != claims_.end()) {
+    Claimed& claim = c->second;
+    if (!claim.held_gone && (!claim.held || rv == 0 || rv >= claim.held_event.rv)) {
+      claim.held = true;
+      claim.held_event = PodEntry{std::move(allocation), rv};
+    }
+    return;
+  }
+  auto it = pods_.find(key);
+  if (it != pods_.end() && rv != 0 && rv < it->second.rv) return;  // older than what we have
+  SetEntryLocked(key, std::move(allocation), rv);
+}
+
+void UsageIndex::UpsertPod(PodAllocation allocation, uint64_t rv) {
+  std::unique_lock lock(mu_);
+  std::string key = allocation.key;
+  EventLocked(key, std::move(allocation), rv);
+}
+
+bool UsageIndex::RemovePod(const std::string& key, uint64_t rv) {
   std::unique_lock lock(mu_);
   auto it = pods_.find(key);
-  if (it == pods_.end()) return false;
-  ApplyLocked(it->second, -1);
-  RefreshLocked(it->second.node);
-  pods_.erase(it);
-  return true;
+  const bool held = it != pods_.end() && it->second.allocation.has_value();
+  EventLocked(key, std::nullopt, rv);
+  return held;
+}
+
+void UsageIndex::ForgetPod(const std::string& key) {
+  std::unique_lock lock(mu_);
+  if (auto c = claims_.find(key); c != claims_.end()) {
+    c->second.held = true;
+    c->second.held_gone = true;
+    return;
+  }
+  if (pods_.count(key) == 0) return;
+  SetEntryLocked(key, std::nullopt, 0);
+  pods_.erase(key);
+}
+
+std::optional<PodAllocation> UsageIndex::Claim(const std::string& key) {
+  std::unique_lock lock(mu_);
+  Claimed claim;
+  if (auto it = pods_.find(key); it != pods_.end()) {
+    claim.before = it->second;
+    SetEntryLocked(key, std::nullopt, it->second.rv);
+  }
+  std::optional<PodAllocation> out = claim.before.allocation;
+  claims_[key] = std::move(claim);
+  return out;
+}
+
+void UsageIndex::SetClaimed(const std::string& key, std::optional<PodAllocation> allocation) {
+  std::unique_lock lock(mu_);
+  if (claims_.count(key) == 0) return;
+  auto it = pods_.find(key);
+  SetEntryLocked(key, std::move(allocation), it == pods_.end() ? 0 : it->second.rv);
+}
+
+void UsageIndex::Release(const std::string& key, std::optional<Written> written) {
+  std::unique_lock lock(mu_);
+  auto c = claims_.find(key);
+  if (c == claims_.end()) return;
+  Claimed claim = std::move(c->second);
+  claims_.erase(c);
+  PodEntry outcome =
+      written ? PodEntry{std::move(written->allocation), written->rv} : std::move(claim.before);
+  SetEntryLocked(key, std::move(outcome.allocation), outcome.rv);
+  if (!claim.held) return;
+  if (claim.held_gone) {
+    SetEntryLocked(key, std::nullopt, 0);
+    pods_.erase(key);
+    return;
+  }
+  EventLocked(key, std::move(claim.held_event.allocation), claim.held_event.rv);
 }
 
 UsageIndex::Snapshot UsageIndex::Rows(const std::vector<std::string>& names) const {
+  SharedSnapshot shared = SharedRows(names);
   Snapshot out;
-  std::shared_lock lock(mu_);
-  for (const auto& name : names) {
-    auto n = nodes_.find(name);
-    if (n == nodes_.end()) {
-      out.missing.push_back(name);
-      continue;
-    }
-    out.nodes.push_back(*n->second);
-  }
+  out.nodes.reserve(shared.nodes.size());
+  for (const auto& row : shared.nodes) out.nodes.push_back(*row);
+  out.missing = std::move(shared.missing);
   return out;
 }
 
@@ -158,12 +227,12 @@ std::optional<PodAllocation> UsageIndex::Pod(const std::string& key) const {
   std::shared_lock lock(mu_);
   auto it = pods_.find(key);
   if (it == pods_.end()) return std::nullopt;
-  return it->second;
+  return it->second.allocation;
 }
 
 size_t UsageIndex::PodCount() const {
   std::shared_lock lock(mu_);
-  return pods_.size();
+  return allocated_pods_;
 }
 
 void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation> pods) {
@@ -171,15 +240,13 @@ void UsageIndex::Rebuild(std::vector<NodeUsage> nodes, std::vector<PodAllocation
   nodes_.clear();
   usage_.clear();
   pods_.clear();
+  claims_.clear();
   namespaces_.clear();
+  allocated_pods_ = 0;
+  // No rows yet: SetEntryLocked's row refreshes are no-ops until the rows are built below.
   for (auto& p : pods) {
-    if (auto it = pods_.find(p.key); it != pods_.end()) {
-      ApplyLocked(it->second, -1);
-      pods_.erase(it);
-    }
-    ApplyLocked(p, +1);
     std::string key = p.key;
-    pods_.emplace(std::move(key), std::move(p));
+    SetEntryLocked(key, std::move(p), 0);
   }
   // Rows once the usage is complete (one copy per node, not one per pod).
   for (auto& n : nodes) {

@@ -54,10 +54,34 @@ class UsageIndex {
   void SetNode(NodeUsage node);
   void RemoveNode(const std::string& name);
 
+  // Pod events, in resourceVersion order. `rv` is the pod's metadata.resourceVersion as a number
+  // (0: unknown, always applied). An event older than the last one applied for the pod is
+  // ignored, so a late event (an informer resync replaying its cache, a watch that lags the
+  // extender's own write) never undoes newer state.
+  //
   // Adds a pod's allocation, replacing the one it had (its old deltas are subtracted first).
-  void UpsertPod(PodAllocation allocation);
-  // Removes a pod's allocation; false when the index did not hold it.
-  bool RemovePod(const std::string& key);
+  void UpsertPod(PodAllocation allocation, uint64_t rv = 0);
+  // The pod holds nothing (as of `rv`); false when the index held no allocation for it. The
+  // version is remembered, so an older event cannot bring the allocation back.
+  bool RemovePod(const std::string& key, uint64_t rv = 0);
+  // The pod is gone: its allocation and its version are dropped.
+  void ForgetPod(const std::string& key);
+
+  // The extender's own write, between its decision and the API server's answer. Claim takes the
+  // pod's usage out of the index (a re-filtered pod does not count against itself) and holds
+  // back the pod's events (the newest is kept) until Release; it returns the allocation the pod
+  // had. SetClaimed shows the decision being written to concurrent filters. Release ends the
+  // claim: with `written` (the allocation and resourceVersion of the API server's answer, or
+  // nullopt allocation for none) that becomes the pod's state; with nullopt the write did not
+  // happen and the pod's state before the claim comes back. A held event newer than that state
+  // is applied last. Claims of one pod must not overlap (the caller serialises them).
+  struct Written {
+    std::optional<PodAllocation> allocation{};
+    uint64_t rv = 0;
+  };
+  std::optional<PodAllocation> Claim(const std::string& key);
+  void SetClaimed(const std::string& key, std::optional<PodAllocation> allocation);
+  void Release(const std::string& key, std::optional<Written> written);
 
   struct Snapshot {
     std::vector<NodeUsage> nodes{};      // rows with usage, in the order asked, for known nodes
@@ -99,6 +123,20 @@ class UsageIndex {
     int64_t usedmem = 0;
     int64_t usedcores = 0;
   };
+  struct PodEntry {
+    std::optional<PodAllocation> allocation{};  // what is counted now
+    uint64_t rv = 0;                            // of the last event applied
+  };
+  struct Claimed {
+    PodEntry before{};       // the state Release without a write restores
+    bool held = false;       // an event arrived during the claim
+    bool held_gone = false;  // ... the pod was deleted
+    PodEntry held_event{};   // ... the newest one
+  };
+  // Replaces the pod's counted allocation (nullopt: none) and version.
+  void SetEntryLocked(const std::string& key, std::optional<PodAllocation> allocation, uint64_t rv);
+  // Applies an event unless it is older than the pod's version; holds it back while claimed.
+  void EventLocked(const std::string& key, std::optional<PodAllocation> allocation, uint64_t rv);
   // Adds or subtracts the deltas; the caller refreshes the node's row (RefreshLocked).
   void ApplyLocked(const PodAllocation& allocation, int sign);
   // Sets the usage fields of `row`'s devices from usage_ (zero where it holds none).
@@ -111,7 +149,9 @@ class UsageIndex {
   // Hashed: a filter looks up every candidate by name.
   std::unordered_map<std::string, std::shared_ptr<const NodeUsage>> nodes_;
   std::map<std::string, std::map<std::string, Counters>> usage_;     // node -> uuid -> usage
-  std::map<std::string, PodAllocation> pods_;                        // by pod key
+  std::unordered_map<std::string, PodEntry> pods_;                   // by pod key
+  std::unordered_map<std::string, Claimed> claims_;                  // pods being written
+  size_t allocated_pods_ = 0;                                        // entries with allocation
   std::map<std::string, std::map<std::string, Totals>> namespaces_;  // ns -> vendor -> totals
 };
 

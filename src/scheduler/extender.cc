@@ -11,6 +11,7 @@
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
 #include "protocol/reason.h"
+#include "scheduler/registration.h"
 
 namespace hami::scheduler {
 
@@ -122,17 +123,31 @@ HttpReply Extender::Filter(std::string_view body) {
 
 std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                                  const json& raw_pod) {
+  const std::string key = pod.Key();
+  {
+    // kube-scheduler may retry a pod's filter while the first call is still running; the index
+    // claim below is one per pod, so such calls take turns.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return filtering_.count(key) == 0; });
+    filtering_.insert(key);
+  }
+  // A re-filtered pod must not count against itself: the claim takes its current allocation
+  // out of the index, and holds back its events until the outcome is known, so neither a late
+  // informer event nor this call can leave the index disagreeing with the pod's annotations.
+  index_.Claim(key);
+  std::optional<device::UsageIndex::Written> written;
+  std::string out = DecideAndWrite(args, pod, raw_pod, &written);
+  index_.Release(key, std::move(written));
+  std::lock_guard<std::mutex> lock(mu_);
+  filtering_.erase(key);
+  cv_.notify_all();
+  return out;
+}
+
+std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::PodView& pod,
+                                     const json& raw_pod,
+                                     std::optional<device::UsageIndex::Written>* written) {
   std::vector<std::string> names = args.node_names.value_or(std::vector<std::string>{});
-  // A re-filtered pod must not count against itself. What the index holds for it now (from the
-  // pod's live annotations: an earlier decision whose bind failed) goes back if this decision is
-  // not written, so the index keeps matching the annotations. Not the request's copy of the pod:
-  // kube-scheduler's cache may be older than the last decision written.
-  const std::optional<device::PodAllocation> previous = index_.Pod(pod.Key());
-  auto restore = [&] {
-    index_.RemovePod(pod.Key());
-    if (previous) index_.UpsertPod(*previous);
-  };
-  index_.RemovePod(pod.Key());
   device::UsageIndex::SharedSnapshot snap = index_.SharedRows(names);
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;
@@ -144,20 +159,15 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   }
   Result<device::ScheduleDecision> decision =
       device::Schedule(registry_, pod, snap.nodes, snap.missing, options);
-  if (!decision) {
-    restore();
-    return FilterError(decision.error());
-  }
+  if (!decision) return FilterError(decision.error());
   FilterResult result;
   if (decision->pass_through) {
-    restore();
     result.node_names = args.node_names;
     return EncodeFilterResult(result);
   }
   result.failed_nodes = decision->FailedNodes();
   const device::NodeFit* chosen = decision->Chosen();
   if (chosen == nullptr) {
-    restore();
     for (const std::string& message : FilteringFailedMessages(*result.failed_nodes)) {
       Event(raw_pod, "Warning", "FilteringFailed", message);
     }
@@ -166,22 +176,26 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   std::map<std::string, std::string> annotations =
       device::AllocationAnnotations(registry_, *decision);
   annotations[std::string(protocol::kVgpuTimeKey)] = protocol::FormatBindTime(clock_.Now());
-  // The pod enters the index before the patch (a concurrent filter must see it) and leaves it
-  // when the patch fails.
+  // The decision counts before the patch (a concurrent filter must see it).
   device::PodView updated = pod;
   for (const auto& [k, v] : annotations) updated.annotations[k] = v;
   Result<std::optional<device::PodAllocation>> alloc =
       device::PodAllocationFromPod(registry_, updated);
-  if (alloc && *alloc) index_.UpsertPod(**alloc);
+  if (alloc) index_.SetClaimed(pod.Key(), *alloc);
   json patch = {{"metadata",
                  {{"annotations", annotations},
                   {"labels", {{std::string(protocol::kVgpuNodeKey), chosen->node}}}}}};
   auto patched = client_.Patch(k8s::resources::kPods, pod.namespace_name, pod.name,
                                k8s::PatchType::kMerge, patch);
-  if (!patched) {
-    restore();
-    return FilterError("patch pod annotations: " + patched.error().ToString());
-  }
+  if (!patched) return FilterError("patch pod annotations: " + patched.error().ToString());
+  // What the API server stored, at its resourceVersion: events older than it are stale.
+  device::UsageIndex::Written stored;
+  stored.rv = PodVersion(*patched);
+  Result<device::PodView> view = device::ParsePodView(*patched);
+  Result<std::optional<device::PodAllocation>> now =
+      view ? device::PodAllocationFromPod(registry_, *view) : alloc;
+  if (now) stored.allocation = *now;
+  *written = std::move(stored);
   result.node_names = std::vector<std::string>{chosen->node};
   char score[32];
   std::snprintf(score, sizeof(score), "%.2f", chosen->score);
@@ -299,7 +313,8 @@ HttpReply Extender::Bind(std::string_view body) {
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
   auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
   if (!raw) {
-    index_.RemovePod(ns + "/" + args->pod_name);
+    // The index is not touched: the pod informer removes a pod that is gone, and a transient
+    // error here says nothing about the pod's allocation.
     return Ok(EncodeBindingResult("get pod " + ns + "/" + args->pod_name + ": " +
                                   raw.error().ToString()));
   }

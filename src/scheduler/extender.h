@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,11 @@ class Extender {
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
   std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                          const nlohmann::json& raw_pod);
+  // The decision for a pod whose index entry the caller has claimed; *written is set to what
+  // the API server stored when the decision was written.
+  std::string DecideAndWrite(const ExtenderArgs& args, const device::PodView& pod,
+                             const nlohmann::json& raw_pod,
+                             std::optional<device::UsageIndex::Written>* written);
   void Event(const nlohmann::json& pod, std::string_view type, std::string_view reason,
              const std::string& message);
 
@@ -107,6 +113,7 @@ class Extender {
   std::condition_variable cv_;
   std::map<std::string, NodeQueue> queues_;
   bool stopped_ = false;
+  std::set<std::string> filtering_;     // pods with a filter in flight (one at a time per pod)
   std::unique_ptr<EventQueue> events_;  // null when events are off
 };
 

@@ -83,8 +83,9 @@ std::string Label(std::string_view key, const std::string& value) {
 void AddDevices(Families& f, const device::UsageIndex& index, bool legacy) {
   const double mib = 1024.0 * 1024.0;
   const std::string zone = ",zone=\"vGPU\"";
-  device::UsageIndex::Snapshot snap = index.Rows(index.NodeNames());
-  for (const device::NodeUsage& node : snap.nodes) {
+  device::UsageIndex::SharedSnapshot snap = index.SharedRows(index.NodeNames());
+  for (const auto& row : snap.nodes) {
+    const device::NodeUsage& node = *row;
     for (const device::DeviceUsage& d : node.devices) {
       const std::string base = Label("node", node.name) + "," + Label("device_uuid", d.id) + "," +
                                Label("device_index", std::to_string(d.index));

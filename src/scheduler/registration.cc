@@ -98,10 +98,10 @@ bool Registrar::RegisterNode(const json& node) {
     }
     return false;
   }
-  device::UsageIndex::Snapshot cached = index_.Rows({name});
+  device::UsageIndex::SharedSnapshot cached = index_.SharedRows({name});
   const std::vector<device::DeviceUsage> no_devices;
   const std::vector<device::DeviceUsage>& old =
-      cached.nodes.empty() ? no_devices : cached.nodes.front().devices;
+      cached.nodes.empty() ? no_devices : cached.nodes.front()->devices;
   auto of_vendor = [](const std::vector<device::DeviceUsage>& all, const std::string& vendor) {
     std::vector<device::DeviceUsage> out;
     for (const device::DeviceUsage& d : all) {
@@ -152,6 +152,10 @@ Result<size_t> Registrar::RunOnce() {
   return registered;
 }
 
+uint64_t PodVersion(const nlohmann::json& pod) {
+  return static_cast<uint64_t>(k8s::ParseResourceVersion(k8s::ResourceVersion(pod)).value_or(0));
+}
+
 void Registrar::OnPod(const json& pod) {
   Result<device::PodView> view = device::ParsePodView(pod);
   if (!view) return;
@@ -161,10 +165,11 @@ void Registrar::OnPod(const json& pod) {
     return;
   }
   const std::string key = view->Key();
+  const uint64_t rv = PodVersion(pod);
   if (*alloc) {
-    index_.UpsertPod(std::move(**alloc));
+    index_.UpsertPod(std::move(**alloc), rv);
   } else {
-    index_.RemovePod(key);
+    index_.RemovePod(key, rv);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (*alloc) {
@@ -176,7 +181,7 @@ void Registrar::OnPod(const json& pod) {
 
 void Registrar::OnPodDeleted(const json& pod) {
   const std::string key = k8s::ObjectKey(pod);
-  index_.RemovePod(key);
+  index_.ForgetPod(key);
   std::lock_guard<std::mutex> lock(mu_);
   pod_keys_.erase(key);
 }

@@ -67,6 +67,96 @@ TEST(UsageIndex, AddUpdateRemove) {
   EXPECT_EQ(Row(index, "n1", 0), Gpu("a"));
 }
 
+// Pod events apply in resourceVersion order: a late one never undoes newer state, a removal is
+// remembered, 0 (unknown) always applies, and a deleted pod's version goes with it.
+TEST(UsageIndex, OlderEventsAreIgnored) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 3000, 0)}), 10);
+  EXPECT_TRUE(index.RemovePod("ns/p", 5));  // it held an allocation; the event is stale
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 3000);
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 0)}), 9);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 3000);
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 0)}), 10);  // same version: applied
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 1000);
+  EXPECT_TRUE(index.RemovePod("ns/p", 12));  // Succeeded at 12
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 0)}), 11);  // a resync of the old copy
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  EXPECT_EQ(index.PodCount(), 0u);
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 500, 0)}), 0);  // unknown version
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 500);
+  index.ForgetPod("ns/p");
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 700, 0)}), 3);  // a new pod of the same name
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 700);
+}
+
+// The extender's write: the claim takes the pod's usage out, shows the decision while the patch
+// is in flight, holds back the pod's events, and ends with the API server's answer.
+TEST(UsageIndex, ClaimHoldsEventsUntilTheWriteIsKnown) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a", "b"}));
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 3000, 0)}), 10);
+  std::optional<PodAllocation> before = index.Claim("ns/p");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->deltas.at(0).usedmem, 3000);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);  // does not count against itself
+  index.SetClaimed("ns/p", Alloc("ns/p", "n1", {D("b", 4000, 0)}));
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 4000);
+  // A watch event from before the patch (the pod without the new decision) is held, not applied.
+  index.RemovePod("ns/p", 11);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 4000);
+  index.Release("ns/p", UsageIndex::Written{Alloc("ns/p", "n1", {D("b", 4000, 0)}), 12});
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 4000);
+  // After the claim, events older than the write stay ignored; newer ones apply.
+  index.RemovePod("ns/p", 11);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 4000);
+  index.RemovePod("ns/p", 13);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 0);
+}
+
+TEST(UsageIndex, ReleaseWithoutWriteRestoresAndAppliesNewerHeldEvent) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a", "b"}));
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 3000, 0)}), 10);
+  index.Claim("ns/p");
+  index.SetClaimed("ns/p", Alloc("ns/p", "n1", {D("b", 4000, 0)}));
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 0)}), 9);  // stale: ignored at release
+  index.Release("ns/p", std::nullopt);                         // the patch failed
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 3000);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 0);
+
+  index.Claim("ns/p");
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 1000, 0)}), 15);  // someone else wrote: applied
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 2000, 0)}), 14);  // older than the held one
+  index.Release("ns/p", std::nullopt);
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 1000);
+
+  // A write whose answer is older than a held event: the held event wins.
+  index.Claim("ns/p");
+  index.RemovePod("ns/p", 30);
+  index.Release("ns/p", UsageIndex::Written{Alloc("ns/p", "n1", {D("b", 4000, 0)}), 20});
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  EXPECT_EQ(Row(index, "n1", 1).usedmem, 0);
+  EXPECT_EQ(index.PodCount(), 0u);
+}
+
+TEST(UsageIndex, DeletionDuringClaimWins) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  index.Claim("ns/p");  // a pod the index never saw
+  index.SetClaimed("ns/p", Alloc("ns/p", "n1", {D("a", 4000, 0)}));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 4000);
+  index.ForgetPod("ns/p");
+  index.UpsertPod(Alloc("ns/p", "n1", {D("a", 4000, 0)}), 50);  // after deletion: still gone
+  index.Release("ns/p", UsageIndex::Written{Alloc("ns/p", "n1", {D("a", 4000, 0)}), 40});
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 0);
+  EXPECT_FALSE(index.Pod("ns/p"));
+  EXPECT_EQ(index.PodCount(), 0u);
+}
+
 TEST(UsageIndex, RowsOnlyForCandidatesAndMissingNames) {
   UsageIndex index;
   index.SetNode(Node("n1", {"a"}));

@@ -1,0 +1,118 @@
+// The extender's own writes against late informer events: the usage index orders a pod's events
+// by resourceVersion, so the copy of a pod from before its filter decision (a watch that lags the
+// patch, an informer resync) cannot take the decision out of the index and let a second pod onto
+// a full GPU. The over-commit the fault-injection run found (issue 7) came from exactly this.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/object.h"
+#include "scheduler/extender.h"
+#include "scheduler/registration.h"
+#include "test_env.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::GpuPod;
+
+class ExtenderOrderTest : public testing::SimTest {
+ protected:
+  void SetUp() override {
+    testing::SimTest::SetUp();
+    if (HasFatalFailure()) return;
+    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
+    RegistrationOptions ro;
+    ro.zone = Zone::Utc();
+    ro.record_events = false;
+    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
+    ASSERT_TRUE(registrar_->RunOnce().ok());
+    ExtenderOptions eo;
+    eo.zone = Zone::Utc();
+    eo.record_events = false;
+    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
+  }
+
+  json Create(const std::string& name, int mem) {
+    auto r = client_->Create(k8s::resources::kPods, "default", GpuPod(name, mem));
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : json();
+  }
+  json Filter(const json& pod) {
+    HttpReply r = extender_->Filter(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
+    EXPECT_EQ(r.status, 200);
+    return json::parse(r.body);
+  }
+  json Get(const std::string& name) {
+    return *client_->Get(k8s::resources::kPods, "default", name);
+  }
+  int64_t UsedMem() {
+    int64_t sum = 0;
+    for (const auto& d : index_.Rows({"node-1"}).nodes.at(0).devices) sum += d.usedmem;
+    return sum;
+  }
+
+  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};
+  device::Registry registry_;
+  device::UsageIndex index_;
+  std::unique_ptr<Registrar> registrar_;
+  std::unique_ptr<Extender> extender_;
+};
+
+TEST_F(ExtenderOrderTest, LateEventsDoNotUndoTheDecision) {
+  // Two V100s of 32768 MiB: two pods of 20000 MiB fit, one per GPU; a third does not.
+  json a = Create("a", 20000);
+  json b = Create("b", 20000);
+  json c = Create("c", 20000);
+  ASSERT_EQ(Filter(a)["NodeNames"], json::array({"node-1"}));
+  registrar_->OnPod(a);  // the creation event, delivered after the decision was written
+  EXPECT_EQ(UsedMem(), 20000);
+  ASSERT_EQ(Filter(b)["NodeNames"], json::array({"node-1"}));
+  registrar_->OnPod(b);
+  registrar_->OnPod(a);  // and a resync replaying the informer's old copy
+  EXPECT_EQ(UsedMem(), 40000);
+  json third = Filter(c);
+  EXPECT_TRUE(third["NodeNames"].is_null() || third["NodeNames"].empty()) << third.dump();
+  EXPECT_NE(third["FailedNodes"].value("node-1", ""), "") << third.dump();
+
+  // The watch events of the writes themselves apply (same version as the patch answer), and a
+  // later one wins: a finishes.
+  registrar_->OnPod(Get("a"));
+  registrar_->OnPod(Get("b"));
+  EXPECT_EQ(UsedMem(), 40000);
+  json done = Get("a");
+  done["status"]["phase"] = "Succeeded";
+  auto updated = client_->UpdateStatus(k8s::resources::kPods, done);
+  ASSERT_TRUE(updated.ok());
+  registrar_->OnPod(*updated);
+  EXPECT_EQ(UsedMem(), 20000);
+  registrar_->OnPod(Get("b"));
+  registrar_->OnPod(a);  // the stale creation copy again: a stays finished
+  EXPECT_EQ(UsedMem(), 20000);
+  EXPECT_EQ(Filter(c)["NodeNames"], json::array({"node-1"}));
+}
+
+// A re-filter whose write fails leaves the pod's earlier decision counted (the annotations still
+// say so), even when a stale event for the pod arrives meanwhile.
+TEST_F(ExtenderOrderTest, FailedRewriteKeepsTheAnnotatedDecision) {
+  json a = Create("a", 20000);
+  ASSERT_EQ(Filter(a)["NodeNames"], json::array({"node-1"}));
+  registrar_->OnPod(Get("a"));
+  EXPECT_EQ(UsedMem(), 20000);
+  // The pod is deleted behind the scheduler's back: the re-filter's patch gets 404.
+  ASSERT_TRUE(client_->Delete(k8s::resources::kPods, "default", "a").ok());
+  json res = Filter(a);
+  EXPECT_NE(res.value("Error", ""), "");
+  EXPECT_EQ(UsedMem(), 20000);  // until the informer says the pod is gone
+  registrar_->OnPodDeleted(a);
+  EXPECT_EQ(UsedMem(), 0);
+}
+
+}  // namespace
+}  // namespace hami::scheduler
