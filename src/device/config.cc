@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "device/policy.h"
+#include "device/yaml_error.h"
 
 namespace hami::device {
 namespace {
@@ -18,19 +19,6 @@ namespace {
 constexpr std::string_view kTopLevelSections[] = {
     "nvidia", "metax",     "hygon", "cambricon", "mthreads", "iluvatars", "enflame",
     "kunlun", "awsneuron", "amd",   "vastai",    "biren",    "vnpus"};
-
-Error FieldError(const std::string& path, std::string_view want, std::string_view got) {
-  return Error{path + ": want " + std::string(want) + ", got " + Quote(got)};
-}
-
-// What a node holds, for error messages: its scalar text, or "<map>"/"<sequence>".
-std::string Describe(const YAML::Node& node) {
-  if (!node) return "<missing>";
-  if (node.IsScalar()) return node.Scalar();
-  if (node.IsMap()) return "<map>";
-  if (node.IsSequence()) return "<sequence>";
-  return "<null>";
-}
 
 Status ReadString(const YAML::Node& node, const std::string& path, std::string* out) {
   if (!node.IsScalar()) return FieldError(path, "a string", Describe(node));

@@ -13,23 +13,15 @@
 #include <sstream>
 
 #include "common/strings.h"
+#include "device/yaml_error.h"
 #include "k8s/client_flags.h"
 #include "protocol/quantity.h"
 
 namespace hami::sim {
 namespace {
 
-Error FieldError(const std::string& path, std::string_view want, std::string_view got) {
-  return Error{path + ": want " + std::string(want) + ", got " + Quote(got)};
-}
-
-std::string Describe(const YAML::Node& node) {
-  if (!node) return "<missing>";
-  if (node.IsScalar()) return node.Scalar();
-  if (node.IsMap()) return "<map>";
-  if (node.IsSequence()) return "<sequence>";
-  return "<null>";
-}
+using device::Describe;
+using device::FieldError;
 
 // Unknown keys are errors: a misspelt `replica:` must not silently run one pod.
 Status CheckKeys(const YAML::Node& map, const std::string& path,
