@@ -90,12 +90,14 @@ void Informer::Run() {
       backoff = options_.backoff_initial;
     }
     auto started = std::chrono::steady_clock::now();
-    need_list = !WatchOnce();
+    bool progressed = false;
+    need_list = !WatchOnce(&progressed);
     if (stop_) return;
     ++watch_restarts_;
-    // A stream that lived a while was healthy: reconnect at once. One that died young means
-    // trouble: back off, doubling up to the cap.
-    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(10)) {
+    // A stream that delivered events or lived a while was healthy (a dropped connection, a
+    // server-side timeout): reconnect at once, from the last resourceVersion. One that died
+    // young with nothing means trouble: back off, doubling up to the cap.
+    if (progressed || std::chrono::steady_clock::now() - started > std::chrono::seconds(10)) {
       backoff = options_.backoff_initial;
     } else {
       if (!SleepFor(backoff)) return;
@@ -198,7 +200,7 @@ void Informer::MaybeResync() {
   for (const auto& obj : List()) handlers_.on_update(obj, obj);
 }
 
-bool Informer::WatchOnce() {
+bool Informer::WatchOnce(bool* progressed) {
   WatchOptions wo;
   wo.label_selector = options_.label_selector;
   wo.field_selector = options_.field_selector;
@@ -208,6 +210,7 @@ bool Informer::WatchOnce() {
   auto st = client_.Watch(
       resource_, options_.ns, wo,
       [&](const WatchEvent& e) {
+        *progressed = true;
         Apply(e);
         MaybeResync();
         return !stop_.load();

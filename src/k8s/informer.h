@@ -86,8 +86,9 @@ class Informer {
   void Run();
   // Lists everything and replaces the cache; false when the list failed.
   bool Relist();
-  // One watch stream; returns false when the next step is a relist (410).
-  bool WatchOnce();
+  // One watch stream; returns false when the next step is a relist (410). *progressed: it
+  // delivered at least one event.
+  bool WatchOnce(bool* progressed);
   void Apply(const WatchEvent& e);
   void MaybeResync();
   bool SleepFor(std::chrono::milliseconds d);  // false when stopped meanwhile
