@@ -19,6 +19,10 @@ using nlohmann::json;
 
 namespace {
 
+// Retries of an API write on a transient error (5xx, 429, transport): 4 tries, 50/100/200 ms.
+constexpr int kApiAttempts = 4;
+constexpr std::chrono::milliseconds kApiBackoff{50};
+
 HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
 
 std::string FilterError(const std::string& message) {
@@ -294,16 +298,29 @@ Status Extender::LockNode(const std::string& node, const std::string& ns, const 
 
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
                                const std::string& pod) {
+  // A lock left behind blocks every bind to the node until it expires (5 minutes), so transient
+  // errors are retried as well as conflicts. The write is conditional on the resourceVersion
+  // read, so a retried patch never removes a lock taken by someone else meanwhile.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = client_.Get(k8s::resources::kNodes, "", node);
-    if (!obj) return;
+    auto obj = k8s::RetryTransient<json>(
+        kApiAttempts, kApiBackoff, [&] { return client_.Get(k8s::resources::kNodes, "", node); });
+    if (!obj) {
+      HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, obj.error().ToString());
+      return;
+    }
     std::optional<std::string> current = k8s::Annotation(*obj, protocol::kNodeLockKey);
     if (!current || !protocol::MayReleaseNodeLock(*current, ns, pod)) return;
     json patch = {{"metadata",
                    {{"resourceVersion", k8s::ResourceVersion(*obj)},
                     {"annotations", {{std::string(protocol::kNodeLockKey), nullptr}}}}}};
-    auto r = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    if (r || !k8s::IsConflict(r.error())) return;
+    auto r = k8s::RetryTransient<json>(kApiAttempts, kApiBackoff, [&] {
+      return client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    });
+    if (r) return;
+    if (!k8s::IsConflict(r.error())) {
+      HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, r.error().ToString());
+      return;
+    }
   }
 }
 
@@ -342,10 +359,14 @@ HttpReply Extender::Bind(std::string_view body) {
          {{std::string(protocol::kBindPhaseKey),
            std::string(protocol::FormatBindPhase(protocol::BindPhase::kAllocating))},
           {std::string(protocol::kBindTimeKey), protocol::FormatBindTime(clock_.Now())}}}}}};
-  auto patched =
-      client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge, patch);
+  // Both writes are retried on transient errors: a failed bind costs the pod a backoff and
+  // every other pod for this node a wait for the lock release.
+  auto patched = k8s::RetryTransient<json>(kApiAttempts, kApiBackoff, [&] {
+    return client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge, patch);
+  });
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
-  auto bound = client_.Bind(ns, args->pod_name, args->node);
+  auto bound = k8s::RetryTransient<std::monostate>(
+      kApiAttempts, kApiBackoff, [&] { return client_.Bind(ns, args->pod_name, args->node); });
   if (!bound) return fail("bind: " + bound.error().ToString(), needs_lock);
   Event(*raw, "Normal", "BindingSucceed",
         "Successfully binding node [" + args->node + "] to " + ns + "/" + args->pod_name);

@@ -73,6 +73,10 @@ httplib::Server::HandlerResponse ApiServer::Impl::PreRoute(const httplib::Reques
   }
   if (!IsApiPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
   if (options_.latency.count() > 0) std::this_thread::sleep_for(options_.latency);
+  if (options_.fail_request && options_.fail_request(req.method, req.path)) {
+    ReplyError(res, k8s::ApiError{500, k8s::kReasonInternalError, "injected failure"});
+    return httplib::Server::HandlerResponse::Handled;
+  }
   if (options_.fail_rate > 0) {
     double roll;
     {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,8 @@ struct ApiServerOptions {
   double fail_rate = 0;
   std::chrono::milliseconds latency{0};
   int drop_watch_every = 0;
+  // Fault injection for tests: a request (method, path) it returns true for is answered 500.
+  std::function<bool(const std::string& method, const std::string& path)> fail_request{};
   const Clock* clock = &RealClock();
 };
 

@@ -2,7 +2,11 @@
 // by resourceVersion, so the copy of a pod from before its filter decision (a watch that lags the
 // patch, an informer resync) cannot take the decision out of the index and let a second pod onto
 // a full GPU. The over-commit the fault-injection run found (issue 7) came from exactly this.
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "k8s/object.h"
 #include "scheduler/extender.h"
 #include "scheduler/registration.h"
+#include "sim/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {
@@ -112,6 +117,104 @@ TEST_F(ExtenderOrderTest, FailedRewriteKeepsTheAnnotatedDecision) {
   EXPECT_EQ(UsedMem(), 20000);  // until the informer says the pod is gone
   registrar_->OnPodDeleted(a);
   EXPECT_EQ(UsedMem(), 0);
+}
+
+// Transient API errors around /bind: the writes are retried, and a bind that fails anyway still
+// releases its node lock (a lock left behind blocks the node's binds for 5 minutes).
+class BindFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sim::ApiServerOptions o;
+    o.fail_request = [this](const std::string& method, const std::string& path) {
+      std::lock_guard<std::mutex> lock(mu_);
+      int& left = fail_[method + " " + path];
+      if (left == 0) return false;
+      ++failed_[method + " " + path];
+      if (left > 0) --left;  // < 0: fail every time
+      if (on_fail_) on_fail_(method + " " + path);
+      return true;
+    };
+    api_ = std::make_unique<sim::ApiServer>(std::move(o));
+    ASSERT_TRUE(api_->Start().ok());
+    k8s::RestConfig cfg;
+    cfg.server = api_->url();
+    cfg.qps = 0;
+    client_ = std::make_unique<k8s::Client>(cfg);
+    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
+    RegistrationOptions ro;
+    ro.zone = Zone::Utc();
+    ro.record_events = false;
+    Registrar registrar(registry_, index_, *client_, clock_, ro);
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
+    ASSERT_TRUE(registrar.RunOnce().ok());
+    ExtenderOptions eo;
+    eo.zone = Zone::Utc();
+    eo.record_events = false;
+    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
+    auto pod = client_->Create(k8s::resources::kPods, "default", GpuPod("demo", 3000));
+    ASSERT_TRUE(pod.ok());
+    HttpReply r = extender_->Filter(json{{"Pod", *pod}, {"NodeNames", {"node-1"}}}.dump());
+    ASSERT_EQ(json::parse(r.body)["NodeNames"], json::array({"node-1"}));
+  }
+  void Fail(const std::string& request, int times) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_[request] = times;
+  }
+  int Failed(const std::string& request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_[request];
+  }
+  json Bind() {
+    HttpReply r = extender_->Bind(
+        json{{"PodName", "demo"}, {"PodNamespace", "default"}, {"Node", "node-1"}}.dump());
+    return json::parse(r.body);
+  }
+  std::optional<std::string> Lock() {
+    return k8s::Annotation(*client_->Get(k8s::resources::kNodes, "", "node-1"),
+                           "hami.io/mutex.lock");
+  }
+
+  std::mutex mu_;
+  std::map<std::string, int> fail_;
+  std::map<std::string, int> failed_;
+  std::function<void(const std::string&)> on_fail_;  // called under mu_ after a failure
+  std::unique_ptr<sim::ApiServer> api_;
+  std::unique_ptr<k8s::Client> client_;
+  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};
+  device::Registry registry_;
+  device::UsageIndex index_;
+  std::unique_ptr<Extender> extender_;
+};
+
+TEST_F(BindFaultTest, TransientErrorsAreRetried) {
+  Fail("PATCH /api/v1/namespaces/default/pods/demo", 2);
+  Fail("POST /api/v1/namespaces/default/pods/demo/binding", 1);
+  EXPECT_EQ(Bind(), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(Failed("PATCH /api/v1/namespaces/default/pods/demo"), 2);
+  EXPECT_EQ(Failed("POST /api/v1/namespaces/default/pods/demo/binding"), 1);
+  auto pod = client_->Get(k8s::resources::kPods, "default", "demo");
+  EXPECT_EQ(pod->at("spec").value("nodeName", ""), "node-1");
+  EXPECT_TRUE(Lock());  // held for the device plugin's Allocate
+}
+
+TEST_F(BindFaultTest, FailedBindReleasesTheLockDespiteTransientErrors) {
+  Fail("POST /api/v1/namespaces/default/pods/demo/binding", -1);
+  {
+    // Once the binding has failed (the lock is held), the release's read and write each fail
+    // twice before they get through.
+    std::lock_guard<std::mutex> lock(mu_);
+    on_fail_ = [this](const std::string& request) {
+      if (request != "POST /api/v1/namespaces/default/pods/demo/binding") return;
+      fail_["GET /api/v1/nodes/node-1"] = 2;
+      fail_["PATCH /api/v1/nodes/node-1"] = 2;
+    };
+  }
+  json res = Bind();
+  EXPECT_NE(res.value("Error", ""), "");
+  EXPECT_EQ(Failed("POST /api/v1/namespaces/default/pods/demo/binding"), 4);
+  EXPECT_EQ(Failed("GET /api/v1/nodes/node-1"), 2);
+  EXPECT_EQ(Failed("PATCH /api/v1/nodes/node-1"), 2);
+  EXPECT_FALSE(Lock()) << *Lock();
 }
 
 }  // namespace
