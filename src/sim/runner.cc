@@ -243,6 +243,8 @@ Status Runner::Impl::StartCluster() {
   // Binds to one node are serialised by its lock; across nodes 16 run at once (kube-scheduler's
   // binding goroutines), well inside hami-scheduler's 64 request threads.
   loop.bind_parallelism = 16;
+  loop.initial_backoff = scenario_.pod_initial_backoff;
+  loop.max_backoff = scenario_.pod_max_backoff;
   Progress("starting the kube-scheduler loop (filter + bind through the extender)");
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};

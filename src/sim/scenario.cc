@@ -114,8 +114,22 @@ Status ReadStringMap(const YAML::Node& node, const std::string& path,
 
 Status ParseTiming(const YAML::Node& node, Scenario* s) {
   const std::string path = "timing";
-  if (auto st = CheckKeys(node, path, {"kubeletLatency", "timeout", "podCreators"}); !st) {
+  if (auto st = CheckKeys(
+          node, path,
+          {"kubeletLatency", "timeout", "podCreators", "podInitialBackoff", "podMaxBackoff"});
+      !st) {
     return st;
+  }
+  // kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds.
+  for (auto [key, out] : {std::pair{"podInitialBackoff", &s->pod_initial_backoff},
+                          std::pair{"podMaxBackoff", &s->pod_max_backoff}}) {
+    if (!node[key]) continue;
+    if (auto st = ReadDuration(node[key], Sub(path, key), out); !st) return st;
+    if (out->count() == 0) return FieldError(Sub(path, key), "a positive duration", "0");
+  }
+  if (s->pod_max_backoff < s->pod_initial_backoff) {
+    return FieldError(Sub(path, "podMaxBackoff"), "at least podInitialBackoff",
+                      std::to_string(s->pod_max_backoff.count()) + "ms");
   }
   if (node["kubeletLatency"]) {
     if (auto st =

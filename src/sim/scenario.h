@@ -7,7 +7,8 @@
 // silently ignored):
 //   name: demo                      # optional, shown in the report
 //   description: ...                # optional
-//   timing:   {kubeletLatency: 20ms, timeout: 60s, podCreators: 8}
+//   timing:   {kubeletLatency: 20ms, timeout: 60s, podCreators: 8, podInitialBackoff: 1s,
+//              podMaxBackoff: 10s}
 //   policies: {nodeSchedulerPolicy: binpack, gpuSchedulerPolicy: spread}
 //   faults:   {errorRate: 0.05, latency: 0ms, dropWatchEvery: 50}
 //   deviceConfig: {nvidia: {deviceSplitCount: 10}}    # device-config.yaml text, inline
@@ -82,8 +83,10 @@ struct Scenario {
   std::string name;
   std::string description;
   std::chrono::milliseconds kubelet_latency{20};
-  std::chrono::milliseconds timeout{120000};  // the whole run, after setup
-  int pod_creators = 8;                       // concurrent webhook + create callers
+  std::chrono::milliseconds timeout{120000};            // the whole run, after setup
+  int pod_creators = 8;                                 // concurrent webhook + create callers
+  std::chrono::milliseconds pod_initial_backoff{1000};  // a failed attempt's backoff, doubling
+  std::chrono::milliseconds pod_max_backoff{10000};     // ... up to this
   std::string node_scheduler_policy = "binpack";
   std::string gpu_scheduler_policy = "spread";
   double fault_error_rate = 0;

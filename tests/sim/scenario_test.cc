@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kFull = R"(
 name: t
 description: a test
-timing: {kubeletLatency: 5ms, timeout: 3s, podCreators: 2}
+timing: {kubeletLatency: 5ms, timeout: 3s, podCreators: 2, podInitialBackoff: 50ms, podMaxBackoff: 2s}
 policies: {nodeSchedulerPolicy: spread, gpuSchedulerPolicy: "binpack,numa"}
 faults: {errorRate: 0.05, latency: 1ms, dropWatchEvery: 7}
 deviceConfig:
@@ -51,6 +51,8 @@ TEST(ScenarioTest, ParsesEveryField) {
   EXPECT_EQ(s->kubelet_latency, std::chrono::milliseconds(5));
   EXPECT_EQ(s->timeout, std::chrono::milliseconds(3000));
   EXPECT_EQ(s->pod_creators, 2);
+  EXPECT_EQ(s->pod_initial_backoff, std::chrono::milliseconds(50));
+  EXPECT_EQ(s->pod_max_backoff, std::chrono::milliseconds(2000));
   EXPECT_EQ(s->node_scheduler_policy, "spread");
   EXPECT_EQ(s->gpu_scheduler_policy, "binpack,numa");
   EXPECT_DOUBLE_EQ(s->fault_error_rate, 0.05);
@@ -115,6 +117,8 @@ workloads: [{name: p, containers: [{name: c}]}]
 )");
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(s->kubelet_latency, std::chrono::milliseconds(20));
+  EXPECT_EQ(s->pod_initial_backoff, std::chrono::milliseconds(1000));  // kube-scheduler's
+  EXPECT_EQ(s->pod_max_backoff, std::chrono::milliseconds(10000));
   EXPECT_EQ(s->node_scheduler_policy, "binpack");
   EXPECT_EQ(s->gpu_scheduler_policy, "spread");
   EXPECT_EQ(s->device_config.nvidia.device_split_count, 10);
@@ -183,6 +187,10 @@ TEST(ScenarioTest, RejectsMalformedInputNamingFieldAndValue) {
                 "containers: [{name: c}]}]",
        "duplicate pod name \"default/p\""},
       {"timeout zero", kNodes + kWork + "timing: {timeout: 0s}", "timing.timeout: want a positive"},
+      {"backoff zero", kNodes + kWork + "timing: {podInitialBackoff: 0s}",
+       "timing.podInitialBackoff: want a positive duration, got \"0\""},
+      {"backoff order", kNodes + kWork + "timing: {podInitialBackoff: 5s, podMaxBackoff: 1s}",
+       "timing.podMaxBackoff: want at least podInitialBackoff, got \"1000ms\""},
   };
   for (const Bad& c : cases) {
     auto s = ParseScenario(c.yaml);
