@@ -29,17 +29,8 @@ using testing::GpuPod;
 using testing::kSeedRegister;
 using testing::Node;
 
-class ExtenderTest : public testing::SimTest {
+class ExtenderTest : public testing::RegistrarTest {
  protected:
-  void SetUp() override {
-    testing::SimTest::SetUp();
-    if (HasFatalFailure()) return;
-    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
-    RegistrationOptions ro;
-    ro.zone = Zone::Utc();
-    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
-  }
-
   std::unique_ptr<Extender> MakeExtender(std::chrono::seconds retry) {
     ExtenderOptions eo;
     eo.zone = Zone::Utc();
@@ -71,11 +62,6 @@ class ExtenderTest : public testing::SimTest {
     EXPECT_EQ(r.status, 200);
     return json::parse(r.body);
   }
-
-  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
-  device::Registry registry_;
-  device::UsageIndex index_;
-  std::unique_ptr<Registrar> registrar_;
 };
 
 TEST_F(ExtenderTest, RegistrationWritesHandshakeAndSkipsMalformed) {

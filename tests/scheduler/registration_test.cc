@@ -59,17 +59,9 @@ constexpr const char* kTwoGpus =
 constexpr const char* kOneGpu =
     R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";
 
-class RegistrationTest : public testing::SimTest {
+class RegistrationTest : public testing::RegistrarTest {
  protected:
-  void SetUp() override {
-    testing::SimTest::SetUp();
-    if (HasFatalFailure()) return;
-    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
-    RegistrationOptions ro;
-    ro.zone = Zone::Utc();
-    ro.record_events = false;
-    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
-  }
+  RegistrationTest() { registration_options_.record_events = false; }
 
   void PutNode(const std::string& reg, int allocatable, const json& handshake = nullptr) {
     json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
@@ -95,11 +87,6 @@ class RegistrationTest : public testing::SimTest {
     for (const auto& d : snap.nodes[0].devices) ids.push_back(d.id);
     return ids;
   }
-
-  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};  // 2026-08-21 10:00:00 UTC
-  device::Registry registry_;
-  device::UsageIndex index_;
-  std::unique_ptr<Registrar> registrar_;
 };
 
 TEST_F(RegistrationTest, InventoryChangeReRegistersTheNode) {

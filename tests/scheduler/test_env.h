@@ -1,15 +1,22 @@
 // Shared by the scheduler tests: the seed's register annotation, a node and a GPU pod built from
-// it, and a sim API server on loopback with a client for it (also as a fixture).
+// it, a sim API server on loopback with a client for it (also as a fixture), and a fixture that
+// adds a registration pass over the default device config.
 #ifndef HAMI_TESTS_SCHEDULER_TEST_ENV_H_
 #define HAMI_TESTS_SCHEDULER_TEST_ENV_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
+#include "common/time_format.h"
+#include "device/config.h"
+#include "device/usage_index.h"
 #include "k8s/client.h"
+#include "scheduler/registration.h"
 #include "sim/apiserver.h"
 
 namespace hami::scheduler::testing {
@@ -68,6 +75,28 @@ class SimTest : public ::testing::Test {
 
   std::unique_ptr<sim::ApiServer> api_;
   std::unique_ptr<k8s::Client> client_;
+};
+
+// A SimTest with the default device registry, an empty usage index, a fake clock at
+// 2026-08-21 10:00:00 UTC and a Registrar over them. A derived fixture's constructor may change
+// registration_options_ (UTC handshake times by default) before SetUp builds the registrar.
+class RegistrarTest : public SimTest {
+ protected:
+  RegistrarTest() { registration_options_.zone = Zone::Utc(); }
+
+  void SetUp() override {
+    SimTest::SetUp();
+    if (HasFatalFailure()) return;
+    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
+    registrar_ =
+        std::make_unique<Registrar>(registry_, index_, *client_, clock_, registration_options_);
+  }
+
+  RegistrationOptions registration_options_;
+  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};
+  device::Registry registry_;
+  device::UsageIndex index_;
+  std::unique_ptr<Registrar> registrar_;
 };
 
 }  // namespace hami::scheduler::testing

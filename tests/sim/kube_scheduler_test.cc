@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -247,6 +248,19 @@ class FakeExtender {
   std::atomic<int> binds_{0};
 };
 
+// A loop against `ext` on `clock` (5 ms waits), started, and then pod "p" (1000 MiB) created;
+// null when the loop does not start.
+std::unique_ptr<KubeSchedulerLoop> StartLoopWithPod(Cluster& c, const FakeExtender& ext,
+                                                    const Clock& clock) {
+  KubeSchedulerOptions ko;
+  ko.extender_url = ext.url();
+  ko.max_wait = milliseconds(5);
+  auto loop = std::make_unique<KubeSchedulerLoop>(c.client(), ko, clock);
+  if (!loop->Start().ok()) return nullptr;
+  c.Create(k8s::resources::kPods, GpuPod("p", 1000));
+  return loop;
+}
+
 TEST(KubeSchedulerLoopTest, BindErrorBacksOffDoublingToTenSecondsOnTheClock) {
   Cluster c;
   c.Start();
@@ -254,12 +268,9 @@ TEST(KubeSchedulerLoopTest, BindErrorBacksOffDoublingToTenSecondsOnTheClock) {
   FakeExtender ext;
   ext.set_bind([](const json&) { return std::string("node lock busy"); });
   FakeClock clock;
-  KubeSchedulerOptions ko;
-  ko.extender_url = ext.url();
-  ko.max_wait = milliseconds(5);
-  KubeSchedulerLoop loop(c.client(), ko, clock);
-  ASSERT_TRUE(loop.Start().ok());
-  c.Create(k8s::resources::kPods, GpuPod("p", 1000));
+  auto started = StartLoopWithPod(c, ext, clock);
+  ASSERT_TRUE(started);
+  KubeSchedulerLoop& loop = *started;
   auto failures = [&] {
     auto r = c.Record(loop, "p");
     return r ? r->failures : 0;
@@ -353,12 +364,9 @@ TEST(KubeSchedulerLoopTest, UnschedulableWaitsForAClusterEventAndLeavesWhenDelet
     return json{{"NodeNames", nullptr}, {"FailedNodes", failed}, {"Error", ""}};
   });
   FakeClock clock;
-  KubeSchedulerOptions ko;
-  ko.extender_url = ext.url();
-  ko.max_wait = milliseconds(5);
-  KubeSchedulerLoop loop(c.client(), ko, clock);
-  ASSERT_TRUE(loop.Start().ok());
-  c.Create(k8s::resources::kPods, GpuPod("p", 1000));
+  auto started = StartLoopWithPod(c, ext, clock);
+  ASSERT_TRUE(started);
+  KubeSchedulerLoop& loop = *started;
   ASSERT_TRUE(Eventually([&] { return loop.Unschedulable() == 1 && loop.Idle(); }));
   EXPECT_EQ(seen_nodes.load(), 2u);  // the NotReady node is no candidate
   EXPECT_EQ(c.Record(loop, "p")->last_failure, "0/2 nodes are available: 2 NodeUnfitPod.");
