@@ -42,11 +42,10 @@ Result<NodeUsage> NodeUsageFromAnnotations(const Registry& registry, const std::
     if (!devices) return Error{"node " + Quote(node_name) + ": " + devices.error()};
     for (auto& d : *devices) node.devices.push_back(std::move(d));
   }
-  if (auto it = node_annotations.find(std::string(protocol::kDeviceCordonKey));
-      it != node_annotations.end()) {
+  if (auto it = node_annotations.find(protocol::kDeviceCordonKey); it != node_annotations.end()) {
     node.cordoned = ParseCordon(it->second);
   }
-  if (auto it = node_annotations.find(std::string(protocol::kNodeNvidiaScoreKey));
+  if (auto it = node_annotations.find(protocol::kNodeNvidiaScoreKey);
       it != node_annotations.end()) {
     auto scores = protocol::DecodePairScores(it->second);
     if (!scores) {

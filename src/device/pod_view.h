@@ -3,8 +3,10 @@
 #ifndef HAMI_DEVICE_POD_VIEW_H_
 #define HAMI_DEVICE_POD_VIEW_H_
 
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -13,7 +15,16 @@
 
 namespace hami::device {
 
-using StringMap = std::map<std::string, std::string>;
+// Resource lists, labels and annotations: the same type as k8s::StringMap (this module does not
+// depend on k8s). The transparent comparator makes a lookup by std::string_view allocate nothing,
+// which the per-device fit path relies on.
+using StringMap = std::map<std::string, std::string, std::less<>>;
+
+// The value under `key`, or null.
+inline const std::string* FindValue(const StringMap& m, std::string_view key) {
+  auto it = m.find(key);
+  return it == m.end() ? nullptr : &it->second;
+}
 
 struct ContainerView {
   std::string name{};

@@ -9,11 +9,6 @@
 namespace hami::device {
 namespace {
 
-const std::string* FindAnnotation(const StringMap& m, std::string_view key) {
-  auto it = m.find(std::string(key));
-  return it == m.end() ? nullptr : &it->second;
-}
-
 bool IsCandidate(const DeviceUsage& d, const std::string& vendor) {
   return d.vendor == vendor || ToLower(d.type).find(ToLower(vendor)) != std::string::npos;
 }
@@ -189,16 +184,16 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
   policy.node_policy = default_node_policy;
   policy.gpu_policy = default_gpu_policy;
   const StringMap& a = pod.annotations;
-  if (const std::string* v = FindAnnotation(a, protocol::kNodeSchedulerPolicyKey)) {
+  if (const std::string* v = FindValue(a, protocol::kNodeSchedulerPolicyKey)) {
     if (auto p = ParseNodePolicy(*v)) policy.node_policy = *p;
   }
-  if (const std::string* v = FindAnnotation(a, protocol::kGpuSchedulerPolicyKey)) {
+  if (const std::string* v = FindValue(a, protocol::kGpuSchedulerPolicyKey)) {
     policy.gpu_policy = *ParseGpuPolicy(*v, /*strict=*/false);
   }
-  if (const std::string* v = FindAnnotation(a, protocol::kNumaBindKey)) {
+  if (const std::string* v = FindValue(a, protocol::kNumaBindKey)) {
     policy.numa_bind = ParseBool(*v).value_or(false);
   }
-  if (const std::string* v = FindAnnotation(a, protocol::kDeviceScoringWeightsKey)) {
+  if (const std::string* v = FindValue(a, protocol::kDeviceScoringWeightsKey)) {
     auto w = protocol::ParseScoringWeights(*v);
     if (!w) {
       return Error{"pod " + Quote(pod.Key()) + ": annotation " +

@@ -4,6 +4,7 @@
 #define HAMI_K8S_OBJECT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,7 +15,9 @@
 namespace hami::k8s {
 
 using Json = nlohmann::json;
-using StringMap = std::map<std::string, std::string>;
+// Labels and annotations. The transparent comparator lets find/count take a std::string_view
+// or a literal without building a std::string key. device::StringMap is the same type.
+using StringMap = std::map<std::string, std::string, std::less<>>;
 
 std::string Name(const Json& obj);
 std::string Namespace(const Json& obj);

@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!decision || !decision->Chosen()) return 0;
   PodView placed = *pod;
   placed.phase = "Running";
-  placed.annotations = AllocationAnnotations(registry, *decision);
+  const auto written = AllocationAnnotations(registry, *decision);
+  placed.annotations = StringMap(written.begin(), written.end());
   auto allocation = PodAllocationFromPod(registry, placed);
   if (!allocation) std::abort();
   if (*allocation && (*allocation)->node != decision->Chosen()->node) std::abort();

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string_view>
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
+
+#include "k8s/object.h"
 
 namespace hami::device {
 namespace {
@@ -99,6 +104,20 @@ TEST(ObjectAnnotations, ReadsStringsOnly) {
   auto a = ObjectAnnotations(json::parse(R"({"metadata": {"annotations": {"k": "v", "n": 1}}})"));
   EXPECT_EQ(a, (StringMap{{"k", "v"}}));
   EXPECT_TRUE(ObjectAnnotations(json::parse("3")).empty());
+}
+
+// The scheduler hands maps read by k8s helpers to device functions: the two aliases must agree.
+static_assert(std::is_same_v<StringMap, k8s::StringMap>);
+
+TEST(FindValue, LooksUpByStringView) {
+  const StringMap m = {{"hami.io/numa-bind", "true"}, {"hami.io/vgpu-node", "n1"}};
+  constexpr std::string_view kKey = "hami.io/numa-bind";
+  const std::string* v = FindValue(m, kKey);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(*v, "true");
+  EXPECT_EQ(v, &m.at("hami.io/numa-bind"));  // points into the map
+  EXPECT_EQ(FindValue(m, "hami.io/numa"), nullptr);
+  EXPECT_EQ(FindValue(StringMap{}, kKey), nullptr);
 }
 
 }  // namespace

@@ -303,7 +303,8 @@ TEST(UsageIndex, FeedsSchedule) {
     }
     PodView placed = pod;
     placed.name = "placed";
-    placed.annotations = AllocationAnnotations(registry, *d);
+    const auto written = AllocationAnnotations(registry, *d);
+    placed.annotations = StringMap(written.begin(), written.end());
     auto a = PodAllocationFromPod(registry, placed);
     ASSERT_TRUE(a && a->has_value());
     index.UpsertPod(**a);

@@ -111,9 +111,9 @@ class PluginTest : public ::testing::Test {
     ASSERT_TRUE(client_->Patch(k8s::resources::kNodes, "", kNode, k8s::PatchType::kMerge, patch));
   }
 
-  std::map<std::string, std::string> PodAnnotations(const std::string& name) {
+  k8s::StringMap PodAnnotations(const std::string& name) {
     auto pod = client_->Get(k8s::resources::kPods, "default", name);
-    return pod ? k8s::Annotations(*pod) : std::map<std::string, std::string>{};
+    return pod ? k8s::Annotations(*pod) : k8s::StringMap{};
   }
   std::optional<std::string> NodeAnnotation(const std::string& key) {
     auto node = client_->Get(k8s::resources::kNodes, "", kNode);

@@ -28,29 +28,15 @@ protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
 // The trimmed, non-empty items of a CSV annotation value.
 std::vector<std::string_view> Items(std::string_view csv) { return SplitNonEmpty(csv, ','); }
 
-// Called per device on the filter path: a pod's few annotations are scanned without building a
-// std::string key (StringMap has no transparent comparator).
-const std::string* Find(const StringMap& m, std::string_view key) {
-  if (key.empty() || m.empty()) return nullptr;
-  if (m.size() <= 16) {
-    for (const auto& [k, v] : m) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-  auto it = m.find(std::string(key));
-  return it == m.end() ? nullptr : &it->second;
-}
-
 template <typename Match>
 bool CheckLists(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
                 Match match) {
-  if (const std::string* nouse = Find(annotations, nouse_key)) {
+  if (const std::string* nouse = FindValue(annotations, nouse_key)) {
     for (std::string_view item : Items(*nouse)) {
       if (match(item)) return false;
     }
   }
-  if (const std::string* use = Find(annotations, use_key)) {
+  if (const std::string* use = FindValue(annotations, use_key)) {
     auto items = Items(*use);
     if (items.empty()) return true;
     return std::any_of(items.begin(), items.end(), match);
@@ -164,7 +150,7 @@ NvidiaDevice::NvidiaDevice(NvidiaConfig config)
 
 Result<std::vector<DeviceUsage>> NvidiaDevice::NodeDevices(const StringMap& annotations) const {
   std::vector<DeviceUsage> out;
-  const std::string* value = Find(annotations, info_.register_key);
+  const std::string* value = FindValue(annotations, info_.register_key);
   if (!value) return out;
   std::string_view text = Trim(*value);
   // JSON since v2.8; older plugins wrote the colon form, which we still read.
@@ -178,8 +164,8 @@ Result<std::vector<DeviceUsage>> NvidiaDevice::NodeDevices(const StringMap& anno
 
 Result<DeviceRequest> NvidiaDevice::NormalizeRequest(const ContainerView& container) const {
   auto lookup = [&](const std::string& resource) -> const std::string* {
-    if (const std::string* v = Find(container.limits, resource)) return v;
-    return Find(container.requests, resource);
+    if (const std::string* v = FindValue(container.limits, resource)) return v;
+    return FindValue(container.requests, resource);
   };
   auto fail = [&](const std::string& why) {
     return Error{"container " + Quote(container.name) + ": " + why};
@@ -230,7 +216,7 @@ std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& d
                                                             const StringMap& annos) const {
   if (!dev.health) return protocol::kCardNotHealth;
   if (ctx.node && ctx.node->cordoned.count(dev.id)) return protocol::kCardCordoned;
-  const std::string* vgpu_mode = Find(annos, protocol::kVgpuModeKey);
+  const std::string* vgpu_mode = FindValue(annos, protocol::kVgpuModeKey);
   if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
       (vgpu_mode && vgpu_mode->find(dev.mode) == std::string::npos) || request.type != kVendorKey) {
     return protocol::kCardTypeMismatch;
@@ -283,7 +269,7 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (request.nums <= 0) return r.fit = true, r;
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
-  const std::string* numa_value = Find(annos, protocol::kNumaBindKey);
+  const std::string* numa_value = FindValue(annos, protocol::kNumaBindKey);
   bool numa_bind = numa_value && ParseBool(*numa_value).value_or(false);
   int32_t remaining = request.nums;
   std::optional<int64_t> numa;  // the NUMA node of the current numa-bind group
