@@ -25,22 +25,27 @@ Json AnnotationPatch(std::string_view key, const Json& value) {
   return patch;
 }
 
-// Allocate's API writes. kubelet does not call Allocate again for a pod whose Allocate failed,
-// so a transient API error (transport, 429, 5xx) would fail the pod or leave the node locked:
-// each write is tried up to 4 times, 50/100/200 ms apart. Every one of them may be repeated.
-k8s::ApiResult<Json> Write(const std::function<k8s::ApiResult<Json>()>& fn) {
-  return k8s::RetryTransient<Json>(4, std::chrono::milliseconds(50), fn);
+// Allocate's API calls, reads and writes alike. kubelet does not call Allocate again for a pod
+// whose Allocate failed, so a transient API error (transport, 429, 5xx) would fail the pod or
+// leave the node locked: each call is tried up to 4 times, 50/100/200 ms apart. Every one of
+// them may be repeated.
+template <typename T>
+k8s::ApiResult<T> Retried(const std::function<k8s::ApiResult<T>()>& fn) {
+  return k8s::RetryTransient<T>(4, std::chrono::milliseconds(50), fn);
+}
+k8s::ApiResult<Json> Retried(const std::function<k8s::ApiResult<Json>()>& fn) {
+  return Retried<Json>(fn);
 }
 
 bool IsCandidate(const Json& pod, std::string_view node) {
   if (k8s::FieldString(pod, "status.phase") != "Pending") return false;
   auto ann = k8s::Annotations(pod);
-  if (!ann.count(std::string(protocol::kBindTimeKey))) return false;
-  auto phase = ann.find(std::string(protocol::kBindPhaseKey));
+  if (!ann.count(protocol::kBindTimeKey)) return false;
+  auto phase = ann.find(protocol::kBindPhaseKey);
   if (phase == ann.end() || (phase->second != "allocating" && phase->second != "success")) {
     return false;
   }
-  auto vnode = ann.find(std::string(protocol::kVgpuNodeKey));
+  auto vnode = ann.find(protocol::kVgpuNodeKey);
   return vnode != ann.end() && vnode->second == node;
 }
 
@@ -71,7 +76,7 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
 }  // namespace
 
 Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::string* seen) {
-  auto n = Write([&] { return client.Get(res::kNodes, "", node); });
+  auto n = Retried([&] { return client.Get(res::kNodes, "", node); });
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
   auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
   if (seen != nullptr) *seen = lock.value_or("");
@@ -79,7 +84,8 @@ Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::str
     auto parsed = protocol::ParseNodeLock(*lock);
     if (!parsed) return Error{"node " + Quote(node) + ": " + parsed.error()};
     if (parsed->owner) {
-      auto pod = client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod);
+      auto pod =
+          Retried([&] { return client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod); });
       if (!pod) {
         return Error{"get lock owner pod " + parsed->owner->ns + "/" + parsed->owner->pod + ": " +
                      pod.error().ToString()};
@@ -89,7 +95,7 @@ Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::str
   }
   k8s::ListOptions options;
   options.field_selector = "spec.nodeName=" + std::string(node);
-  auto pods = client.List(res::kPods, "", options);
+  auto pods = Retried<k8s::ObjectList>([&] { return client.List(res::kPods, "", options); });
   if (!pods) return Error{"list pods on " + Quote(node) + ": " + pods.error().ToString()};
   for (Json& pod : pods->items) {
     if (IsCandidate(pod, node)) return std::move(pod);
@@ -118,13 +124,13 @@ Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_v
         "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
     const Json ops = Json::array(
         {{{"op", "test"}, {"path", path}, {"value", seen}}, {{"op", "remove"}, {"path", path}}});
-    auto r =
-        Write([&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
+    auto r = Retried(
+        [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
     if (r) return OkStatus();
     HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
               r.error().ToString());
   }
-  auto n = client.Get(res::kNodes, "", node);
+  auto n = Retried([&] { return client.Get(res::kNodes, "", node); });
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
   auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
   if (!lock) return OkStatus();
@@ -132,7 +138,7 @@ Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_v
     HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
     return OkStatus();
   }
-  auto r = Write([&] {
+  auto r = Retried([&] {
     return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge,
                         AnnotationPatch(protocol::kNodeLockKey, nullptr));
   });
@@ -163,7 +169,7 @@ Allocator::Allocator(k8s::Client* client, std::string node, AllocateEnv env,
 Status Allocator::Fail(const PodView& pod, const std::string& reason, std::string_view lock) {
   const std::string who = "pod " + pod.ns + "/" + pod.name;
   HAMI_ERROR("allocate {}: {}", who, reason);
-  auto r = Write([&] {
+  auto r = Retried([&] {
     return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
                           AnnotationPatch(protocol::kBindPhaseKey, "failed"));
   });
@@ -206,7 +212,7 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   Json patch = AnnotationPatch(kToAllocateKey, plan->remaining);
   const bool done = !protocol::HasVendorDevice(plan->remaining, kNvidiaVendorKey);
   if (done) patch["metadata"]["annotations"][std::string(protocol::kBindPhaseKey)] = "success";
-  auto patched = Write(
+  auto patched = Retried(
       [&] { return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch); });
   if (!patched) {
     return std::move(

@@ -26,6 +26,7 @@ namespace hami::deviceplugin {
 // (trusted as is); else the first pod with spec.nodeName = node, phase Pending, a bind-time,
 // bind-phase allocating or success, and vgpu-node = node. A malformed lock is an error.
 // `lock`, when given, receives the node's hami.io/mutex.lock value as read ("" when none).
+// Each read is retried on a transient API error, as Allocate's writes are.
 Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node,
                                  std::string* lock = nullptr);
 
