@@ -138,14 +138,22 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   // A re-filtered pod must not count against itself: the claim takes its current allocation
   // out of the index, and holds back its events until the outcome is known, so neither a late
   // informer event nor this call can leave the index disagreeing with the pod's annotations.
-  index_.Claim(key);
   std::optional<device::UsageIndex::Written> written;
-  std::string out = DecideAndWrite(args, pod, raw_pod, &written);
-  index_.Release(key, std::move(written));
-  std::lock_guard<std::mutex> lock(mu_);
-  filtering_.erase(key);
-  cv_.notify_all();
-  return out;
+  // Released on every way out, an exception included: a claim left behind would hold back the
+  // pod's events and block its next filter forever.
+  struct Release {
+    Extender* self;
+    const std::string& key;
+    std::optional<device::UsageIndex::Written>& written;
+    ~Release() {
+      self->index_.Release(key, std::move(written));
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->filtering_.erase(key);
+      self->cv_.notify_all();
+    }
+  } release{this, key, written};
+  index_.Claim(key);
+  return DecideAndWrite(args, pod, raw_pod, &written);
 }
 
 std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::PodView& pod,
