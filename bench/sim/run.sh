@@ -11,6 +11,7 @@ shift || true
 SCENARIOS=("$@")
 [[ ${#SCENARIOS[@]} -gt 0 ]] || SCENARIOS=(examples/burst.yaml examples/scale.yaml)
 OUT=${OUT:-$(mktemp -d /tmp/hami-sim-bench-XXXXXX)}
+mkdir -p "$OUT"
 KEYS=(pods_total pods_running pods_unschedulable overcommitted_devices wall_seconds setup_seconds
       pods_per_second schedule_latency_p50_ms schedule_latency_p99_ms bind_latency_p50_ms
       bind_latency_p99_ms)
@@ -26,8 +27,9 @@ for scenario in "${SCENARIOS[@]}"; do
     rc=0
     "$SIM" run "$scenario" --report "$OUT/$name-$i.json" --log-file "$OUT/$name-$i.log" \
       --no-color > "$OUT/$name-$i.txt" || rc=$?
+    # The load average matters on a shared machine: figures are only comparable at similar load.
     echo "$name run $i: exit $rc, wall $(field "$OUT/$name-$i.json" wall_seconds) s," \
-      "$(field "$OUT/$name-$i.json" pods_per_second) pods/s"
+      "$(field "$OUT/$name-$i.json" pods_per_second) pods/s, load $(cut -d' ' -f1-3 /proc/loadavg)"
   done
   echo "== $name: median of $RUNS runs"
   for key in "${KEYS[@]}"; do

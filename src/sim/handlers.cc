@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <variant>
 
 #include "common/strings.h"
 #include "k8s/object.h"
@@ -73,10 +74,9 @@ ApiResult<Target> ParseTarget(std::string_view path) {
   return t;
 }
 
-// Shape checks a decoder would make: wrong JSON types are a 400, not a crash or a 500.
-ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
-  Json obj = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (obj.is_discarded()) return BadRequest("the request body is not valid JSON");
+// Shape checks a decoder would make: wrong JSON types are a 400, not a crash or a 500. Reads
+// `obj` in place, so a patched object is checked without a serialise + parse round trip.
+ApiResult<std::monostate> ValidateBody(const ResourceType& type, const Json& obj) {
   if (!obj.is_object()) return BadRequest("the request body must be a JSON object");
   for (const char* key : {"kind", "apiVersion"}) {
     if (obj.contains(key) && !obj[key].is_string()) {
@@ -123,7 +123,7 @@ ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
       return BadRequest("spec.nodeName must be a string");
     }
   }
-  if (!obj.contains("metadata")) return obj;
+  if (!obj.contains("metadata")) return std::monostate{};
   const Json& meta = obj["metadata"];
   if (!meta.is_object()) return BadRequest("metadata must be an object");
   for (const char* key : {"name", "namespace", "generateName", "resourceVersion", "uid"}) {
@@ -141,6 +141,13 @@ ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
       }
     }
   }
+  return std::monostate{};
+}
+
+ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
+  Json obj = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (obj.is_discarded()) return BadRequest("the request body is not valid JSON");
+  if (auto ok = ValidateBody(type, obj); !ok) return std::move(ok).take_error();
   return obj;
 }
 
@@ -269,7 +276,7 @@ void Patch(Store& store, const Target& t, const httplib::Request& req, httplib::
     auto patched = ApplyPatch(cur, *type, req.body);
     if (!patched) return patched;
     if (!patched->is_object()) return BadRequest("the patched object is not a JSON object");
-    auto checked = ParseBody(*t.type, patched->dump());
+    auto checked = ValidateBody(*t.type, *patched);
     if (!checked) {
       const ApiError& e = checked.error();
       return ApiError{422, k8s::kReasonInvalid, "the patched object is invalid: " + e.message};

@@ -174,7 +174,7 @@ class KubeSchedulerLoop::Impl {
   void SubmitBind(const std::string& node, std::function<void(httplib::Client&)> task);
   void BindDone(const std::string& node);
   void Worker();
-  std::unique_ptr<httplib::Client> NewHttp() const;
+  std::unique_ptr<httplib::Client> NewHttp(bool keep_alive) const;
 
   k8s::Client& client_;
   const KubeSchedulerOptions options_;
@@ -213,14 +213,16 @@ class KubeSchedulerLoop::Impl {
   std::thread cycle_;
 };
 
-std::unique_ptr<httplib::Client> KubeSchedulerLoop::Impl::NewHttp() const {
+std::unique_ptr<httplib::Client> KubeSchedulerLoop::Impl::NewHttp(bool keep_alive) const {
   auto http = std::make_unique<httplib::Client>(options_.extender_url);
   http->set_connection_timeout(std::chrono::seconds(5));
   http->set_read_timeout(options_.http_timeout);
   http->set_write_timeout(options_.http_timeout);
-  // No keep-alive: cpp-httplib's server (the extender's) parks one of its few threads on every
-  // idle kept-alive connection, so 17 idle connections starve the next /filter for seconds.
-  http->set_keep_alive(false);
+  // Bind workers open a connection per request: cpp-httplib's server (the extender's) parks one
+  // of its threads on every idle kept-alive connection, and 16 idle ones once starved /filter.
+  // The cycle's one connection is busy back to back, so it is kept (no connect + accept + thread
+  // hand-off per pod on the serial path).
+  http->set_keep_alive(keep_alive);
   // The request goes out as headers then body: with Nagle the body waits for the extender's
   // delayed ACK (~40 ms per call).
   http->set_tcp_nodelay(true);
@@ -440,7 +442,7 @@ std::vector<std::string> KubeSchedulerLoop::Impl::CandidateNodes() {
 }
 
 void KubeSchedulerLoop::Impl::CycleLoop() {
-  std::unique_ptr<httplib::Client> http = NewHttp();
+  std::unique_ptr<httplib::Client> http = NewHttp(/*keep_alive=*/true);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     ++passes_;
@@ -599,7 +601,7 @@ void KubeSchedulerLoop::Impl::BindDone(const std::string& node) {
 }
 
 void KubeSchedulerLoop::Impl::Worker() {
-  std::unique_ptr<httplib::Client> http = NewHttp();
+  std::unique_ptr<httplib::Client> http = NewHttp(/*keep_alive=*/false);
   std::unique_lock<std::mutex> lock(work_mu_);
   while (true) {
     work_cv_.wait(lock, [this] { return work_stop_ || !work_.empty(); });

@@ -215,6 +215,7 @@ class KubeletFleet::Impl {
   std::map<std::string, PodRun> runs_;
   std::set<std::tuple<SteadyTime, uint64_t, std::string, Step>> timers_;
   uint64_t timer_seq_ = 0;
+  size_t started_ = 0;  // runs_ records running, finished or failed
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
@@ -571,6 +572,7 @@ void KubeletFleet::Impl::PatchStatus(const std::string& key, Step step) {
     return;
   }
   run.status_attempts = 0;
+  if (!run.rec.running && !run.rec.finished) ++started_;
   if (step == Step::kRunning) {
     run.rec.running = true;
     run.rec.running_at = now;
@@ -597,6 +599,11 @@ KubeletFleet::~KubeletFleet() { Stop(); }
 Status KubeletFleet::Start() { return impl_->Start(); }
 
 void KubeletFleet::Stop() { impl_->Stop(); }
+
+size_t KubeletFleet::Started() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->started_;
+}
 
 std::vector<PodRunRecord> KubeletFleet::Records() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);

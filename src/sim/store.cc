@@ -117,7 +117,8 @@ void Store::Emit(EventType type, const ResourceType& resource, const std::string
     evicted_rv_ = log_.front().rv;
     log_.pop_front();
   }
-  cv_.notify_all();
+  type_rv_[&resource] = log_.back().rv;
+  CvOf(resource).notify_all();
 }
 
 std::string Store::NewUid() {
@@ -350,7 +351,11 @@ k8s::ApiResult<Store::WatchBatch> Store::WaitEvents(const ResourceType& type, co
                         std::to_string(evicted_rv_ + 1) + ")"};
   };
   if (since < evicted_rv_) return expired();
-  cv_.wait_for(lock, wait, [&] { return shutdown_ || rv_ > since; });
+  auto type_rv = [&] {
+    auto it = type_rv_.find(&type);
+    return it == type_rv_.end() ? 0 : it->second;
+  };
+  CvOf(type).wait_for(lock, wait, [&] { return shutdown_ || type_rv() > since; });
   if (since < evicted_rv_) return expired();
   WatchBatch batch;
   batch.cursor = std::max(since, rv_);
@@ -367,7 +372,7 @@ k8s::ApiResult<Store::WatchBatch> Store::WaitEvents(const ResourceType& type, co
 void Store::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
-  cv_.notify_all();
+  for (auto& [type, cv] : cvs_) cv.notify_all();
 }
 
 bool Store::shut_down() const {

@@ -131,7 +131,12 @@ class Store {
   const Clock& clock_;
   const size_t event_window_;
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
+  // Watchers wait on their type's variable, so a node write wakes only node watchers (a burst
+  // writes pods and nodes at thousands per second). Entries are created under mu_, never erased.
+  std::condition_variable& CvOf(const ResourceType& type) const { return cvs_[&type]; }
+  mutable std::unordered_map<const ResourceType*, std::condition_variable> cvs_;
+  // Under mu_: the rv of the latest event of each type.
+  std::unordered_map<const ResourceType*, int64_t> type_rv_;
   std::unordered_map<const ResourceType*, Objects> data_;
   std::deque<StoreEvent> log_;
   int64_t rv_ = 0;

@@ -207,6 +207,8 @@ TEST(KubeletFleetTest, AllocatesOverGrpcRunsAndSucceeds) {
   json finished = *s.client->Get(k8s::resources::kPods, "default", "short");
   EXPECT_EQ(k8s::FieldString(finished, "status.phase"), "Succeeded");
   EXPECT_FALSE(s.Run("long")->finished);
+  // One running and one finished: Started() counts each once, without copying the records.
+  EXPECT_EQ(s.fleet->Started(), 2u);
   // The device plugin released the node lock after the last container.
   json n = *s.client->Get(k8s::resources::kNodes, "", run.node);
   EXPECT_FALSE(k8s::Annotation(n, "hami.io/mutex.lock").has_value());
@@ -235,6 +237,7 @@ TEST(KubeletFleetTest, AllocateErrorFailsThePod) {
   PodRunRecord r = *s.Run("mismatch");
   EXPECT_TRUE(r.failed);
   EXPECT_FALSE(r.running);
+  EXPECT_EQ(s.fleet->Started(), 1u);  // a failed pod has an outcome too
   EXPECT_NE(r.message.find("device number not matched"), std::string::npos) << r.message;
   json got = *s.client->Get(k8s::resources::kPods, "default", "mismatch");
   EXPECT_EQ(k8s::FieldString(got, "status.phase"), "Failed");

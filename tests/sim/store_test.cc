@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "k8s/object.h"
 
 namespace hami::sim {
@@ -94,6 +98,36 @@ TEST_F(StoreTest, WatchWindowExpiresOldResourceVersions) {
   ASSERT_TRUE(recent);
   EXPECT_EQ(recent->events.size(), 2u);
   EXPECT_EQ(recent->cursor, store_.resource_version());
+}
+
+// Watchers wait per type: a pod watcher sees no node events, but its cursor still moves past
+// them, and a pod written from another thread wakes it long before its wait runs out.
+TEST_F(StoreTest, WaitEventsFiltersByTypeAndWakesOnItsType) {
+  const int64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.Create(Nodes(), "", Named("n")));
+  auto none = store_.WaitEvents(Pods(), "", start, milliseconds(0));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->events.empty());
+  EXPECT_EQ(none->cursor, store_.resource_version());
+
+  const int64_t since = store_.resource_version();
+  std::thread writer([&] {
+    ASSERT_TRUE(store_.Create(Nodes(), "", Named("m")));
+    ASSERT_TRUE(store_.Create(Pods(), "default", Named("p")));
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<StoreEvent> got;
+  int64_t cursor = since;
+  while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    auto batch = store_.WaitEvents(Pods(), "", cursor, milliseconds(20000));
+    ASSERT_TRUE(batch);
+    got = batch->events;
+    cursor = batch->cursor;
+  }
+  writer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(k8s::Name(got[0].object->json), "p");
 }
 
 TEST_F(StoreTest, DeletingANamespaceDeletesItsObjects) {
