@@ -59,7 +59,8 @@ class ExtenderOrderTest : public testing::SimTest {
   }
   int64_t UsedMem() {
     int64_t sum = 0;
-    for (const auto& d : index_.Rows({"node-1"}).nodes.at(0).devices) sum += d.usedmem;
+    const device::UsageIndex::Snapshot snap = index_.Rows({"node-1"});
+    for (const auto& d : snap.nodes.at(0).devices) sum += d.usedmem;
     return sum;
   }
 
