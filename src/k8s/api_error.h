@@ -50,8 +50,6 @@ inline bool IsTransient(const ApiError& e) { return e.code == 0 || e.code == 429
 inline bool IsGone(const ApiError& e) {
   return e.code == 410 || e.reason == kReasonExpired || e.reason == kReasonGone;
 }
-// Worth retrying as is: no answer, 429, 5xx.
-inline bool IsRetryable(const ApiError& e) { return e.code == 0 || e.code == 429 || e.code >= 500; }
 
 // A value or an ApiError; the API-facing twin of hami::Result.
 template <typename T>

@@ -559,7 +559,7 @@ void KubeletFleet::Impl::PatchStatus(const std::string& key, Step step) {
   std::lock_guard<std::mutex> lock(mu_);
   PodRun& run = runs_[key];
   if (!r) {
-    if (k8s::IsRetryable(r.error()) && !stopping_) {
+    if (k8s::IsTransient(r.error()) && !stopping_) {
       const int n = std::min(++run.status_attempts, 6);
       timers_.emplace(std::chrono::steady_clock::now() + std::chrono::milliseconds(25 << n),
                       timer_seq_++, key, step);

@@ -444,7 +444,7 @@ TEST_F(ClientTest, InjectedFailuresAreRetryableStatuses) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, 500);
   EXPECT_EQ(r.error().reason, kReasonInternalError);
-  EXPECT_TRUE(IsRetryable(r.error()));
+  EXPECT_TRUE(IsTransient(r.error()));
   auto version = client_->Request("GET", "/version");  // discovery is never failed
   EXPECT_TRUE(version);
 }
@@ -457,7 +457,7 @@ TEST_F(ClientTest, TransportErrorsAreValues) {
   auto r = dead.Get(kPods, "default", "x");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, 0);
-  EXPECT_TRUE(IsRetryable(r.error()));
+  EXPECT_TRUE(IsTransient(r.error()));
 }
 
 }  // namespace
