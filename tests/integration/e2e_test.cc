@@ -24,6 +24,7 @@
 #include "integration/harness.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
+#include "scheduler/test_env.h"
 #include "sim/apiserver.h"
 
 namespace hami::integration {
@@ -42,12 +43,7 @@ constexpr const char* kToAllocateKey = "hami.io/vgpu-devices-to-allocate";
 constexpr const char* kAllocatedKey = "hami.io/vgpu-devices-allocated";
 constexpr const char* kBindPhaseKey = "hami.io/bind-phase";
 // The register annotation the seed's inventory must produce, byte for byte.
-constexpr const char* kSeedRegister =
-    R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,)"
-    R"("devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core",)"
-    R"("health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,)"
-    R"("devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,)"
-    R"("mode":"hami-core","health":true}])";
+using scheduler::testing::kSeedRegister;
 
 // ctest runs from the source root; a direct run from elsewhere finds it next to this file.
 std::string InventoryPath() {

@@ -26,16 +26,14 @@ namespace {
 using nlohmann::json;
 using testing::GpuPod;
 
-class ExtenderOrderTest : public testing::SimTest {
+// node-1 (two V100s of 32768 MiB) registered, and an extender; no Events.
+class ExtenderOrderTest : public testing::RegistrarTest {
  protected:
+  ExtenderOrderTest() { registration_options_.record_events = false; }
+
   void SetUp() override {
-    testing::SimTest::SetUp();
+    testing::RegistrarTest::SetUp();
     if (HasFatalFailure()) return;
-    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
-    RegistrationOptions ro;
-    ro.zone = Zone::Utc();
-    ro.record_events = false;
-    registrar_ = std::make_unique<Registrar>(registry_, index_, *client_, clock_, ro);
     ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
     ASSERT_TRUE(registrar_->RunOnce().ok());
     ExtenderOptions eo;
@@ -64,10 +62,6 @@ class ExtenderOrderTest : public testing::SimTest {
     return sum;
   }
 
-  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};
-  device::Registry registry_;
-  device::UsageIndex index_;
-  std::unique_ptr<Registrar> registrar_;
   std::unique_ptr<Extender> extender_;
 };
 
@@ -122,11 +116,10 @@ TEST_F(ExtenderOrderTest, FailedRewriteKeepsTheAnnotatedDecision) {
 
 // Transient API errors around /bind: the writes are retried, and a bind that fails anyway still
 // releases its node lock (a lock left behind blocks the node's binds for 5 minutes).
-class BindFaultTest : public ::testing::Test {
+class BindFaultTest : public ExtenderOrderTest {
  protected:
-  void SetUp() override {
-    sim::ApiServerOptions o;
-    o.fail_request = [this](const std::string& method, const std::string& path) {
+  BindFaultTest() {
+    api_options_.fail_request = [this](const std::string& method, const std::string& path) {
       std::lock_guard<std::mutex> lock(mu_);
       int& left = fail_[method + " " + path];
       if (left == 0) return false;
@@ -135,27 +128,17 @@ class BindFaultTest : public ::testing::Test {
       if (on_fail_) on_fail_(method + " " + path);
       return true;
     };
-    api_ = std::make_unique<sim::ApiServer>(std::move(o));
-    ASSERT_TRUE(api_->Start().ok());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
-    registry_ = device::MakeRegistry(device::DefaultDeviceConfig());
-    RegistrationOptions ro;
-    ro.zone = Zone::Utc();
-    ro.record_events = false;
-    Registrar registrar(registry_, index_, *client_, clock_, ro);
-    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
-    ASSERT_TRUE(registrar.RunOnce().ok());
-    ExtenderOptions eo;
-    eo.zone = Zone::Utc();
-    eo.record_events = false;
-    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
-    auto pod = client_->Create(k8s::resources::kPods, "default", GpuPod("demo", 3000));
-    ASSERT_TRUE(pod.ok());
-    HttpReply r = extender_->Filter(json{{"Pod", *pod}, {"NodeNames", {"node-1"}}}.dump());
-    ASSERT_EQ(json::parse(r.body)["NodeNames"], json::array({"node-1"}));
+  }
+
+  // The hook's state goes before the server the base owns: stop the server first.
+  ~BindFaultTest() override {
+    if (api_) api_->Stop();
+  }
+
+  void SetUp() override {
+    ExtenderOrderTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(Filter(Create("demo", 3000))["NodeNames"], json::array({"node-1"}));
   }
   void Fail(const std::string& request, int times) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -179,12 +162,6 @@ class BindFaultTest : public ::testing::Test {
   std::map<std::string, int> fail_;
   std::map<std::string, int> failed_;
   std::function<void(const std::string&)> on_fail_;  // called under mu_ after a failure
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
-  FakeClock clock_{SystemTime(std::chrono::seconds(1787306400))};
-  device::Registry registry_;
-  device::UsageIndex index_;
-  std::unique_ptr<Extender> extender_;
 };
 
 TEST_F(BindFaultTest, TransientErrorsAreRetried) {

@@ -51,9 +51,9 @@ struct SimEnv {
   std::unique_ptr<k8s::Client> client;
 };
 
-inline SimEnv StartSim() {
+inline SimEnv StartSim(sim::ApiServerOptions options = {}) {
   SimEnv env;
-  auto api = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
+  auto api = std::make_unique<sim::ApiServer>(std::move(options));
   if (!api->Start()) return env;
   k8s::RestConfig cfg;
   cfg.server = api->url();
@@ -63,16 +63,18 @@ inline SimEnv StartSim() {
   return env;
 }
 
-// A fixture with a started sim API server (api_) and its client (client_).
+// A fixture with a started sim API server (api_) and its client (client_). A derived fixture's
+// constructor may set api_options_ (fault injection) before SetUp starts the server.
 class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SimEnv env = StartSim();
+    SimEnv env = StartSim(std::move(api_options_));
     ASSERT_TRUE(env.client);
     api_ = std::move(env.api);
     client_ = std::move(env.client);
   }
 
+  sim::ApiServerOptions api_options_;
   std::unique_ptr<sim::ApiServer> api_;
   std::unique_ptr<k8s::Client> client_;
 };
