@@ -11,9 +11,13 @@ AllocTable::~AllocTable() {
   if (slots_ != nullptr) munmap(slots_, capacity_ * sizeof(AllocEntry));
 }
 
-bool AllocTable::Init(std::size_t capacity) {
+bool AllocTable::Init(std::size_t capacity, std::size_t max_capacity) {
   std::size_t cap = 16;
   while (cap < capacity) cap <<= 1;
+  std::size_t max_cap = 16;
+  while (max_cap < max_capacity && max_cap < kMaxCapacity) max_cap <<= 1;
+  if (cap > max_cap) cap = max_cap;
+  max_capacity_ = max_cap;
   void* mem = mmap(nullptr, cap * sizeof(AllocEntry), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return false;
@@ -42,7 +46,7 @@ std::size_t AllocTable::Home(std::uint64_t key) const {
 }
 
 bool AllocTable::GrowLocked() {
-  if (capacity_ >= kMaxCapacity) return false;
+  if (capacity_ >= max_capacity_) return false;
   std::size_t cap = capacity_ * 2;
   void* mem = mmap(nullptr, cap * sizeof(AllocEntry), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -29,15 +29,16 @@ class AllocTable {
 
   static constexpr std::size_t kMaxCapacity = std::size_t{1} << 22;
 
-  // Initial capacity, rounded up to a power of two. Returns false when the mmap fails.
-  bool Init(std::size_t capacity);
+  // Initial capacity, rounded up to a power of two; the table grows up to `max_capacity` (also
+  // a power of two, at most kMaxCapacity). Returns false when the mmap fails.
+  bool Init(std::size_t capacity, std::size_t max_capacity = kMaxCapacity);
   // Drops every entry (after fork the child starts with no charges of its own).
   void Clear();
   // In a fork child: the lock may have been held by a parent thread that does not exist here.
   void ResetLockAfterFork() { lock_.clear(std::memory_order_relaxed); }
 
-  // Returns false when the key is 0, already present, or the table is full (7/8 of
-  // kMaxCapacity).
+  // Returns false when the key is 0, already present, or the table is full (7/8 of the maximum
+  // capacity).
   bool Insert(const AllocEntry& entry);
   // Removes the key and copies its entry to *out; false when absent.
   bool Erase(std::uint64_t key, AllocEntry* out);
@@ -51,6 +52,7 @@ class AllocTable {
 
   AllocEntry* slots_ = nullptr;
   std::size_t capacity_ = 0;
+  std::size_t max_capacity_ = kMaxCapacity;
   std::size_t size_ = 0;
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
 };

@@ -19,12 +19,36 @@ constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 // against measured utilisation (only consistency between launches matters).
 constexpr std::uint64_t kGraphLaunchCost = 1 << 16;
 constexpr std::uint64_t kMaxContextCharge = 2ULL << 30;
+// Device argument of Precharge for memory that is not device memory (VMM host locations).
+constexpr int kHostMemory = -2;
+
+// True when some device of this container has a memory limit: the trusted limits when the region
+// is open, the configured ones when it is not.
+bool AnyMemoryLimit(Runtime* rt) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    std::uint64_t limit = rt->accounting ? rt->region.Limit(d) : rt->config.memory_limit[d];
+    if (limit != 0) return true;
+  }
+  return false;
+}
+
+// An allocation that cannot be accounted for (no region, no slot, a device outside the region's
+// 16 entries, a full allocation table) is refused while a limit is set: failing open would hand
+// out memory no other process of the container can see.
+CUresult RefuseUnaccounted(int dev, std::uint64_t bytes, const char* why) {
+  VGPU_ERROR("Device %d OOM: %lu bytes refused, %s", dev, static_cast<unsigned long>(bytes), why);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
 
 // Reserves `bytes` on container device `dev` before the real allocation. *charged tells the
-// caller whether an uncharge/record is due afterwards.
+// caller whether an uncharge/record is due afterwards. dev == kHostMemory charges nothing.
 CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
   *charged = false;
-  if (!rt->accounting || dev < 0) return CUDA_SUCCESS;
+  if (dev == kHostMemory) return CUDA_SUCCESS;
+  if (!rt->accounting) {
+    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes, "shared region unusable")
+                              : CUDA_SUCCESS;
+  }
   std::uint64_t usage = 0;
   std::uint64_t limit = 0;
   ChargeResult result = rt->region.Charge(dev, bytes, ChargeKind::kData, &usage, &limit);
@@ -33,24 +57,29 @@ CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
                static_cast<unsigned long>(limit));
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *charged = result == ChargeResult::kOk;
+  if (result == ChargeResult::kUnaccounted) {
+    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes, "device or slot not accounted")
+                              : CUDA_SUCCESS;
+  }
+  *charged = true;
   return CUDA_SUCCESS;
 }
 
-void Record(Runtime* rt, AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes,
-            int kind) {
-  if (!table->Insert(AllocEntry{key, bytes, dev, kind})) {
-    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
-    VGPU_WARN("allocation 0x%llx not tracked (table full or duplicate); not counted",
-              static_cast<unsigned long long>(key));
-  }
+// Remembers the charge of `key`; false (after logging) when the table cannot hold it, in which
+// case the caller releases the allocation and refuses it.
+bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind) {
+  if (table->Insert(AllocEntry{key, bytes, dev, kind})) return true;
+  VGPU_ERROR("allocation 0x%llx cannot be tracked (table full or duplicate); refused",
+             static_cast<unsigned long long>(key));
+  return false;
 }
 
 // Runs `call` (the real allocation, which stores the new key) between a precharge and the
-// bookkeeping; undoes the charge when the driver fails.
-template <typename Call>
+// bookkeeping; undoes the charge when the driver fails, and undoes the allocation (`release`)
+// when it cannot be tracked.
+template <typename Call, typename Release>
 CUresult ChargedAlloc(Runtime* rt, AllocTable* table, int dev, std::uint64_t bytes, int kind,
-                      Call call) {
+                      Call call, Release release) {
   bool charged = false;
   CUresult r = Precharge(rt, dev, bytes, &charged);
   if (r != CUDA_SUCCESS) return r;
@@ -59,10 +88,17 @@ CUresult ChargedAlloc(Runtime* rt, AllocTable* table, int dev, std::uint64_t byt
   if (!charged) return r;
   if (r != CUDA_SUCCESS) {
     rt->region.Uncharge(dev, bytes, ChargeKind::kData);
-  } else {
-    Record(rt, table, key, dev, bytes, kind);
+  } else if (!Record(table, key, dev, bytes, kind)) {
+    release(key);
+    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return r;
+}
+
+void FreeNow(std::uint64_t ptr) {
+  auto free_fn = VGPU_REAL_CUDA(cuMemFree_v2);
+  if (free_fn != nullptr) free_fn(ptr);
 }
 
 // Forgets `key` before the real release (so a concurrent allocation reusing the address cannot
@@ -139,28 +175,37 @@ std::int32_t NewPid(const PidSet& before, const PidSet& after) {
   return found;
 }
 
+void FreeAsyncNow(std::uint64_t ptr, CUstream stream) {
+  auto free_async = VGPU_REAL_CUDA(cuMemFreeAsync);
+  if (free_async != nullptr) free_async(ptr, stream);
+}
+
 CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                           CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
-  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
-                      [&](std::uint64_t* key) {
-                        CUresult r = real(dptr, bytes, stream);
-                        if (r == CUDA_SUCCESS) *key = *dptr;
-                        return r;
-                      });
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, bytes, stream);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
 }
 
 CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                              CUmemoryPool pool, CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
-  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
-                      [&](std::uint64_t* key) {
-                        CUresult r = real(dptr, bytes, pool, stream);
-                        if (r == CUDA_SUCCESS) *key = *dptr;
-                        return r;
-                      });
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, bytes, pool, stream);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
 }
 
 CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
@@ -281,12 +326,14 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemAlloc_v2);
   if (real == nullptr) return kNoDriver;
-  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocPlain,
-                      [&](std::uint64_t* key) {
-                        CUresult r = real(dptr, bytes);
-                        if (r == CUDA_SUCCESS) *key = *dptr;
-                        return r;
-                      });
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocPlain,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, bytes);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      FreeNow);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -317,7 +364,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   if (actual > estimate) {
     bool extra = false;
     if (Precharge(rt, dev, actual - estimate, &extra) != CUDA_SUCCESS) {
-      VGPU_REAL_CUDA(cuMemFree_v2)(*dptr);
+      FreeNow(*dptr);
       rt->region.Uncharge(dev, estimate, ChargeKind::kData);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -325,7 +372,11 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   } else {
     actual = estimate;
   }
-  Record(rt, &rt->allocs, *dptr, dev, actual, kAllocPlain);
+  if (!Record(&rt->allocs, *dptr, dev, actual, kAllocPlain)) {
+    FreeNow(*dptr);
+    rt->region.Uncharge(dev, actual, ChargeKind::kData);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   return r;
 }
 
@@ -333,12 +384,14 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemAllocManaged);
   if (real == nullptr) return kNoDriver;
-  return ChargedAlloc(rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocManaged,
-                      [&](std::uint64_t* key) {
-                        CUresult r = real(dptr, bytes, flags);
-                        if (r == CUDA_SUCCESS) *key = *dptr;
-                        return r;
-                      });
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocManaged,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, bytes, flags);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      FreeNow);
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
@@ -347,15 +400,21 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   auto real = VGPU_REAL_CUDA(cuMemCreate);
   if (real == nullptr) return kNoDriver;
   // The device comes from the allocation's location, never from the (maybe absent) context.
-  int dev = -1;
+  int dev = kHostMemory;
   if (prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
     dev = NvmlIndexOf(rt, prop->location.id);
   }
-  return ChargedAlloc(rt, &rt->vmm, dev, size, kAllocVmm, [&](std::uint64_t* key) {
-    CUresult r = real(handle, size, prop, flags);
-    if (r == CUDA_SUCCESS) *key = *handle;
-    return r;
-  });
+  return ChargedAlloc(
+      rt, &rt->vmm, dev, size, kAllocVmm,
+      [&](std::uint64_t* key) {
+        CUresult r = real(handle, size, prop, flags);
+        if (r == CUDA_SUCCESS) *key = *handle;
+        return r;
+      },
+      [](std::uint64_t key) {
+        auto release = VGPU_REAL_CUDA(cuMemRelease);
+        if (release != nullptr) release(key);
+      });
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {

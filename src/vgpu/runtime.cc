@@ -30,6 +30,17 @@ constexpr std::int64_t kMaxSleepNs = 100'000'000;
 // A monitor that died with recent_kernel < 0 must not stall the application forever.
 constexpr int kMaxPriorityWaitRounds = 300;
 
+// HAMI_VGPU_MAX_TRACKED lowers the allocation tables' capacity (tests reach "table full" with a
+// few dozen allocations instead of millions). It can only lower it: a smaller table means more
+// refusals, never an uncharged allocation.
+std::size_t MaxTracked() {
+  const char* text = std::getenv("HAMI_VGPU_MAX_TRACKED");
+  if (text == nullptr) return AllocTable::kMaxCapacity;
+  unsigned long long value = std::strtoull(text, nullptr, 10);
+  return value == 0 || value > AllocTable::kMaxCapacity ? AllocTable::kMaxCapacity
+                                                        : static_cast<std::size_t>(value);
+}
+
 void SleepNs(std::int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
@@ -204,8 +215,9 @@ Runtime* Rt() {
   if (!g_ready.load(std::memory_order_relaxed)) {
     t_initialising = true;
     if (g_rt->allocs.size() == 0 && !g_process_hooks_registered) {
-      g_rt->allocs.Init(kAllocTableCapacity);
-      g_rt->vmm.Init(kVmmTableCapacity);
+      std::size_t max = MaxTracked();
+      g_rt->allocs.Init(kAllocTableCapacity, max);
+      g_rt->vmm.Init(kVmmTableCapacity, max);
     }
     InitLocked(g_rt);
     t_initialising = false;

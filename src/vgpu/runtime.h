@@ -2,8 +2,9 @@
 // allocation tables, the CUDA→container device map and the per-device compute limiters.
 //
 // Initialisation is lazy (first hook, dlsym of a cu* name, cuInit or nvmlInit*), thread-safe,
-// and redone in a forked child (which gets its own slot). When the region file or NVML cannot be
-// used, one ERROR line is logged and the library passes calls through.
+// and redone in a forked child (which gets its own slot). When the region file cannot be used,
+// one ERROR line is logged and, while a memory limit is set, allocations are refused (docs/vgpu.md
+// "Failing closed"); other calls pass through. Without NVML there is no device map or throttling.
 #ifndef HAMI_VGPU_RUNTIME_H_
 #define HAMI_VGPU_RUNTIME_H_
 

@@ -69,5 +69,16 @@ TEST(AllocTableTest, GrowsPastItsInitialCapacityKeepingEveryEntry) {
   EXPECT_TRUE(t.Insert(AllocEntry{4096, 1, 0, 0}));
 }
 
+TEST(AllocTableTest, RefusesPastSevenEighthsOfItsMaximum) {
+  AllocTable t;
+  ASSERT_TRUE(t.Init(16, 64));
+  std::uint64_t k = 1;
+  while (t.Insert(AllocEntry{k * 4096, k, 0, 0})) ++k;
+  EXPECT_EQ(t.size(), 56u);  // 7/8 of 64: the caller must refuse the allocation
+  AllocEntry e{};
+  ASSERT_TRUE(t.Erase(4096, &e));
+  EXPECT_TRUE(t.Insert(AllocEntry{k * 4096, k, 0, 0}));
+}
+
 }  // namespace
 }  // namespace hami::vgpu

@@ -59,6 +59,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 int fake_cuda_calls(const char*);
+unsigned long long fake_cuda_physical_used(int);
 void* fake_cuda_lookup_next(const char*);
 int fake_next_probe();
 }
@@ -206,6 +207,45 @@ void Families(char** argv) {
     CHECK_EQ(f.release(key), CUDA_SUCCESS);
     CHECK_EQ(FreeBytes(), limit);
   }
+}
+
+// refuse <bytes>: every allocation family answers CUDA_ERROR_OUT_OF_MEMORY and the driver holds
+// nothing afterwards.
+void Refuse(char** argv) {
+  size_t bytes = static_cast<size_t>(Arg(argv, 2));
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, bytes), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocPitch_v2(&p, &pitch, bytes, 1, 4), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocManaged(&p, bytes, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocAsync(&p, bytes, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocFromPoolAsync(&p, bytes, nullptr, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  CUmemAllocationProp prop{};
+  prop.type = 1;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  CHECK_EQ(cuMemCreate(&handle, bytes, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_physical_used(0), 0u);
+}
+
+// tablefull <chunk>: allocate until refused; print how many were granted and the driver's use.
+void TableFull(char** argv) {
+  size_t chunk = static_cast<size_t>(Arg(argv, 2));
+  UseDevice(0);
+  std::vector<CUdeviceptr> held;
+  CUresult r;
+  for (;;) {
+    CUdeviceptr p = 0;
+    r = cuMemAlloc_v2(&p, chunk);
+    if (r != CUDA_SUCCESS) break;
+    held.push_back(p);
+  }
+  CHECK_EQ(r, CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_physical_used(0), held.size() * chunk);
+  std::printf("count=%zu\n", held.size());
+  for (CUdeviceptr p : held) CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
 // nvml <alloc bytes> <expected total> <expected used>
@@ -486,6 +526,10 @@ int main(int argc, char** argv) {
     Info(argv);
   } else if (s == "oom" && argc == 3) {
     Oom(argv);
+  } else if (s == "refuse" && argc == 3) {
+    Refuse(argv);
+  } else if (s == "tablefull" && argc == 3) {
+    TableFull(argv);
   } else if (s == "families" && argc == 3) {
     Families(argv);
   } else if (s == "nvml" && argc == 5) {

@@ -411,11 +411,51 @@ TEST_F(PreloadTest, FirstProcessDecidesTheLimit) {
   EXPECT_NE(r.err.find("Limit inconsistency"), std::string::npos) << r.err;
 }
 
-TEST_F(PreloadTest, UnusableRegionFileMeansPassThroughWithOneErrorLine) {
-  cache_ = dir_ + "/missing-dir/vgpu.cache";
-  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"info", "0", std::to_string(8 * kGiB)});
+TEST_F(PreloadTest, UnusableRegionFileRefusesAllocationsWhileLimited) {
+  // A missing directory, and the path replaced by a directory: nothing can be accounted, so
+  // nothing is handed out while a limit is set.
+  ASSERT_EQ(mkdir((dir_ + "/a-dir").c_str(), 0755), 0);
+  for (const std::string& path : {dir_ + "/missing-dir/vgpu.cache", dir_ + "/a-dir"}) {
+    cache_ = path;
+    AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"refuse", std::to_string(kMiB)});
+    EXPECT_APP_OK(r) << path;
+    EXPECT_NE(r.err.find("shared region unusable"), std::string::npos) << r.err;
+    // Without a limit there is nothing to enforce: calls pass through, one ERROR line.
+    r = Run({}, {"info", "0", std::to_string(8 * kGiB)});
+    EXPECT_APP_OK(r) << path;
+    EXPECT_EQ(Count(r.err, "[HAMI-core ERROR"), 1) << r.err;
+  }
+}
+
+TEST_F(PreloadTest, EveryProcessSlotTakenRefusesAllocations) {
+  std::vector<std::string> env = {"CUDA_DEVICE_MEMORY_LIMIT=1g"};
+  EXPECT_APP_OK(Run(env, {"info", "0", std::to_string(kGiB)}));
+  int fd = open(cache_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, 2008952, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  char* base = static_cast<char*>(map);
+  for (int i = 0; i < 1024; ++i) {  // every slot held by a live process (this test)
+    *reinterpret_cast<std::int32_t*>(base + 1856 + i * 1960) = getpid();
+    *reinterpret_cast<std::int32_t*>(base + 1856 + i * 1960 + 1928) = 1;
+  }
+  *reinterpret_cast<std::int32_t*>(base + 2008896) = 1024;
+  AppResult r = Run(env, {"refuse", std::to_string(kMiB)});
   EXPECT_APP_OK(r);
-  EXPECT_EQ(Count(r.err, "[HAMI-core ERROR"), 1) << r.err;
+  EXPECT_NE(r.err.find("no free process slot"), std::string::npos) << r.err;
+  munmap(map, 2008952);
+  close(fd);
+}
+
+TEST_F(PreloadTest, FullAllocationTableRefusesInsteadOfPassingUncharged) {
+  // A table of 64 entries holds 56; the 57th allocation is released and refused.
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g", "HAMI_VGPU_MAX_TRACKED=64"},
+                    {"tablefull", std::to_string(kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.out.find("count=56"), std::string::npos) << r.out << r.err;
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.MonitorUsage(0), 0u);  // everything freed, nothing left charged
 }
 
 TEST_F(PreloadTest, MissingNvmlKeepsMemoryLimitsWithOneErrorLine) {
