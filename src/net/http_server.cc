@@ -1,0 +1,749 @@
+#include "net/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace hami::net {
+namespace {
+
+constexpr uint64_t kListenerId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr size_t kReadChunk = 16 << 10;
+// After a reply that closes the connection (an error while the client may still be sending),
+// the server stops writing and discards input for a short while so that the client reads the
+// reply instead of a reset; at most this much and this long.
+constexpr size_t kMaxDrainBytes = 8 << 20;
+constexpr std::chrono::milliseconds kDrainTime{1000};
+
+std::string FormatResponse(const Response& r, bool close) {
+  std::string_view reason = ReasonPhrase(r.status);
+  std::string out;
+  out.reserve(128 + r.body.size());
+  out += "HTTP/1.1 " + std::to_string(r.status) + " " +
+         std::string(reason.empty() ? "Status" : reason) + "\r\n";
+  if (!r.body.empty() || r.status != 204) {
+    if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
+    out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  }
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += r.body;
+  return out;
+}
+
+}  // namespace
+
+// Replies travel from any thread to the loop through the mailbox; it outlives the server while a
+// Responder holds it, and is closed (Send does nothing) once the server stops.
+struct Mailbox {
+  struct Letter {
+    uint64_t conn = 0;
+    uint64_t seq = 0;
+    Response response;
+  };
+  std::mutex mu;
+  std::vector<Letter> letters;
+  bool closed = false;
+  int wake_fd = -1;
+
+  void Post(Letter letter) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (closed) return;
+    letters.push_back(std::move(letter));
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd, &one, sizeof(one));
+    (void)n;
+  }
+};
+
+struct Responder::State {
+  std::shared_ptr<Mailbox> mailbox;
+  uint64_t conn = 0;
+  uint64_t seq = 0;
+  std::atomic<bool> sent{false};
+
+  ~State() {
+    if (!sent.exchange(true)) {
+      mailbox->Post({conn, seq, Response{500, "text/plain", "no reply from the handler\n"}});
+    }
+  }
+};
+
+void Responder::Send(Response response) const {
+  if (!state_ || state_->sent.exchange(true)) return;
+  state_->mailbox->Post({state_->conn, state_->seq, std::move(response)});
+}
+
+class HttpServer::Impl {
+ public:
+  explicit Impl(HttpServerOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? *options_.clock : RealClock()),
+        mailbox_(std::make_shared<Mailbox>()) {}
+  ~Impl() { Stop(); }
+
+  void Route(std::string method, std::string path, RouteOptions opts, Handler handler) {
+    routes_[std::move(path)][std::move(method)] = RouteEntry{opts, std::move(handler)};
+  }
+
+  Result<int> Listen(const std::string& host, int port);
+  void Stop();
+  void Wake() {
+    uint64_t one = 1;
+    ssize_t n = write(mailbox_->wake_fd, &one, sizeof(one));
+    (void)n;
+  }
+  size_t connections() const { return open_.load(); }
+  uint64_t refused(int status) const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    auto it = refused_.find(status);
+    return it == refused_.end() ? 0 : it->second;
+  }
+
+ private:
+  struct RouteEntry {
+    RouteOptions options;
+    Handler handler;
+  };
+  enum class Phase { kIdle, kHead, kBody, kBusy, kWriting, kDraining };
+  struct Conn {
+    explicit Conn(RequestLimits limits) : parser(std::move(limits)) {}
+    uint64_t id = 0;
+    int fd = -1;
+    SSL* ssl = nullptr;
+    bool handshaking = false;
+    bool ssl_wants_write = false;
+    RequestParser parser;
+    std::string in;
+    std::string out;
+    size_t out_off = 0;
+    bool busy = false;
+    bool keep_alive = true;
+    bool close_after_write = false;
+    size_t drained = 0;
+    uint64_t seq = 0;
+    uint32_t events = 0;
+    Phase phase = Phase::kIdle;
+    SystemTime deadline{};
+  };
+
+  void Loop();
+  void Accept();
+  void OnEvent(Conn& c, uint32_t events);
+  bool Handshake(Conn& c);
+  // Reads and parses until a request is dispatched, the socket is drained, or it closed.
+  void ReadAndParse(Conn& c);
+  void ProcessInput(Conn& c);
+  void Dispatch(Conn& c, Request request);
+  void Queue(Conn& c, const Response& r, bool close);
+  void Refuse(Conn& c, int status, const std::string& message);
+  bool Flush(Conn& c);
+  void Drain(Conn& c);
+  void Deliver();
+  void CheckDeadlines();
+  void Rearm(Conn& c);
+  void UpdateInterest(Conn& c);
+  void Close(uint64_t id);
+  void Count(int status) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++refused_[status];
+  }
+  std::chrono::milliseconds TimeoutOf(Phase p) const;
+  void Work();
+
+  const HttpServerOptions options_;
+  const Clock& clock_;
+  std::map<std::string, std::map<std::string, RouteEntry>> routes_;
+  RequestLimits limits_;
+  size_t max_connections_ = 0;
+  std::shared_ptr<Mailbox> mailbox_;
+  SSL_CTX* ctx_ = nullptr;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
+  uint64_t next_id_ = 2;
+  std::atomic<size_t> open_{0};
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+  std::thread loop_;
+
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;
+  std::vector<std::thread> workers_;
+
+  mutable std::mutex stats_mu_;
+  std::map<int, uint64_t> refused_;
+};
+
+Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
+  limits_ = options_.limits;
+  std::map<std::string, size_t> caps;
+  for (const auto& [path, methods] : routes_) {
+    size_t cap = 0;
+    for (const auto& [m, entry] : methods) cap = std::max(cap, entry.options.max_body);
+    caps[path] = cap;
+  }
+  const size_t default_cap = limits_.max_body_bytes;
+  limits_.body_limit = [caps, default_cap](std::string_view, std::string_view path) {
+    auto it = caps.find(std::string(path));
+    // An unknown path gets 404 after its body: read at most a small one.
+    return it == caps.end() ? std::min<size_t>(default_cap, 64 << 10) : it->second;
+  };
+  // Past the descriptor limit accept() fails and the listener stays readable: keep headroom.
+  rlimit rl{};
+  max_connections_ = options_.max_connections;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 128) {
+    max_connections_ = std::min<size_t>(max_connections_, rl.rlim_cur - 64);
+  }
+
+  if (options_.tls_setup) {
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    if (ctx_ == nullptr) return Error{options_.name + ": cannot create the TLS context"};
+    SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(ctx_, SSL_OP_NO_RENEGOTIATION);
+    Status st = options_.tls_setup(ctx_);
+    if (!st) return std::move(st).take_error();
+  }
+
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string port_text = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
+  if (rc != 0) {
+    return Error{options_.name + ": cannot resolve " + Quote(host) + ": " + gai_strerror(rc)};
+  }
+  std::string why = "no address";
+  for (addrinfo* ai = res; ai != nullptr && listen_fd_ < 0; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+      why = std::strerror(errno);
+      close(fd);
+      continue;
+    }
+    listen_fd_ = fd;
+  }
+  freeaddrinfo(res);
+  if (listen_fd_ < 0) {
+    return Error{options_.name + ": cannot listen on " + Quote(host + ":" + port_text) + ": " +
+                 why};
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  int bound = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  mailbox_->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || mailbox_->wake_fd < 0) {
+    return Error{options_.name + ": epoll/eventfd: " + std::strerror(errno)};
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerId;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = kWakeId;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, mailbox_->wake_fd, &ev);
+
+  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { Work(); });
+  }
+  loop_ = std::thread([this] { Loop(); });
+  return bound;
+}
+
+void HttpServer::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  if (loop_.joinable()) {
+    Wake();
+    loop_.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    work_cv_.notify_all();
+  }
+  for (std::thread& t : workers_) t.join();
+  work_.clear();  // Responders dropped here post to a closed mailbox
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->closed = true;
+    mailbox_->letters.clear();
+  }
+  for (auto& [id, c] : conns_) {
+    if (c->ssl != nullptr) SSL_free(c->ssl);
+    close(c->fd);
+  }
+  conns_.clear();
+  open_ = 0;
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  {
+    // The wake fd stays open while a Responder may still post to it; the mailbox is closed, so
+    // nothing writes to it any more.
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    if (mailbox_->wake_fd >= 0) close(mailbox_->wake_fd);
+    mailbox_->wake_fd = -1;
+  }
+  listen_fd_ = epoll_fd_ = -1;
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+  ctx_ = nullptr;
+}
+
+void HttpServer::Impl::Work() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(work_mu_);
+      work_cv_.wait(lock, [&] { return stopping_.load() || !work_.empty(); });
+      if (stopping_) return;
+      task = std::move(work_.front());
+      work_.pop_front();
+    }
+    task();
+  }
+}
+
+std::chrono::milliseconds HttpServer::Impl::TimeoutOf(Phase p) const {
+  switch (p) {
+    case Phase::kIdle:
+      return options_.idle_timeout;
+    case Phase::kHead:
+      return options_.header_timeout;
+    case Phase::kBody:
+      return options_.body_timeout;
+    case Phase::kWriting:
+      return options_.write_timeout;
+    case Phase::kDraining:
+      return kDrainTime;
+    case Phase::kBusy:
+      return std::chrono::milliseconds::zero();
+  }
+  return options_.idle_timeout;
+}
+
+void HttpServer::Impl::Loop() {
+  std::vector<epoll_event> events(128);
+  while (!stopping_) {
+    // Sleep until the nearest deadline, at most a second (a FakeClock's move is seen by Wake()).
+    std::chrono::milliseconds wait{1000};
+    const SystemTime now = clock_.Now();
+    for (const auto& [id, c] : conns_) {
+      if (c->phase == Phase::kBusy) continue;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c->deadline - now);
+      wait = std::max(std::chrono::milliseconds(0),
+                      std::min(wait, left + std::chrono::milliseconds(1)));
+    }
+    int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
+                       static_cast<int>(wait.count()));
+    if (stopping_) break;
+    for (int i = 0; i < n; ++i) {
+      uint64_t id = events[i].data.u64;
+      if (id == kListenerId) {
+        Accept();
+      } else if (id == kWakeId) {
+        uint64_t v;
+        while (read(mailbox_->wake_fd, &v, sizeof(v)) > 0) {
+        }
+      } else {
+        auto it = conns_.find(id);
+        if (it != conns_.end()) OnEvent(*it->second, events[i].events);
+      }
+    }
+    Deliver();
+    CheckDeadlines();
+  }
+}
+
+void HttpServer::Impl::Accept() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        HAMI_WARN("{}: accept: {}", options_.name, std::strerror(errno));
+      }
+      return;
+    }
+    if (conns_.size() >= max_connections_) {
+      Count(503);
+      close(fd);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto c = std::make_unique<Conn>(limits_);
+    c->id = next_id_++;
+    c->fd = fd;
+    if (ctx_ != nullptr) {
+      c->ssl = SSL_new(ctx_);
+      if (c->ssl == nullptr) {
+        close(fd);
+        continue;
+      }
+      SSL_set_fd(c->ssl, fd);
+      SSL_set_accept_state(c->ssl);
+      c->handshaking = true;
+      c->phase = Phase::kHead;
+      c->deadline = clock_.Now() + options_.header_timeout;
+    } else {
+      c->phase = Phase::kIdle;
+      c->deadline = clock_.Now() + options_.idle_timeout;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c->id;
+    c->events = EPOLLIN;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    conns_.emplace(c->id, std::move(c));
+    open_ = conns_.size();
+  }
+}
+
+void HttpServer::Impl::OnEvent(Conn& c, uint32_t events) {
+  const uint64_t id = c.id;
+  if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) {
+    Close(id);
+    return;
+  }
+  if (c.handshaking && !Handshake(c)) {
+    Close(id);
+    return;
+  }
+  if (!c.handshaking) {
+    if (c.out_off < c.out.size() && !Flush(c)) {
+      Close(id);
+      return;
+    }
+    if (c.phase == Phase::kDraining) {
+      Drain(c);
+    } else if (c.out.empty()) {
+      ReadAndParse(c);
+    }
+  }
+  if (conns_.count(id) == 0) return;
+  Rearm(c);
+  UpdateInterest(c);
+}
+
+bool HttpServer::Impl::Handshake(Conn& c) {
+  ERR_clear_error();
+  int r = SSL_accept(c.ssl);
+  if (r == 1) {
+    c.handshaking = false;
+    c.ssl_wants_write = false;
+    return true;
+  }
+  int err = SSL_get_error(c.ssl, r);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+    c.ssl_wants_write = err == SSL_ERROR_WANT_WRITE;
+    return true;
+  }
+  HAMI_VLOG(4, "{}: TLS handshake failed: {}", options_.name,
+            ERR_error_string(ERR_get_error(), nullptr));
+  return false;
+}
+
+void HttpServer::Impl::ReadAndParse(Conn& c) {
+  const uint64_t id = c.id;
+  char buf[kReadChunk];
+  for (;;) {
+    ProcessInput(c);
+    if (conns_.count(id) == 0) return;
+    // The next request waits for this reply; after a closing reply nothing more is read.
+    if (c.busy || !c.out.empty() || c.close_after_write) return;
+    ssize_t n;
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      int r = SSL_read(c.ssl, buf, sizeof(buf));
+      if (r > 0) {
+        n = r;
+      } else {
+        int err = SSL_get_error(c.ssl, r);
+        if (err == SSL_ERROR_WANT_READ) return;
+        if (err == SSL_ERROR_WANT_WRITE) {
+          c.ssl_wants_write = true;
+          return;
+        }
+        n = err == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+        if (n < 0) errno = ECONNRESET;
+      }
+    } else {
+      n = recv(c.fd, buf, sizeof(buf), 0);
+    }
+    if (n > 0) {
+      c.in.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    Close(id);  // EOF or error: an unfinished request is dropped with the connection
+    return;
+  }
+}
+
+void HttpServer::Impl::ProcessInput(Conn& c) {
+  while (!c.busy && c.out.empty() && !c.close_after_write && !c.in.empty()) {
+    size_t used = c.parser.Feed(c.in);
+    c.in.erase(0, used);
+    switch (c.parser.state()) {
+      case RequestParser::State::kDone:
+        Dispatch(c, c.parser.Take());
+        break;
+      case RequestParser::State::kError:
+        Refuse(c, c.parser.error().status, c.parser.error().message);
+        return;
+      default:
+        return;  // more bytes needed
+    }
+  }
+}
+
+void HttpServer::Impl::Refuse(Conn& c, int status, const std::string& message) {
+  Count(status);
+  HAMI_VLOG(3, "{}: refused with {}: {}", options_.name, status, message);
+  c.in.clear();
+  Queue(c, Response{status, "text/plain", message + "\n"}, /*close=*/true);
+  if (conns_.count(c.id) != 0 && !Flush(c)) Close(c.id);
+}
+
+void HttpServer::Impl::Dispatch(Conn& c, Request request) {
+  auto route = routes_.find(request.path);
+  if (route == routes_.end()) {
+    Queue(c, Response{404, "text/plain", "no route for " + Quote(request.path) + "\n"},
+          !request.keep_alive);
+    return;
+  }
+  auto entry = route->second.find(request.method);
+  if (entry == route->second.end()) {
+    Queue(c, Response{405, "text/plain", "method " + Quote(request.method) + " not allowed\n"},
+          !request.keep_alive);
+    return;
+  }
+  c.busy = true;
+  c.keep_alive = request.keep_alive;
+  ++c.seq;
+  auto state = std::make_shared<Responder::State>();
+  state->mailbox = mailbox_;
+  state->conn = c.id;
+  state->seq = c.seq;
+  Responder responder(std::move(state));
+  const Handler& handler = entry->second.handler;
+  if (entry->second.options.inline_handler) {
+    handler(std::move(request), std::move(responder));
+    Deliver();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(work_mu_);
+  work_.push_back([&handler, r = std::move(request), responder]() mutable {
+    handler(std::move(r), std::move(responder));
+  });
+  work_cv_.notify_one();
+}
+
+void HttpServer::Impl::Queue(Conn& c, const Response& r, bool close) {
+  c.close_after_write = c.close_after_write || close;
+  c.out += FormatResponse(r, c.close_after_write);
+}
+
+bool HttpServer::Impl::Flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const char* p = c.out.data() + c.out_off;
+    size_t len = c.out.size() - c.out_off;
+    ssize_t n;
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      int r = SSL_write(c.ssl, p, static_cast<int>(std::min<size_t>(len, 1 << 20)));
+      if (r <= 0) {
+        int err = SSL_get_error(c.ssl, r);
+        if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ) {
+          c.ssl_wants_write = err == SSL_ERROR_WANT_WRITE;
+          return true;
+        }
+        return false;
+      }
+      n = r;
+    } else {
+      n = send(c.fd, p, len, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+        return false;
+      }
+    }
+    c.out_off += static_cast<size_t>(n);
+  }
+  c.out.clear();
+  c.out_off = 0;
+  c.ssl_wants_write = false;
+  if (c.close_after_write) {
+    if (c.ssl != nullptr) return false;  // TLS: close at once (a reset loses nothing sent)
+    // Plain: stop writing, then read and discard what the client is still sending for a
+    // moment, so it reads our reply rather than a reset.
+    shutdown(c.fd, SHUT_WR);
+    c.phase = Phase::kDraining;
+    c.deadline = clock_.Now() + kDrainTime;
+  }
+  return true;
+}
+
+void HttpServer::Impl::Drain(Conn& c) {
+  char buf[kReadChunk];
+  for (;;) {
+    ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      c.drained += static_cast<size_t>(n);
+      if (c.drained <= kMaxDrainBytes) continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      return;
+    }
+    Close(c.id);
+    return;
+  }
+}
+
+void HttpServer::Impl::Deliver() {
+  std::vector<Mailbox::Letter> letters;
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    letters.swap(mailbox_->letters);
+  }
+  for (Mailbox::Letter& l : letters) {
+    auto it = conns_.find(l.conn);
+    if (it == conns_.end()) continue;
+    Conn& c = *it->second;
+    if (!c.busy || c.seq != l.seq) continue;
+    c.busy = false;
+    Queue(c, l.response, !c.keep_alive);
+    if (!Flush(c)) {
+      Close(c.id);
+      continue;
+    }
+    if (c.phase != Phase::kDraining && c.out.empty()) ReadAndParse(c);  // pipelined requests
+    if (conns_.count(l.conn) == 0) continue;
+    Rearm(c);
+    UpdateInterest(c);
+  }
+}
+
+void HttpServer::Impl::Rearm(Conn& c) {
+  if (c.phase == Phase::kDraining) return;
+  Phase p = Phase::kIdle;
+  if (!c.out.empty()) {
+    p = Phase::kWriting;
+  } else if (c.busy) {
+    p = Phase::kBusy;
+  } else if (c.handshaking ||
+             (c.parser.started() && c.parser.state() == RequestParser::State::kHead)) {
+    p = Phase::kHead;
+  } else if (c.parser.state() == RequestParser::State::kBody) {
+    p = Phase::kBody;
+  }
+  if (p == c.phase) return;
+  c.phase = p;
+  c.deadline = clock_.Now() + TimeoutOf(p);
+}
+
+void HttpServer::Impl::CheckDeadlines() {
+  const SystemTime now = clock_.Now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, c] : conns_) {
+    if (c->phase != Phase::kBusy && now >= c->deadline) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    Conn& c = *conns_[id];
+    if ((c.phase == Phase::kHead || c.phase == Phase::kBody) && !c.handshaking) {
+      Count(408);
+      Queue(c,
+            Response{408, "text/plain",
+                     c.phase == Phase::kHead ? "request head not complete in time\n"
+                                             : "request body not complete in time\n"},
+            true);
+      if (!Flush(c) || c.phase != Phase::kDraining) {
+        Close(id);  // the reply did not fit the socket buffer: give up on it
+        continue;
+      }
+      UpdateInterest(c);
+      continue;
+    }
+    if (c.phase == Phase::kHead) Count(408);
+    Close(id);
+  }
+}
+
+void HttpServer::Impl::UpdateInterest(Conn& c) {
+  uint32_t want = 0;
+  const bool reading = c.handshaking || c.phase == Phase::kDraining || (!c.busy && c.out.empty());
+  if (reading) want |= EPOLLIN;
+  if (c.out_off < c.out.size() || c.ssl_wants_write) want |= EPOLLOUT;
+  if (want == c.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = c.id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  c.events = want;
+}
+
+void HttpServer::Impl::Close(uint64_t id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  if (c.ssl != nullptr) SSL_free(c.ssl);
+  close(c.fd);
+  conns_.erase(it);
+  open_ = conns_.size();
+}
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+HttpServer::~HttpServer() { impl_->Stop(); }
+void HttpServer::Route(std::string method, std::string path, RouteOptions options,
+                       Handler handler) {
+  impl_->Route(std::move(method), std::move(path), options, std::move(handler));
+}
+Result<int> HttpServer::Listen(const std::string& host, int port) {
+  return impl_->Listen(host, port);
+}
+void HttpServer::Stop() { impl_->Stop(); }
+void HttpServer::Wake() { impl_->Wake(); }
+size_t HttpServer::connections() const { return impl_->connections(); }
+uint64_t HttpServer::refused(int status) const { return impl_->refused(status); }
+
+}  // namespace hami::net

@@ -1,0 +1,105 @@
+// net::HttpServer: an HTTP/1.1 server for listeners that untrusted clients can reach
+// (docs/SECURITY.md). One event-loop thread owns every connection (epoll, non-blocking sockets,
+// optional TLS); it reads request heads and bodies under deadlines and caps (RequestParser), so a
+// slow or hostile client holds a few kilobytes and a file descriptor, never a thread. Complete
+// requests go to a fixed worker pool, except routes marked `inline` (health checks), which the
+// loop answers itself and which therefore answer whatever the pool is doing. A handler replies
+// through a Responder, at once or later from any thread: a handler that must wait (for a lock,
+// for the first sync) keeps its Responder and returns, holding no worker.
+//
+// Per connection, requests are answered in order (pipelining): the next request is parsed only
+// once the previous one's reply is queued. Limits: connections (past it, new ones are closed at
+// once), header bytes and count, body bytes per route, a header deadline (from the request's
+// first byte), a body deadline, an idle keep-alive timeout and a write deadline. Deadlines read
+// the injected clock; a test that moves a FakeClock calls Wake().
+#ifndef HAMI_NET_HTTP_SERVER_H_
+#define HAMI_NET_HTTP_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <openssl/ssl.h>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "net/http_request.h"
+
+namespace hami::net {
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body{};
+};
+
+// Sends the reply to one request. Copyable; the first Send wins, later ones are ignored. When
+// the last copy is destroyed unsent, the client gets 500 (a lost reply never hangs a client).
+// Thread-safe; Send after the server stopped or the client left is a no-op.
+class Responder {
+ public:
+  struct State;
+  Responder() = default;
+  explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void Send(Response response) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+using Handler = std::function<void(Request request, Responder responder)>;
+
+struct HttpServerOptions {
+  std::string name = "http";  // in log lines
+  size_t workers = 8;
+  size_t max_connections = 1024;
+  RequestLimits limits{};  // limits.body_limit is set from the routes' max_body
+  std::chrono::milliseconds header_timeout{10000};  // first byte of a request -> end of head
+  std::chrono::milliseconds body_timeout{30000};    // end of head -> end of body
+  std::chrono::milliseconds idle_timeout{90000};    // kept-alive connection between requests
+  std::chrono::milliseconds write_timeout{30000};   // a reply the client does not read
+  // With TLS (TLS 1.2 and later only): called once on the server's SSL_CTX after its defaults
+  // are set, to install the certificate (e.g. CertReloader::Install). Empty = plain HTTP.
+  std::function<Status(SSL_CTX* ctx)> tls_setup{};
+  const Clock* clock = nullptr;  // deadlines; null = RealClock()
+};
+
+struct RouteOptions {
+  size_t max_body = 1 << 20;
+  // Answered on the event loop: the handler must not block (health checks only).
+  bool inline_handler = false;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Before Listen(). A path answers 405 to other methods, an unknown path 404.
+  void Route(std::string method, std::string path, RouteOptions options, Handler handler);
+  // Binds host:port (port 0 = ephemeral) and starts the loop and the workers; returns the port.
+  Result<int> Listen(const std::string& host, int port);
+  // Closes the listener and every connection, wakes nothing else: handlers still holding a
+  // Responder may Send, which does nothing. Idempotent.
+  void Stop();
+  // Re-reads the clock at once (after a FakeClock moved).
+  void Wake();
+
+  // Open connections (for tests and metrics).
+  size_t connections() const;
+  // Requests refused by status (413, 431, 408 for a deadline...): counted for tests.
+  uint64_t refused(int status) const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::net
+
+#endif  // HAMI_NET_HTTP_SERVER_H_
