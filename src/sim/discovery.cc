@@ -28,9 +28,30 @@ std::vector<std::string> GroupsServed() {
   return groups;
 }
 
+// The versions `group` serves, in table order; the first is the preferred one.
+std::vector<std::string> VersionsOf(const std::string& group) {
+  std::vector<std::string> versions;
+  for (const auto& t : ResourceTypes()) {
+    if (t.group == group &&
+        std::find(versions.begin(), versions.end(), t.version) == versions.end()) {
+      versions.push_back(t.version);
+    }
+  }
+  return versions;
+}
+
 Json GroupJson(const std::string& group) {
-  Json gv = {{"groupVersion", group + "/v1"}, {"version", "v1"}};
-  return Json{{"name", group}, {"versions", Json::array({gv})}, {"preferredVersion", gv}};
+  Json versions = Json::array();
+  for (const auto& v : VersionsOf(group)) {
+    versions.push_back(Json{{"groupVersion", group + "/" + v}, {"version", v}});
+  }
+  return Json{{"name", group}, {"versions", versions}, {"preferredVersion", versions.at(0)}};
+}
+
+// `kubectl get all` lists these, as upstream's "all" category does.
+bool IsInCategoryAll(const ResourceType& t) {
+  if (t.group.empty()) return t.plural == "pods" || t.plural == "services";
+  return t.group == "apps" || (t.group == "autoscaling" && t.plural == "horizontalpodautoscalers");
 }
 
 Json ResourceList(const std::string& group, const std::string& version) {
@@ -43,7 +64,7 @@ Json ResourceList(const std::string& group, const std::string& version) {
                              {"kind", t.kind},
                              {"verbs", AllVerbs()},
                              {"shortNames", t.short_names}});
-    if (t.group.empty() && (t.plural == "pods" || t.plural == "services")) {
+    if (IsInCategoryAll(t)) {
       resources.back()["categories"] = {"all"};  // `kubectl get all`
     }
     if (t.has_status) {
@@ -97,7 +118,10 @@ std::string OpenApiV3Root() {
   Json paths = Json::object();
   paths["api/v1"] = {{"serverRelativeURL", "/openapi/v3/api/v1?hash=1"}};
   for (const auto& g : GroupsServed()) {
-    paths["apis/" + g + "/v1"] = {{"serverRelativeURL", "/openapi/v3/apis/" + g + "/v1?hash=1"}};
+    for (const auto& v : VersionsOf(g)) {
+      std::string gv = "apis/" + g + "/" + v;
+      paths[gv] = {{"serverRelativeURL", "/openapi/v3/" + gv + "?hash=1"}};
+    }
   }
   return Json{{"paths", paths}}.dump();
 }
@@ -140,8 +164,10 @@ std::optional<std::string> DiscoveryDocument(std::string_view path,
       out["apiVersion"] = "v1";
       return out.dump();
     }
-    if (path == "/apis/" + g + "/v1") return ResourceList(g, "v1").dump();
-    if (path == "/openapi/v3/apis/" + g + "/v1") return OpenApiV3(g, "v1").dump();
+    for (const auto& v : VersionsOf(g)) {
+      if (path == "/apis/" + g + "/" + v) return ResourceList(g, v).dump();
+      if (path == "/openapi/v3/apis/" + g + "/" + v) return OpenApiV3(g, v).dump();
+    }
   }
   return std::nullopt;
 }
