@@ -1,0 +1,296 @@
+// The HTTP server over loopback: routing, pipelining, async replies, inline health checks while
+// every worker is busy, caps, deadlines (on a FakeClock), the connection limit.
+#include "net/http_server.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "http_test_client.h"
+
+namespace hami::net {
+namespace {
+
+using testing::RawClient;
+using testing::Reply;
+
+// A gate a handler blocks on until the test opens it.
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void Start(HttpServerOptions options = {}) {
+    server_ = std::make_unique<HttpServer>(std::move(options));
+    server_->Route("GET", "/healthz", RouteOptions{0, true}, [](Request, Responder r) {
+      r.Send(Response{200, "text/plain", "ok"});
+    });
+    server_->Route("POST", "/echo", RouteOptions{64, false}, [](Request q, Responder r) {
+      r.Send(Response{200, "text/plain", q.body});
+    });
+    server_->Route("POST", "/big", RouteOptions{1 << 20, false}, [](Request q, Responder r) {
+      r.Send(Response{200, "text/plain", std::to_string(q.body.size())});
+    });
+    server_->Route("POST", "/block", RouteOptions{64, false}, [this](Request, Responder r) {
+      gate_.Wait();
+      r.Send(Response{200, "text/plain", "unblocked"});
+    });
+    server_->Route("POST", "/later", RouteOptions{64, false}, [this](Request, Responder r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      parked_.push_back(std::move(r));  // replied by the test: no worker is held meanwhile
+      cv_.notify_all();
+    });
+    server_->Route("POST", "/drop", RouteOptions{64, false}, [](Request, Responder) {});
+    auto port = server_->Listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.error();
+    port_ = *port;
+  }
+  void TearDown() override {
+    gate_.Open();
+    if (server_) server_->Stop();
+  }
+  size_t WaitParked(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return parked_.size() >= n; });
+    return parked_.size();
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+  Gate gate_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Responder> parked_;
+};
+
+TEST_F(HttpServerTest, RoutesAndKeepsTheConnectionAlive) {
+  Start();
+  RawClient c(port_);
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "abc");
+  ASSERT_TRUE(c.Send("GET /nothing HTTP/1.1\r\n\r\nGET /echo HTTP/1.1\r\n\r\n"));
+  r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+}
+
+TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrder) {
+  Start();
+  RawClient c(port_);
+  std::string batch;
+  for (int i = 0; i < 20; ++i) {
+    batch += "POST /echo HTTP/1.1\r\nContent-Length: " + std::to_string(std::to_string(i).size()) +
+             "\r\n\r\n" + std::to_string(i);
+    if (i % 5 == 0) batch += "GET /healthz HTTP/1.1\r\n\r\n";
+  }
+  ASSERT_TRUE(c.Send(batch));
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.Read();
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->body, std::to_string(i));
+    if (i % 5 == 0) {
+      auto h = c.Read();
+      ASSERT_TRUE(h) << i;
+      EXPECT_EQ(h->body, "ok");
+    }
+  }
+}
+
+TEST_F(HttpServerTest, AHandlerThatRepliesLaterHoldsNoWorker) {
+  HttpServerOptions o;
+  o.workers = 1;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> waiting;
+  for (int i = 0; i < 10; ++i) {
+    waiting.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(waiting.back()->Send("POST /later HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  }
+  ASSERT_EQ(WaitParked(10), 10u);
+  // The single worker still serves new requests.
+  RawClient c(port_);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "hi");
+  // A reply sent from this thread reaches its own client.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < parked_.size(); ++i) {
+      parked_[i].Send(Response{200, "text/plain", "late " + std::to_string(i)});
+      parked_[i].Send(Response{500, "text/plain", "ignored"});
+    }
+  }
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    auto w = waiting[i]->Read();
+    ASSERT_TRUE(w) << i;
+    EXPECT_EQ(w->status, 200);
+    EXPECT_EQ(w->body, "late " + std::to_string(i));
+  }
+}
+
+TEST_F(HttpServerTest, InlineHealthAnswersWhileEveryWorkerIsBlocked) {
+  HttpServerOptions o;
+  o.workers = 2;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> blocked;
+  for (int i = 0; i < 4; ++i) {
+    blocked.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(blocked.back()->Send("POST /block HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  }
+  RawClient h(port_);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(h.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  auto r = h.Read(std::chrono::seconds(1));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  gate_.Open();
+  for (auto& b : blocked) {
+    auto w = b->Read();
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w->body, "unblocked");
+  }
+}
+
+TEST_F(HttpServerTest, SlowHeadersHoldNoWorker) {
+  HttpServerOptions o;
+  o.workers = 1;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (int i = 0; i < 70; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(slow.back()->Send("POST /echo HTTP/1.1\r\nX-Slow: a"));
+  }
+  RawClient c(port_);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nContent-Length: 2\r\n\r\nok"));
+  auto r = c.Read(std::chrono::seconds(1));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "ok");
+}
+
+TEST_F(HttpServerTest, RefusesBodiesOverTheRouteCap) {
+  Start();
+  RawClient a(port_);
+  ASSERT_TRUE(a.Send("POST /echo HTTP/1.1\r\nContent-Length: 65\r\n\r\n"));
+  auto r = a.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(a.WaitClosed());
+  // Chunked: the decoded size counts; the client keeps sending and still reads the 413.
+  RawClient b(port_);
+  ASSERT_TRUE(b.Send("POST /big HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+  for (int i = 0; i < 40 && b.Send(chunk); ++i) {
+  }
+  r = b.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(server_->refused(413), 2u);
+}
+
+TEST_F(HttpServerTest, RefusesGzipBodiesWith415) {
+  Start();
+  RawClient c(port_);
+  ASSERT_TRUE(
+      c.Send("POST /big HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 415);
+}
+
+TEST_F(HttpServerTest, ADroppedResponderAnswers500) {
+  Start();
+  RawClient c(port_);
+  ASSERT_TRUE(c.Send("POST /drop HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+}
+
+TEST_F(HttpServerTest, ClosesConnectionsPastTheLimit) {
+  HttpServerOptions o;
+  o.max_connections = 2;
+  Start(o);
+  RawClient a(port_), b(port_);
+  ASSERT_TRUE(a.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(b.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(a.Read());
+  ASSERT_TRUE(b.Read());
+  RawClient c(port_);
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_GE(server_->refused(503), 1u);
+  EXPECT_EQ(server_->connections(), 2u);
+}
+
+TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
+  FakeClock clock;
+  HttpServerOptions o;
+  o.clock = &clock;
+  Start(o);
+  RawClient head(port_), body(port_), idle(port_);
+  ASSERT_TRUE(head.Send("POST /echo HTTP/1.1\r\nX: 1"));
+  ASSERT_TRUE(body.Send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"));
+  // A connection is in the head (or body) phase once its bytes were read: keep moving the
+  // clock past the 10 s header and 30 s body deadlines (not the 90 s idle one in one step)
+  // until the server answers 408.
+  std::optional<Reply> head_reply, body_reply;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((!head_reply || !body_reply) && std::chrono::steady_clock::now() < until) {
+    clock.Advance(std::chrono::seconds(31));
+    server_->Wake();
+    if (!head_reply) head_reply = head.Read(std::chrono::milliseconds(20));
+    if (!body_reply) body_reply = body.Read(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(head_reply);
+  EXPECT_EQ(head_reply->status, 408);
+  ASSERT_TRUE(body_reply);
+  EXPECT_EQ(body_reply->status, 408);
+  EXPECT_TRUE(head.WaitClosed());
+  // The idle connection was closed too (no reply: it never started a request).
+  clock.Advance(std::chrono::seconds(91));
+  server_->Wake();
+  EXPECT_TRUE(idle.WaitClosed());
+}
+
+TEST_F(HttpServerTest, ASendAfterStopIsHarmless) {
+  Start();
+  RawClient c(port_);
+  ASSERT_TRUE(c.Send("POST /later HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  ASSERT_EQ(WaitParked(1), 1u);
+  server_->Stop();
+  EXPECT_TRUE(c.WaitClosed());
+  std::lock_guard<std::mutex> lock(mu_);
+  parked_[0].Send(Response{200, "text/plain", "late"});
+  parked_.clear();  // destroying the last copy after Stop posts nothing either
+}
+
+}  // namespace
+}  // namespace hami::net
