@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -16,6 +17,9 @@
 namespace hami::sim {
 
 class Store;
+namespace rbac {
+struct UserInfo;
+}
 
 struct ApiServerOptions {
   std::string host = "127.0.0.1";
@@ -39,6 +43,18 @@ struct ApiServerOptions {
   // Fault injection for tests: a request (method, path) it returns true for is answered 500.
   std::function<bool(const std::string& method, const std::string& path)> fail_request{};
   const Clock* clock = &RealClock();
+  // Kubernetes RBAC (docs/RBAC.md, sim/rbac.h). Every request is authenticated: `token` or a
+  // verified client certificate is the admin (group system:masters), a token from IssueToken()
+  // is its identity, no credentials is system:anonymous, any other token gets 401. Then it is
+  // authorised against the ClusterRoles, Roles and bindings in the store; Start() creates the
+  // bootstrap ones kube-apiserver creates. A denial gets kube-apiserver's 403 and is counted.
+  bool rbac = false;
+};
+
+// A request RBAC denied, as the run report lists it.
+struct ForbiddenRequest {
+  std::string user, verb, resource, subresource, ns;
+  bool operator==(const ForbiddenRequest&) const = default;
 };
 
 class ApiServer {
@@ -68,6 +84,13 @@ class ApiServer {
 
   // Direct access to the storage, for tests and for hami-sim's in-process components.
   Store& store();
+
+  // Under rbac: the bearer token of `user`, issued on the first call, the same one afterwards.
+  std::string IssueToken(const rbac::UserInfo& user);
+  // Under rbac: how many requests were denied, and the distinct denials (user, verb, resource,
+  // subresource, namespace) in the order first seen.
+  uint64_t forbidden_count() const;
+  std::vector<ForbiddenRequest> ForbiddenRequests() const;
 
  private:
   class Impl;

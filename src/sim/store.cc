@@ -22,6 +22,13 @@ bool ValidName(std::string_view name) {
   return alnum(name.front()) && alnum(name.back());
 }
 
+// RBAC objects are named by path segment (kube-apiserver's ValidateRBACName), so the bootstrap
+// roles can be called system:kube-scheduler.
+bool ValidPathSegmentName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of("/%") == std::string_view::npos;
+}
+
 ApiError Invalid(const ResourceType& type, const std::string& name, const std::string& detail) {
   return ApiError{422, k8s::kReasonInvalid,
                   type.kind + " " + Quote(name) + " is invalid: " + detail};
@@ -169,7 +176,7 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
     for (int i = 0; i < 5; ++i) name += kAlphabet[rng_() % 27];
     meta["name"] = name;
   }
-  if (!ValidName(name)) {
+  if (type.group == "rbac.authorization.k8s.io" ? !ValidPathSegmentName(name) : !ValidName(name)) {
     return Invalid(type, name,
                    "metadata.name: Invalid value: " + Quote(name) +
                        ": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
