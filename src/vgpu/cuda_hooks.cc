@@ -25,6 +25,7 @@ constexpr int kHostMemory = -2;
 // True when some device of this container has a memory limit: the trusted limits when the region
 // is open, the configured ones when it is not.
 bool AnyMemoryLimit(Runtime* rt) {
+  if (rt->limits_broken) return true;
   for (int d = 0; d < kMaxDevices; ++d) {
     std::uint64_t limit = rt->accounting ? rt->region.Limit(d) : rt->config.memory_limit[d];
     if (limit != 0) return true;
@@ -46,7 +47,9 @@ CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
   *charged = false;
   if (dev == kHostMemory) return CUDA_SUCCESS;
   if (!rt->accounting) {
-    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes, "shared region unusable")
+    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes,
+                                                  rt->limits_broken ? "limits file unusable"
+                                                                    : "shared region unusable")
                               : CUDA_SUCCESS;
   }
   std::uint64_t usage = 0;

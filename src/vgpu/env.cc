@@ -149,6 +149,85 @@ void LoadConfigFromProcessEnv(VgpuConfig* out) {
   LoadConfig(ProcessEnvLookup, nullptr, LogErrorSink, nullptr, out);
 }
 
+void LoadConfigFromLimitsFile(const LimitsFile& file, VgpuConfig* out) {
+  LoadConfig(LimitsFileLookup, const_cast<LimitsFile*>(&file), LogErrorSink, nullptr, out);
+  out->from_limits_file = true;
+}
+
+bool IsLimitVariable(const char* name) {
+  static const char* const kExact[] = {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
+                                       "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+                                       "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"};
+  for (const char* exact : kExact) {
+    if (std::strcmp(name, exact) == 0) return true;
+  }
+  static const char* const kIndexed[] = {"CUDA_DEVICE_MEMORY_LIMIT_", "CUDA_DEVICE_SM_LIMIT_"};
+  for (const char* prefix : kIndexed) {
+    std::size_t n = std::strlen(prefix);
+    if (std::strncmp(name, prefix, n) != 0) continue;
+    const char* idx = name + n;
+    if (idx[0] >= '0' && idx[0] <= '9' && idx[1] == '\0') return true;
+    if (idx[0] == '1' && idx[1] >= '0' && idx[1] <= '5' && idx[2] == '\0') return true;
+  }
+  return false;
+}
+
+bool ParseLimitsFile(const char* text, std::size_t len, LimitsFile* out, char* err,
+                     std::size_t errcap) {
+  out->count = 0;
+  std::size_t pos = 0;
+  for (int line_no = 1; pos < len; ++line_no) {
+    std::size_t end = pos;
+    while (end < len && text[end] != '\n') ++end;
+    const char* b = text + pos;
+    const char* e = text + end;
+    pos = end + 1;
+    while (b < e && IsBlank(*b)) ++b;
+    while (e > b && IsBlank(e[-1])) --e;
+    if (b == e || *b == '#') continue;
+    const char* eq = static_cast<const char*>(std::memchr(b, '=', static_cast<std::size_t>(e - b)));
+    std::size_t name_len = eq ? static_cast<std::size_t>(eq - b) : 0;
+    std::size_t value_len = eq ? static_cast<std::size_t>(e - eq - 1) : 0;
+    if (eq == nullptr || name_len == 0 || name_len >= sizeof(out->names[0]) ||
+        value_len >= sizeof(out->values[0]) || std::memchr(b, '\0', e - b) != nullptr) {
+      std::snprintf(err, errcap, "%s line %d: want NAME=VALUE, got \"%.*s\"", kLimitsFileName,
+                    line_no, static_cast<int>(e - b > 100 ? 100 : e - b), b);
+      return false;
+    }
+    char name[sizeof(out->names[0])];
+    std::memcpy(name, b, name_len);
+    name[name_len] = '\0';
+    if (!IsLimitVariable(name)) {
+      std::snprintf(err, errcap, "%s line %d: unknown variable \"%s\"", kLimitsFileName, line_no,
+                    name);
+      return false;
+    }
+    if (LimitsFileLookup(out, name) != nullptr) {
+      std::snprintf(err, errcap, "%s line %d: \"%s\" set twice", kLimitsFileName, line_no, name);
+      return false;
+    }
+    if (out->count == kLimitsFileMaxEntries) {
+      std::snprintf(err, errcap, "%s line %d: more than %d entries", kLimitsFileName, line_no,
+                    kLimitsFileMaxEntries);
+      return false;
+    }
+    std::memcpy(out->names[out->count], name, name_len + 1);
+    std::memcpy(out->values[out->count], eq + 1, value_len);
+    out->values[out->count][value_len] = '\0';
+    ++out->count;
+  }
+  return true;
+}
+
+const char* LimitsFileLookup(void* ctx, const char* name) {
+  if (!IsLimitVariable(name)) return std::getenv(name);
+  const auto* file = static_cast<const LimitsFile*>(ctx);
+  for (int i = 0; i < file->count; ++i) {
+    if (std::strcmp(file->names[i], name) == 0) return file->values[i];
+  }
+  return nullptr;
+}
+
 int SplitVisibleDevices(const char* text, char (*tokens)[HAMI_REGION_UUID_LEN], int max) {
   int count = 0;
   const char* p = text;

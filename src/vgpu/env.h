@@ -26,7 +26,37 @@ struct VgpuConfig {
   int priority;
   int log_level;
   int record_kernel_interval_s;
+  // Limits, policy, priority and cache path came from the read-only limits file (the device
+  // plugin's), not from the environment: they override whatever the region file holds.
+  bool from_limits_file;
 };
+
+// The limits file sits beside libvgpu.so (the device plugin mounts it read-only at
+// <hook>/vgpu/vgpu.limits). Format in docs/vgpu.md "Limits file".
+inline constexpr char kLimitsFileName[] = "vgpu.limits";
+inline constexpr std::size_t kLimitsFileMaxBytes = 16384;
+inline constexpr int kLimitsFileMaxEntries = 64;
+
+struct LimitsFile {
+  int count;
+  char names[kLimitsFileMaxEntries][48];
+  char values[kLimitsFileMaxEntries][512];
+};
+
+// True for the variables the limits file may carry and that, when the file exists, are never
+// read from the environment: CUDA_DEVICE_MEMORY_LIMIT[_<i>], CUDA_DEVICE_SM_LIMIT[_<i>],
+// CUDA_DEVICE_MEMORY_SHARED_CACHE, GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY.
+bool IsLimitVariable(const char* name);
+
+// Parses the limits file: NAME=VALUE lines, '#' comments and blank lines; NAME must be a limit
+// variable, each at most once. On error returns false with a message naming the line number and
+// quoting it; *out is then unspecified.
+bool ParseLimitsFile(const char* text, std::size_t len, LimitsFile* out, char* err,
+                     std::size_t errcap);
+
+// Lookup for LoadConfig: limit variables from `file` only (absent = unset), every other variable
+// (LIBCUDA_LOG_LEVEL, RECORD_KERNEL_INTERVAL) from the process environment. ctx is the LimitsFile.
+const char* LimitsFileLookup(void* ctx, const char* name);
 
 using EnvLookup = const char* (*)(void* ctx, const char* name);
 using ErrorSink = void (*)(void* ctx, const char* message);
@@ -44,6 +74,8 @@ void LoadConfig(EnvLookup lookup, void* lookup_ctx, ErrorSink on_error, void* er
 
 // Convenience wrapper over getenv, logging errors with VGPU_ERROR.
 void LoadConfigFromProcessEnv(VgpuConfig* out);
+// The same over a parsed limits file (sets from_limits_file).
+void LoadConfigFromLimitsFile(const LimitsFile& file, VgpuConfig* out);
 
 // CUDA_VISIBLE_DEVICES entry → container NVML index. `uuids` holds `count` NVML UUID strings.
 // Integer entries are indices; "GPU-..." entries match a UUID by prefix (as CUDA does); anything

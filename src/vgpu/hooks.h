@@ -124,7 +124,9 @@ extern void* const kNvmlHooks[kNvmlHookCount];
 // dlsym as glibc implements it (never our override). Also published, once known, in
 // hami_vgpu_real_dlsym for the assembly entry of the override (dlsym_hook.cc).
 using DlsymFn = void* (*)(void*, const char*);
+using DlvsymFn = void* (*)(void*, const char*, const char*);
 DlsymFn RealDlsym();
+DlvsymFn RealDlvsym();
 extern "C" void* hami_vgpu_real_dlsym;
 
 // Loads libcuda.so.1 / libnvidia-ml.so.1 with dlopen and fills the real tables. Idempotent,
@@ -134,9 +136,10 @@ bool LoadNvmlTable();
 // In a fork child: re-initialises the loader's lock (a parent thread may have held it).
 void ResetLoaderAfterFork();
 
-// If `found` is the real entry point (or our own hook) of an intercepted name, the hook;
-// otherwise `found` unchanged. `name` may be null (match by address only, used by
-// cuGetProcAddress where the name does not carry the version).
+// With a name: the hook when `name` is intercepted (whichever object `found` came from: a second
+// copy of the driver in another namespace included) and the driver has it; our dlsym/dlvsym for
+// "dlsym"/"dlvsym"; otherwise `found` unchanged. With a null name (cuGetProcAddress, where the
+// name does not carry the version): the hook when `found` is a real entry point's address.
 void* InterceptResolved(const char* name, void* found);
 
 // The hooks themselves: C linkage (the symbol is the bare driver name), declared in this

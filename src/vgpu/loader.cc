@@ -1,6 +1,8 @@
 // Real driver / NVML tables, the real dlsym, and the real-pointer -> hook mapping shared by the
 // dlsym override and cuGetProcAddress.
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -68,24 +70,100 @@ bool HasPrefixThenUpper(const char* name, const char* prefix, std::size_t len) {
 
 }  // namespace
 
+namespace {
+
+struct SymbolQuery {
+  const char* name;
+  void* found;
+};
+
+// The dynamic section's pointers are relocated in place by glibc on most architectures and left
+// as offsets on others (read-only .dynamic): both forms are accepted.
+template <typename T>
+const T* DynPtr(ElfW(Addr) base, ElfW(Addr) ptr) {
+  return reinterpret_cast<const T*>(ptr < base ? ptr + base : ptr);
+}
+
+// Looks `name` up in one loaded object through its GNU hash table (every glibc since 2.5 has
+// one). Any defined function of that name will do: glibc's dlsym/dlvsym versions share one body.
+void* LookupInObject(const dl_phdr_info* info, const char* name) {
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  if (dyn == nullptr) return nullptr;
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const std::uint32_t* gnu_hash = nullptr;
+  for (; dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_SYMTAB) symtab = DynPtr<ElfW(Sym)>(info->dlpi_addr, dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_STRTAB) strtab = DynPtr<char>(info->dlpi_addr, dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_GNU_HASH) {
+      gnu_hash = DynPtr<std::uint32_t>(info->dlpi_addr, dyn->d_un.d_ptr);
+    }
+  }
+  if (symtab == nullptr || strtab == nullptr || gnu_hash == nullptr) return nullptr;
+  std::uint32_t nbuckets = gnu_hash[0];
+  std::uint32_t symoffset = gnu_hash[1];
+  std::uint32_t bloom_size = gnu_hash[2];
+  const auto* buckets = reinterpret_cast<const std::uint32_t*>(
+      reinterpret_cast<const ElfW(Addr)*>(gnu_hash + 4) + bloom_size);
+  const std::uint32_t* chain = buckets + nbuckets;
+  std::uint32_t h = 5381;
+  for (const char* c = name; *c != '\0'; ++c) h = h * 33 + static_cast<unsigned char>(*c);
+  if (nbuckets == 0) return nullptr;
+  for (std::uint32_t idx = buckets[h % nbuckets]; idx >= symoffset && idx != 0; ++idx) {
+    std::uint32_t hash = chain[idx - symoffset];
+    const ElfW(Sym)& sym = symtab[idx];
+    if ((hash | 1) == (h | 1) && sym.st_shndx != SHN_UNDEF && sym.st_value != 0 &&
+        ELF64_ST_TYPE(sym.st_info) == STT_FUNC && std::strcmp(strtab + sym.st_name, name) == 0) {
+      return reinterpret_cast<void*>(info->dlpi_addr + sym.st_value);
+    }
+    if ((hash & 1) != 0) break;
+  }
+  return nullptr;
+}
+
+int FindInLibc(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* query = static_cast<SymbolQuery*>(data);
+  const char* path = info->dlpi_name;
+  if (path == nullptr) return 0;
+  const char* base = std::strrchr(path, '/');
+  base = base != nullptr ? base + 1 : path;
+  // glibc >= 2.34 has dlsym/dlvsym in libc.so.6; older ones in libdl.so.2.
+  if (std::strcmp(base, "libc.so.6") != 0 && std::strcmp(base, "libdl.so.2") != 0) return 0;
+  query->found = LookupInObject(info, query->name);
+  return query->found != nullptr ? 1 : 0;
+}
+
+// glibc's own definition of `name` (dlsym, dlvsym), found without dlsym/dlvsym: both are
+// overridden here, and a versioned reference from this library would bind to the override.
+void* LibcFunction(const char* name) {
+  SymbolQuery query{name, nullptr};
+  dl_iterate_phdr(FindInLibc, &query);
+  return query.found;
+}
+
+std::atomic<DlvsymFn> g_real_dlvsym{nullptr};
+
+}  // namespace
+
 DlsymFn RealDlsym() {
   DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
   if (fn != nullptr) return fn;
-  static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
-                                          "GLIBC_2.3",  "GLIBC_2.4",   "GLIBC_2.0"};
-  for (const char* version : kVersions) {
-    fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", version));
-    if (fn != nullptr) break;
-  }
-  if (fn == nullptr) {
-    void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    for (const char* version : kVersions) {
-      if (libc == nullptr || fn != nullptr) break;
-      fn = reinterpret_cast<DlsymFn>(dlvsym(libc, "dlsym", version));
-    }
-  }
+  fn = reinterpret_cast<DlsymFn>(LibcFunction("dlsym"));
   g_real_dlsym.store(fn, std::memory_order_release);
   __atomic_store_n(&hami_vgpu_real_dlsym, reinterpret_cast<void*>(fn), __ATOMIC_RELEASE);
+  return fn;
+}
+
+DlvsymFn RealDlvsym() {
+  DlvsymFn fn = g_real_dlvsym.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  fn = reinterpret_cast<DlvsymFn>(LibcFunction("dlvsym"));
+  g_real_dlvsym.store(fn, std::memory_order_release);
   return fn;
 }
 
@@ -108,21 +186,24 @@ void* InterceptResolved(const char* name, void* found) {
     }
     return found;
   }
-  // Only cu[A-Z]* and nvml[A-Z]* are ours: cublas*, cudnn*, curand* are never touched.
+  // Only cu[A-Z]* and nvml[A-Z]* are ours: cublas*, cudnn*, curand* are never touched. A hooked
+  // name is answered with the hook whichever object defined it: a second copy of the driver
+  // (dlmopen into a new namespace) or a library between the caller and the driver must not
+  // reach device memory around the limiter.
   if (HasPrefixThenUpper(name, "cu", 2)) {
     for (int i = 0; i < kCudaHookCount; ++i) {
       if (std::strcmp(name, kCudaNames[i]) != 0) continue;
-      if (found == kCudaHooks[i]) return found;
-      if (LoadCudaTable() && found == g_cuda_real[i]) return kCudaHooks[i];
-      return found;
+      return LoadCudaTable() && g_cuda_real[i] != nullptr ? kCudaHooks[i] : found;
     }
   } else if (HasPrefixThenUpper(name, "nvml", 4)) {
     for (int i = 0; i < kNvmlHookCount; ++i) {
       if (std::strcmp(name, kNvmlNames[i]) != 0) continue;
-      if (found == kNvmlHooks[i]) return found;
-      if (LoadNvmlTable() && found == g_nvml_real[i]) return kNvmlHooks[i];
-      return found;
+      return LoadNvmlTable() && g_nvml_real[i] != nullptr ? kNvmlHooks[i] : found;
     }
+  } else if (std::strcmp(name, "dlsym") == 0 || std::strcmp(name, "dlvsym") == 0) {
+    // glibc's own resolvers (dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34"), dlsym(libc, "dlsym"))
+    // would look the real driver up unfiltered: hand out ours.
+    return name[2] == 's' ? reinterpret_cast<void*>(&dlsym) : reinterpret_cast<void*>(&dlvsym);
   }
   return found;
 }

@@ -128,6 +128,11 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
     return false;
   }
   region_ = static_cast<hami_shared_region_t*>(map);
+  trusted_ = config.from_limits_file;
+  for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+    trusted_limit_[i] = config.memory_limit[i];
+    trusted_sm_limit_[i] = config.sm_limit[i];
+  }
   if (Load(&region_->initialized_flag) != HAMI_REGION_MAGIC) {
     InitHeader(config);
   } else {
@@ -163,6 +168,22 @@ void Region::CheckHeader(const VgpuConfig& config) {
   if (r->major_version != HAMI_REGION_MAJOR || r->minor_version != HAMI_REGION_MINOR) {
     VGPU_ERROR("shared region version %u.%u, expected %d.%d", r->major_version, r->minor_version,
                HAMI_REGION_MAJOR, HAMI_REGION_MINOR);
+  }
+  if (config.from_limits_file) {
+    // The region is writable by the container; the read-only limits file is not. Whatever an
+    // earlier process (limits unset) or a writer put here is replaced.
+    for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+      if (Load(&r->limit[i]) != config.memory_limit[i] ||
+          Load(&r->sm_limit[i]) != config.sm_limit[i]) {
+        VGPU_WARN("device %d limits in the region (%lu bytes, %lu%%) replaced by %s's", i,
+                  static_cast<unsigned long>(Load(&r->limit[i])),
+                  static_cast<unsigned long>(Load(&r->sm_limit[i])), kLimitsFileName);
+        Store(&r->limit[i], config.memory_limit[i]);
+        Store(&r->sm_limit[i], config.sm_limit[i]);
+      }
+    }
+    Store(&r->priority, static_cast<std::int32_t>(config.priority));
+    return;
   }
   for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
     if (Load(&r->limit[i]) != config.memory_limit[i]) {
@@ -367,12 +388,12 @@ std::uint64_t Region::Usage(int dev) const {
 
 std::uint64_t Region::Limit(int dev) const {
   if (region_ == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return 0;
-  return Load(&region_->limit[dev]);
+  return trusted_ ? trusted_limit_[dev] : Load(&region_->limit[dev]);
 }
 
 std::uint64_t Region::SmLimit(int dev) const {
   if (region_ == nullptr || dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return 100;
-  return Load(&region_->sm_limit[dev]);
+  return trusted_ ? trusted_sm_limit_[dev] : Load(&region_->sm_limit[dev]);
 }
 
 void Region::SetDeviceInfo(int count, const char (*uuids)[HAMI_REGION_UUID_LEN]) {

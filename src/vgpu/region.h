@@ -38,8 +38,11 @@ class Region {
   ~Region() { Close(); }
 
   // Opens the file at config.cache_path, creating and initialising it (limits, SM limits,
-  // priority from `config`) when its magic is not set yet; otherwise the file's values win and
-  // differences are logged. Never changes umask. On failure returns false with a message in err.
+  // priority from `config`) when its magic is not set yet. Otherwise, with limits from the
+  // environment the file's values win and differences are logged; with limits from the limits
+  // file (config.from_limits_file) the file's limits, SM limits and priority are rewritten to
+  // config's, and Limit()/SmLimit() answer config's values whatever the region holds later.
+  // Never changes umask. On failure returns false with a message in err.
   bool Open(const VgpuConfig& config, char* err, std::size_t errcap);
   // Unmaps without touching the slot (used after fork and at teardown).
   void Close();
@@ -92,6 +95,9 @@ class Region {
   void CheckHeader(const VgpuConfig& config);
 
   hami_shared_region_t* region_ = nullptr;
+  bool trusted_ = false;  // limits from the read-only limits file
+  std::uint64_t trusted_limit_[HAMI_REGION_MAX_DEVICES] = {};
+  std::uint64_t trusted_sm_limit_[HAMI_REGION_MAX_DEVICES] = {};
   std::int32_t pid_ = 0;
   int slot_ = -1;
 };

@@ -1,10 +1,14 @@
 #include "vgpu/runtime.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -74,6 +78,48 @@ void ForkChild() {
   g_ready.store(false);
 }
 
+// Reads the limits file beside this library into rt->config. Absent: the environment (HAMi
+// compatibility). Present but unreadable or invalid: limits_broken, so allocations are refused
+// rather than falling back to an environment the container controls.
+void LoadLimits(Runtime* rt) {
+  static LimitsFile file;  // 35 KiB: static, initialisation is serialised by g_init_mu
+  rt->limits_broken = false;
+  Dl_info info{};
+  const char* self = nullptr;
+  if (dladdr(reinterpret_cast<void*>(&LoadLimits), &info) != 0) self = info.dli_fname;
+  char path[1024] = "";
+  const char* slash = self != nullptr ? std::strrchr(self, '/') : nullptr;
+  int dir_len = slash != nullptr ? static_cast<int>(slash - self) : 1;
+  std::snprintf(path, sizeof(path), "%.*s/%s", dir_len, slash != nullptr ? self : ".",
+                kLimitsFileName);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    LoadConfigFromProcessEnv(&rt->config);
+    return;
+  }
+  static char text[kLimitsFileMaxBytes + 1];
+  ssize_t total = 0;
+  if (fd >= 0) {
+    for (ssize_t n;
+         total <= static_cast<ssize_t>(kLimitsFileMaxBytes) &&
+         (n = read(fd, text + total, sizeof(text) - static_cast<std::size_t>(total))) > 0;) {
+      total += n;
+    }
+    close(fd);
+  }
+  char err[256];
+  if (fd < 0 || total > static_cast<ssize_t>(kLimitsFileMaxBytes)) {
+    std::snprintf(err, sizeof(err), "%s: %s", path,
+                  fd < 0 ? std::strerror(errno) : "larger than 16 KiB");
+  } else if (ParseLimitsFile(text, static_cast<std::size_t>(total), &file, err, sizeof(err))) {
+    LoadConfigFromLimitsFile(file, &rt->config);
+    return;
+  }
+  VGPU_ERROR("limits file unusable (%s); device memory allocations are refused", err);
+  LoadConfigFromProcessEnv(&rt->config);
+  rt->limits_broken = true;
+}
+
 void ConfigureLimiters(Runtime* rt) {
   rt->any_sm_limit = false;
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -88,14 +134,16 @@ void ConfigureLimiters(Runtime* rt) {
 void InitLocked(Runtime* rt) {
   const char* level = std::getenv("LIBCUDA_LOG_LEVEL");
   if (level != nullptr) SetLogThreshold(std::atoi(level));
-  LoadConfigFromProcessEnv(&rt->config);
+  LoadLimits(rt);
   SetLogThreshold(rt->config.log_level);
   VGPU_MSG("Initializing.....");
   LoadCudaTable();
   for (int d = 0; d < kMaxDevices; ++d) rt->cuda_to_nvml[d] = d;
   char err[640];
   rt->accounting = false;
-  if (!rt->region.Open(rt->config, err, sizeof(err))) {
+  if (rt->limits_broken) {
+    // Nothing to account with: every allocation is refused (cuda_hooks.cc).
+  } else if (!rt->region.Open(rt->config, err, sizeof(err))) {
     VGPU_ERROR("%s; limits are not enforced in this process (pass-through)", err);
   } else if (!rt->region.Join(static_cast<std::int32_t>(getpid()))) {
     VGPU_ERROR("cannot join shared region \"%s\"; limits are not enforced (pass-through)",

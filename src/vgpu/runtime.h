@@ -26,9 +26,10 @@ enum AllocKind : int { kAllocPlain = 0, kAllocManaged = 1, kAllocAsync = 2, kAll
 struct Runtime {
   VgpuConfig config;
   Region region;
-  bool accounting = false;  // region open and slot taken
-  AllocTable allocs;        // device pointer -> charge
-  AllocTable vmm;           // VMM handle -> charge
+  bool accounting = false;     // region open and slot taken
+  bool limits_broken = false;  // the limits file exists but cannot be used: refuse allocations
+  AllocTable allocs;           // device pointer -> charge
+  AllocTable vmm;              // VMM handle -> charge
   std::atomic<bool> nvml_ready{false};
   int nvml_count = 0;
   int cuda_to_nvml[kMaxDevices];

@@ -62,6 +62,7 @@ int fake_cuda_calls(const char*);
 unsigned long long fake_cuda_physical_used(int);
 void* fake_cuda_lookup_next(const char*);
 int fake_next_probe();
+void* escape_lookup_next(const char*);
 }
 
 namespace {
@@ -248,6 +249,38 @@ void TableFull(char** argv) {
   for (CUdeviceptr p : held) CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
+// setenv <bytes>: before its first CUDA call the program lifts every limit in its own
+// environment and points the region elsewhere; an allocation of <bytes> must still be refused.
+void Setenv(char** argv) {
+  setenv("CUDA_DEVICE_MEMORY_LIMIT", "0", 1);
+  setenv("CUDA_DEVICE_MEMORY_LIMIT_0", "0", 1);
+  setenv("CUDA_DEVICE_SM_LIMIT", "0", 1);
+  setenv("GPU_CORE_UTILIZATION_POLICY", "disable", 1);
+  std::string fresh = std::string(std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")) + ".fresh";
+  setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", fresh.c_str(), 1);
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, static_cast<size_t>(Arg(argv, 2))), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(access(fresh.c_str(), F_OK) != 0);
+}
+
+// tamper <bytes>: with the region open, zero every limit in it (the file is writable by the
+// container); an allocation of <bytes> must still be refused.
+void Tamper(char** argv) {
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_SUCCESS);  // the region is open and joined
+  int fd = open(std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), O_RDWR);
+  CHECK(fd >= 0);
+  void* map = mmap(nullptr, 2008952, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(map != MAP_FAILED);
+  auto* limits = reinterpret_cast<volatile std::uint64_t*>(static_cast<char*>(map) + 1600);
+  for (int i = 0; i < 16; ++i) limits[i] = 0;
+  CUdeviceptr q = 0;
+  CHECK_EQ(cuMemAlloc_v2(&q, static_cast<size_t>(Arg(argv, 2))), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
 // nvml <alloc bytes> <expected total> <expected used>
 void Nvml(char** argv) {
   UseDevice(0);
@@ -378,6 +411,54 @@ void Dlsym() {
   CHECK(dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2") == Hook("nvmlDeviceGetMemoryInfo_v2"));
   CHECK(dlsym(nvml, "nvmlDeviceGetUUID") != nullptr);
   CHECK(dlsym(nvml, "nvmlDeviceGetUUID") != Hook("nvmlDeviceGetUUID"));
+}
+
+// escapes <limit>: every way around the hooks to the real cuMemAlloc_v2 ends at the hook, and
+// the limit holds through it.
+void Escapes(char** argv) {
+  size_t too_big = static_cast<size_t>(Arg(argv, 2)) + 1;
+  UseDevice(0);
+  void* hook = Hook("cuMemAlloc_v2");
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(cuda != nullptr);
+  using DlsymFn = void* (*)(void*, const char*);
+  struct Way {
+    const char* name;
+    void* fn;
+  };
+  std::vector<Way> ways;
+  // glibc's dlsym fetched through dlvsym, then asked for the driver entry.
+  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+    auto libc_dlsym = reinterpret_cast<DlsymFn>(dlvsym(RTLD_DEFAULT, "dlsym", version));
+    if (libc_dlsym != nullptr) ways.push_back({version, libc_dlsym(cuda, "cuMemAlloc_v2")});
+  }
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  auto libc_dlsym = reinterpret_cast<DlsymFn>(dlsym(libc, "dlsym"));
+  ways.push_back(
+      {"dlsym(libc, \"dlsym\")", libc_dlsym ? libc_dlsym(cuda, "cuMemAlloc_v2") : nullptr});
+  // A second copy of the driver in a new link-map namespace.
+  void* second = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW);
+  if (second == nullptr) std::fprintf(stderr, "dlmopen: %s\n", dlerror());
+  CHECK(second != nullptr);
+  ways.push_back({"dlmopen+dlsym", second ? dlsym(second, "cuMemAlloc_v2") : nullptr});
+  // RTLD_NEXT from a library that the driver comes after.
+  ways.push_back({"RTLD_NEXT from a library before libcuda", escape_lookup_next("cuMemAlloc_v2")});
+  for (const Way& way : ways) {
+    if (way.fn != hook) {
+      std::fprintf(stderr, "%s: %p is not the hook %p\n", way.name, way.fn, hook);
+      ++g_failures;
+      if (way.fn == nullptr) continue;
+    }
+    CUdeviceptr p = 0;
+    CUresult r = reinterpret_cast<decltype(&cuMemAlloc_v2)>(way.fn)(&p, too_big);
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+      std::fprintf(stderr, "%s: allocation past the limit returned %d\n", way.name, r);
+      ++g_failures;
+    }
+  }
+  CHECK(dlvsym(RTLD_DEFAULT, "dlvsym", "GLIBC_2.34") == Hook("dlvsym"));
+  // Names we do not hook keep glibc's answer through dlvsym too.
+  CHECK(dlvsym(RTLD_DEFAULT, "puts", "GLIBC_2.2.5") == reinterpret_cast<void*>(&puts));
 }
 
 void Launch() {
@@ -526,6 +607,10 @@ int main(int argc, char** argv) {
     Info(argv);
   } else if (s == "oom" && argc == 3) {
     Oom(argv);
+  } else if (s == "setenv" && argc == 3) {
+    Setenv(argv);
+  } else if (s == "tamper" && argc == 3) {
+    Tamper(argv);
   } else if (s == "refuse" && argc == 3) {
     Refuse(argv);
   } else if (s == "tablefull" && argc == 3) {
@@ -538,6 +623,8 @@ int main(int argc, char** argv) {
     ProcAddress();
   } else if (s == "dlsym") {
     Dlsym();
+  } else if (s == "escapes" && argc == 3) {
+    Escapes(argv);
   } else if (s == "launch") {
     Launch();
   } else if (s == "hold" && argc == 4) {

@@ -146,5 +146,50 @@ TEST(VisibleDevicesTest, SplitAndResolve) {
   EXPECT_EQ(SplitVisibleDevices("", tokens, kMaxDevices), 0);
 }
 
+TEST(LimitsFileTest, ParsesLimitVariablesCommentsAndBlanks) {
+  const std::string text =
+      "# limits of container main\n\n  CUDA_DEVICE_MEMORY_LIMIT_0=1024m  \r\n"
+      "CUDA_DEVICE_MEMORY_LIMIT_15=1g\nCUDA_DEVICE_SM_LIMIT=30\n"
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/x.cache\nGPU_CORE_UTILIZATION_POLICY=force";
+  static LimitsFile file;
+  char err[256] = "";
+  ASSERT_TRUE(ParseLimitsFile(text.data(), text.size(), &file, err, sizeof(err))) << err;
+  EXPECT_EQ(file.count, 5);
+  EXPECT_STREQ(LimitsFileLookup(&file, "CUDA_DEVICE_MEMORY_LIMIT_0"), "1024m");
+  EXPECT_EQ(LimitsFileLookup(&file, "CUDA_DEVICE_MEMORY_LIMIT"), nullptr);  // never the env
+  EXPECT_EQ(LimitsFileLookup(&file, "CUDA_TASK_PRIORITY"), nullptr);
+  setenv("HAMI_VGPU_LIMITS_TEST_OTHER", "x", 1);
+  EXPECT_STREQ(LimitsFileLookup(&file, "HAMI_VGPU_LIMITS_TEST_OTHER"), "x");  // not a limit
+  VgpuConfig config;
+  LoadConfig(LimitsFileLookup, &file, nullptr, nullptr, &config);
+  EXPECT_EQ(config.memory_limit[0], 1ULL << 30);
+  EXPECT_EQ(config.memory_limit[1], 0u);
+  EXPECT_EQ(config.memory_limit[15], 1ULL << 30);
+  EXPECT_EQ(config.sm_limit[3], 30u);
+  EXPECT_EQ(config.policy, kPolicyForce);
+  EXPECT_STREQ(config.cache_path, "/usr/local/vgpu/x.cache");
+}
+
+TEST(LimitsFileTest, RejectsWhatTheDevicePluginNeverWrites) {
+  struct Case {
+    std::string text, error;
+  } cases[] = {
+      {"CUDA_DEVICE_MEMORY_LIMIT=1g\nLD_PRELOAD=/x.so\n",
+       "vgpu.limits line 2: unknown variable \"LD_PRELOAD\""},
+      {"CUDA_DEVICE_MEMORY_LIMIT_16=1g", "unknown variable \"CUDA_DEVICE_MEMORY_LIMIT_16\""},
+      {"just words", "vgpu.limits line 1: want NAME=VALUE, got \"just words\""},
+      {"=1g", "want NAME=VALUE"},
+      {"CUDA_DEVICE_SM_LIMIT=1\nCUDA_DEVICE_SM_LIMIT=2",
+       "line 2: \"CUDA_DEVICE_SM_LIMIT\" set twice"},
+      {std::string("CUDA_DEVICE_SM_LIMIT=1\0", 23), "want NAME=VALUE"},
+  };
+  static LimitsFile file;
+  for (const Case& c : cases) {
+    char err[256] = "";
+    EXPECT_FALSE(ParseLimitsFile(c.text.data(), c.text.size(), &file, err, sizeof(err))) << c.text;
+    EXPECT_NE(std::string(err).find(c.error), std::string::npos) << err;
+  }
+}
+
 }  // namespace
 }  // namespace hami::vgpu

@@ -56,9 +56,10 @@ class PreloadTest : public ::testing::Test {
   void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
 
   std::vector<std::string> Env(const std::vector<std::string>& extra) {
+    std::string lib = lib_.value_or(LibPath());
     std::vector<std::string> env = {
-        "LD_PRELOAD=" + LibPath(),    "LD_LIBRARY_PATH=" + library_path_.value_or(FakesDir()),
-        "VGPU_LIB_PATH=" + LibPath(), "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_,
+        "LD_PRELOAD=" + lib,    "LD_LIBRARY_PATH=" + library_path_.value_or(FakesDir()),
+        "VGPU_LIB_PATH=" + lib, "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_,
         "PATH=/usr/bin:/bin",
     };
     env.insert(env.end(), extra.begin(), extra.end());
@@ -136,8 +137,23 @@ class PreloadTest : public ::testing::Test {
     return n;
   }
 
+  // Preloads libvgpu.so through a link in a directory of this test that also holds a limits
+  // file (vgpu.limits beside the library, as the device plugin mounts it) with `content`.
+  void UseLimitsFile(const std::string& content) {
+    std::string lib_dir = dir_ + "/lib";
+    mkdir(lib_dir.c_str(), 0755);
+    unlink((lib_dir + "/libvgpu.so").c_str());
+    ASSERT_EQ(symlink(LibPath().c_str(), (lib_dir + "/libvgpu.so").c_str()), 0);
+    std::FILE* f = std::fopen((lib_dir + "/vgpu.limits").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(content.c_str(), f);
+    std::fclose(f);
+    lib_ = lib_dir + "/libvgpu.so";
+  }
+
   std::string dir_, cache_;
   std::optional<std::string> library_path_;
+  std::optional<std::string> lib_;
 };
 
 #define EXPECT_APP_OK(r) EXPECT_TRUE((r).ok()) << "status " << (r).status << "\n" << (r).err
@@ -236,6 +252,11 @@ TEST_F(PreloadTest, GetProcAddressMapsDriverInternalAliasesByName) {
 
 TEST_F(PreloadTest, EveryDlsymPath) {
   AppResult r = Run({}, {"dlsym"});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, NoWayAroundTheHooksThroughTheDynamicLinker) {
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"escapes", std::to_string(64 * kMiB)});
   EXPECT_APP_OK(r);
 }
 
@@ -462,8 +483,9 @@ TEST_F(PreloadTest, MissingNvmlKeepsMemoryLimitsWithOneErrorLine) {
   // A library directory holding only the fake driver.
   std::string only_cuda = dir_ + "/only-cuda";
   ASSERT_EQ(mkdir(only_cuda.c_str(), 0755), 0);
-  ASSERT_EQ(symlink((FakesDir() + "/libcuda.so.1").c_str(), (only_cuda + "/libcuda.so.1").c_str()),
-            0);
+  for (const char* lib : {"libcuda.so.1", "libvgpu_escape_probe.so"}) {
+    ASSERT_EQ(symlink((FakesDir() + "/" + lib).c_str(), (only_cuda + "/" + lib).c_str()), 0);
+  }
   library_path_ = only_cuda;
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"oom", std::to_string(64 * kMiB)});
   EXPECT_APP_OK(r);
@@ -477,6 +499,72 @@ TEST_F(PreloadTest, LogLinesHaveHamiCoreShape) {
   EXPECT_NE(r.err.find("Initializing....."), std::string::npos) << r.err;
   AppResult quiet = Run({"LIBCUDA_LOG_LEVEL=0"}, {"info", "0", std::to_string(8 * kGiB)});
   EXPECT_EQ(quiet.err.find("Initializing"), std::string::npos) << quiet.err;
+}
+
+TEST_F(PreloadTest, LimitsFileBeatsTheEnvironment) {
+  UseLimitsFile(
+      "# written by the device plugin\nCUDA_DEVICE_MEMORY_LIMIT_0=64m\n"
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+      cache_ + "\n");
+  std::string other = dir_ + "/other.cache";
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=8g", "CUDA_DEVICE_MEMORY_LIMIT_0=8g",
+                     "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + other},
+                    {"oom", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_EQ(access(other.c_str(), F_OK), -1);
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.limit(0), 64 * kMiB);
+  EXPECT_EQ(raw.limit(1), 0u);  // absent from the file: unlimited, whatever the env says
+}
+
+TEST_F(PreloadTest, SetenvBeforeTheFirstCudaCallDoesNotEscape) {
+  UseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=64m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"setenv", std::to_string(128 * kMiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, FirstProcessWithoutLimitsDoesNotPoisonTheRegion) {
+  // A process without the limits file (and without limits) creates the region unlimited.
+  EXPECT_APP_OK(Run({}, {"info", "0", std::to_string(8 * kGiB)}));
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  ASSERT_EQ(raw.limit(0), 0u);
+  UseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=64m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  AppResult r = Run({}, {"oom", std::to_string(64 * kMiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_EQ(r.err.find("Limit inconsistency"), std::string::npos) << r.err;
+  ASSERT_TRUE(raw.Load(cache_));
+  EXPECT_EQ(raw.limit(0), 64 * kMiB);  // the region now shows the trusted limit
+}
+
+TEST_F(PreloadTest, LimitsWrittenIntoTheRegionAreIgnoredUnderALimitsFile) {
+  UseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=64m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  EXPECT_APP_OK(Run({}, {"tamper", std::to_string(128 * kMiB)}));
+}
+
+TEST_F(PreloadTest, UnusableLimitsFileRefusesAllocations) {
+  for (const std::string& content : {std::string("NOT_A_LIMIT=1\n"), std::string("garbage\n"),
+                                     std::string("CUDA_DEVICE_MEMORY_LIMIT=1g\n"
+                                                 "CUDA_DEVICE_MEMORY_LIMIT=2g\n")}) {
+    UseLimitsFile(content);
+    AppResult r = Run({}, {"refuse", std::to_string(kMiB)});
+    EXPECT_APP_OK(r) << content;
+    EXPECT_NE(r.err.find("limits file unusable"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(PreloadTest, PolicyComesFromTheLimitsFile) {
+  // The file says throttle (FORCE at 50 %); the environment's DISABLE is not read, so the
+  // watcher runs and publishes the utilisation.
+  UseLimitsFile(
+      "CUDA_DEVICE_SM_LIMIT=50\nGPU_CORE_UTILIZATION_POLICY=force\n"
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+      cache_ + "\n");
+  AppResult r = Run(
+      {"GPU_CORE_UTILIZATION_POLICY=disable", "CUDA_DEVICE_SM_LIMIT=0", "FAKE_NVML_SM_UTIL=100"},
+      {"watch", "100"});
+  EXPECT_APP_OK(r);
 }
 
 }  // namespace
