@@ -119,6 +119,12 @@ class HttpServer::Impl {
     ssize_t n = write(mailbox_->wake_fd, &one, sizeof(one));
     (void)n;
   }
+  void Post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    if (stopping_) return;
+    work_.push_back(std::move(task));
+    work_cv_.notify_one();
+  }
   size_t connections() const { return open_.load(); }
   uint64_t refused(int status) const {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -292,7 +298,10 @@ Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
 void HttpServer::Impl::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    stopping_ = true;  // under the lock: no Post() lands after the workers are gone
+  }
   if (loop_.joinable()) {
     Wake();
     loop_.join();
@@ -302,7 +311,7 @@ void HttpServer::Impl::Stop() {
     work_cv_.notify_all();
   }
   for (std::thread& t : workers_) t.join();
-  work_.clear();  // Responders dropped here post to a closed mailbox
+  work_.clear();  // the Responders dropped here post 500s that nobody delivers
   {
     std::lock_guard<std::mutex> lock(mailbox_->mu);
     mailbox_->closed = true;
@@ -743,6 +752,7 @@ Result<int> HttpServer::Listen(const std::string& host, int port) {
 }
 void HttpServer::Stop() { impl_->Stop(); }
 void HttpServer::Wake() { impl_->Wake(); }
+void HttpServer::Post(std::function<void()> task) { impl_->Post(std::move(task)); }
 size_t HttpServer::connections() const { return impl_->connections(); }
 uint64_t HttpServer::refused(int status) const { return impl_->refused(status); }
 

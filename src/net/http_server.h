@@ -89,6 +89,9 @@ class HttpServer {
   void Stop();
   // Re-reads the clock at once (after a FakeClock moved).
   void Wake();
+  // Runs `task` on a worker (e.g. a reply that was parked until some event). Dropped after
+  // Stop(): whatever Responder it holds then answers nothing.
+  void Post(std::function<void()> task);
 
   // Open connections (for tests and metrics).
   size_t connections() const;

@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <set>
 #include <utility>
-
-#include <httplib.h>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -37,8 +37,6 @@ bool LeaseHeldBy(const json& lease, const std::string& identity, SystemTime now)
 
 namespace {
 
-constexpr size_t kApiThreads = 64;  // see new_task_queue below
-
 // "host:port" / ":port" -> (host, port); host defaults to 0.0.0.0.
 bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
   size_t colon = bind.rfind(':');
@@ -51,26 +49,43 @@ bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
   return true;
 }
 
-int BindListener(httplib::Server& server, const std::string& host, int port) {
-  if (port == 0) return server.bind_to_any_port(host);
-  return server.bind_to_port(host, port) ? port : -1;
+// Replies `r` and records the latency since `start` in `h`.
+void Reply(const net::Responder& responder, const HttpReply& r, LatencyHistogram& h,
+           std::chrono::steady_clock::time_point start) {
+  h.Observe(std::chrono::steady_clock::now() - start);
+  responder.Send(net::Response{r.status, "application/json", r.body});
 }
 
-template <typename Fn>
-void Timed(LatencyHistogram& h, Fn fn) {
-  auto start = std::chrono::steady_clock::now();
-  fn();
-  h.Observe(std::chrono::steady_clock::now() - start);
+void RouteHealth(net::HttpServer& server, std::function<bool()> ready) {
+  net::RouteOptions inline_route;
+  inline_route.max_body = 0;
+  inline_route.inline_handler = true;
+  server.Route("GET", "/healthz", inline_route, [](net::Request, net::Responder r) {
+    r.Send(net::Response{200, "text/plain", "ok"});
+  });
+  server.Route("GET", "/readyz", inline_route, [ready](net::Request, net::Responder r) {
+    if (ready()) {
+      r.Send(net::Response{200, "text/plain", "ok"});
+    } else {
+      r.Send(net::Response{503, "text/plain", "not ready: no registration pass yet\n"});
+    }
+  });
 }
 
 }  // namespace
 
 class Server::Http {
  public:
-  std::unique_ptr<httplib::Server> api;
-  httplib::Server metrics;
-  std::thread api_thread;
-  std::thread metrics_thread;
+  struct ParkedFilter {
+    std::string body;
+    net::Responder responder;
+    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::unique_ptr<net::HttpServer> api;
+  std::unique_ptr<net::HttpServer> metrics;
+  std::deque<ParkedFilter> parked;  // guarded by Server::mu_
+  std::thread waiter;
 };
 
 Server::Server(k8s::Client& client, device::DeviceConfig config, ServerOptions options,
@@ -129,74 +144,60 @@ Status Server::Start() {
     return Error{"--metrics-bind-address: want host:port, got " + Quote(options_.metrics_bind)};
   }
   http_ = std::make_unique<Http>();
+  net::HttpServerOptions api_options;
+  api_options.name = "--http_bind";
+  api_options.workers = options_.http_workers;
+  api_options.max_connections = options_.max_connections;
   if (!options_.cert_file.empty() && !options_.key_file.empty()) {
     auto certs = CertReloader::Create(options_.cert_file, options_.key_file);
     if (!certs) return std::move(certs).take_error();
     certs_ = std::move(*certs);
     CertReloader* reloader = certs_.get();
-    auto tls = std::make_unique<httplib::SSLServer>([reloader](SSL_CTX& ctx) {
-      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-      reloader->Install(&ctx);
-      return true;
-    });
-    if (!tls->is_valid()) return Error{"--cert_file/--key_file: cannot set up TLS"};
-    http_->api = std::move(tls);
-  } else {
-    http_->api = std::make_unique<httplib::Server>();
+    api_options.tls_setup = [reloader](SSL_CTX* ctx) {
+      reloader->Install(ctx);
+      return OkStatus();
+    };
   }
-  httplib::Server& api = *http_->api;
-  // The `Nodes` form of /filter carries every candidate Node object (about 5 KiB each).
-  api.set_payload_max_length(64 << 20);
-  // Replies are small and the client waits for each: Nagle would hold every reply ~40 ms.
-  api.set_tcp_nodelay(true);
-  // A /bind to a locked node waits in the node's FIFO (up to --node-lock-retry-timeout) on its
-  // request thread, and kube-scheduler binds many pods at once: with cpp-httplib's default pool
-  // (8 threads) a burst of waiting binds and kept-alive connections would starve /filter.
-  api.new_task_queue = [] { return new httplib::ThreadPool(kApiThreads); };
-  api.Post("/filter", [this](const httplib::Request& req, httplib::Response& res) {
-    Timed(request_metrics_.filter, [&] {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, options_.sync_timeout, [&] { return synced_.load() || stopping_; });
-      }
-      FilterResult cancelled;
-      cancelled.error = "context cancelled";
-      HttpReply r =
-          synced_ ? extender_->Filter(req.body) : HttpReply{200, EncodeFilterResult(cancelled)};
-      res.status = r.status;
-      res.set_content(r.body, "application/json");
-    });
+  http_->api = std::make_unique<net::HttpServer>(api_options);
+  net::HttpServer& api = *http_->api;
+  net::RouteOptions filter_route, other_route;
+  filter_route.max_body = options_.filter_max_body;
+  other_route.max_body = options_.max_body;
+  api.Route("POST", "/filter", filter_route, [this](net::Request req, net::Responder r) {
+    Filter(std::move(req.body), std::move(r));
   });
-  api.Post("/bind", [this](const httplib::Request& req, httplib::Response& res) {
-    Timed(request_metrics_.bind, [&] {
-      HttpReply r = extender_->Bind(req.body);
-      res.status = r.status;
-      res.set_content(r.body, "application/json");
-    });
+  api.Route("POST", "/bind", other_route, [this](net::Request req, net::Responder r) {
+    auto start = std::chrono::steady_clock::now();
+    Reply(r, extender_->Bind(req.body), request_metrics_.bind, start);
   });
-  api.Post("/webhook", [this](const httplib::Request& req, httplib::Response& res) {
-    Timed(request_metrics_.webhook, [&] {
-      HttpReply r = HandleAdmissionReview(req.body, registry_, options_.webhook,
-                                          [this](const std::string& ns) { return Quota(ns); });
-      res.status = r.status;
-      res.set_content(r.body, "application/json");
-    });
+  api.Route("POST", "/webhook", other_route, [this](net::Request req, net::Responder r) {
+    auto start = std::chrono::steady_clock::now();
+    Reply(r,
+          HandleAdmissionReview(req.body, registry_, options_.webhook,
+                                [this](const std::string& ns) { return Quota(ns); }),
+          request_metrics_.webhook, start);
   });
-  api.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  api.Get("/readyz", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  port_ = BindListener(api, host, port);
-  if (port_ < 0) return Error{"--http_bind: cannot listen on " + Quote(options_.http_bind)};
+  RouteHealth(api, [this] { return synced_.load(); });
+  http_->waiter = std::thread([this] { FilterWaiter(); });
+  auto bound = api.Listen(host, port);
+  if (!bound) return Error{"--http_bind: " + bound.error()};
+  port_ = *bound;
   if (with_metrics) {
-    http_->metrics.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(Metrics(), "text/plain; version=0.0.4");
+    net::HttpServerOptions metrics_options;
+    metrics_options.name = "--metrics-bind-address";
+    metrics_options.workers = 2;
+    metrics_options.max_connections = 256;
+    http_->metrics = std::make_unique<net::HttpServer>(metrics_options);
+    net::RouteOptions metrics_route;
+    metrics_route.max_body = 0;
+    http_->metrics->Route("GET", "/metrics", metrics_route, [this](net::Request, net::Responder r) {
+      r.Send(net::Response{200, "text/plain; version=0.0.4", Metrics()});
     });
-    metrics_port_ = BindListener(http_->metrics, mhost, mport);
-    if (metrics_port_ < 0) {
-      return Error{"--metrics-bind-address: cannot listen on " + Quote(options_.metrics_bind)};
-    }
-    http_->metrics_thread = std::thread([this] { http_->metrics.listen_after_bind(); });
+    RouteHealth(*http_->metrics, [this] { return synced_.load(); });
+    auto mbound = http_->metrics->Listen(mhost, mport);
+    if (!mbound) return Error{"--metrics-bind-address: " + mbound.error()};
+    metrics_port_ = *mbound;
   }
-  http_->api_thread = std::thread([this] { http_->api->listen_after_bind(); });
 
   k8s::InformerHandlers pod_handlers;
   pod_handlers.on_add = [this](const k8s::ObjectRef& p) { registrar_->OnPod(*p); };
@@ -234,6 +235,66 @@ Status Server::Start() {
   started_ = true;
   loop_ = std::thread([this] { Loop(); });
   return OkStatus();
+}
+
+void Server::Filter(std::string body, net::Responder responder) {
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!synced_ && !stopping_) {
+      http_->parked.push_back(Http::ParkedFilter{std::move(body), std::move(responder), start,
+                                                 start + options_.sync_timeout});
+      cv_.notify_all();
+      return;
+    }
+  }
+  if (!synced_) {
+    FilterResult cancelled;
+    cancelled.error = "context cancelled";
+    Reply(responder, HttpReply{200, EncodeFilterResult(cancelled)}, request_metrics_.filter, start);
+    return;
+  }
+  Reply(responder, extender_->Filter(body), request_metrics_.filter, start);
+}
+
+void Server::FilterWaiter() {
+  FilterResult cancelled;
+  cancelled.error = "context cancelled";
+  const HttpReply cancel{200, EncodeFilterResult(cancelled)};
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    std::deque<Http::ParkedFilter>& parked = http_->parked;
+    if (stopping_) {
+      for (Http::ParkedFilter& p : parked) {
+        Reply(p.responder, cancel, request_metrics_.filter, p.start);
+      }
+      parked.clear();
+      return;
+    }
+    if (synced_ && !parked.empty()) {
+      std::deque<Http::ParkedFilter> ready;
+      ready.swap(parked);
+      lock.unlock();
+      for (Http::ParkedFilter& p : ready) {
+        http_->api->Post([this, p = std::move(p)]() mutable {
+          Reply(p.responder, extender_->Filter(p.body), request_metrics_.filter, p.start);
+        });
+      }
+      lock.lock();
+      continue;
+    }
+    // Parked in arrival order with one timeout: the expired ones are at the front.
+    const auto now = std::chrono::steady_clock::now();
+    while (!parked.empty() && parked.front().deadline <= now) {
+      Reply(parked.front().responder, cancel, request_metrics_.filter, parked.front().start);
+      parked.pop_front();
+    }
+    if (parked.empty()) {
+      cv_.wait(lock);
+    } else {
+      cv_.wait_until(lock, parked.front().deadline);
+    }
+  }
 }
 
 std::string Server::Identity() const {
@@ -300,8 +361,13 @@ bool Server::WaitForNextPass(SystemTime due) {
 }
 
 void Server::Loop() {
-  // Usage comes from pods: wait for the informer's first list before the first filter.
-  pods_->WaitForSync(std::chrono::seconds(60));
+  // Usage comes from pods: wait for the informer's first list before the first filter, in short
+  // slices so that SIGTERM is not held up while the API server refuses or cannot be reached.
+  const SystemTime sync_deadline = clock_.Now() + std::chrono::seconds(60);
+  while (!pods_->WaitForSync(std::chrono::milliseconds(100)) && clock_.Now() < sync_deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+  }
   // The first LIST held every pod parsed at once; hand those pages back to the system.
   malloc_trim(0);
   bool was_leader = false;
@@ -352,6 +418,11 @@ bool Server::WaitForPass(uint64_t after, std::chrono::milliseconds timeout) {
 
 uint64_t Server::cert_reloads() const { return certs_ ? certs_->reloads() : 0; }
 
+size_t Server::parked_filters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return http_ ? http_->parked.size() : 0;
+}
+
 std::string Server::Metrics() {
   MetricsInput input;
   input.index = &index_;
@@ -380,10 +451,9 @@ void Server::Stop() {
   }
   if (extender_) extender_->Stop();
   if (http_) {
-    if (http_->api) http_->api->stop();
-    http_->metrics.stop();
-    if (http_->api_thread.joinable()) http_->api_thread.join();
-    if (http_->metrics_thread.joinable()) http_->metrics_thread.join();
+    if (http_->waiter.joinable()) http_->waiter.join();  // answers the parked filters
+    if (http_->api) http_->api->Stop();
+    if (http_->metrics) http_->metrics->Stop();
   }
   if (loop_.joinable()) loop_.join();
   if (lease_) lease_->Stop();

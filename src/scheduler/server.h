@@ -1,10 +1,12 @@
 // scheduler::Server: the hami-scheduler process minus flag parsing. It serves /filter, /bind,
 // /webhook, /healthz and /readyz on --http_bind (HTTPS when a certificate and key are given; a
 // replaced certificate is served from the next handshake on, see CertReloader), /metrics on
-// --metrics-bind-address, keeps the usage index fed from a pod informer, and runs the
-// registration pass at start, on node add and every register_period of the injected clock. With
-// leader election it follows the co-located kube-scheduler's Lease (spec §4.9): only the leader
-// registers, handshakes and labels the scheduler pods (hami.io/scheduler-role).
+// --metrics-bind-address, both on net::HttpServer (caps, deadlines, health answered on the event
+// loop: docs/SECURITY.md); /readyz answers 503 until the first registration pass succeeded; keeps
+// the usage index fed from a pod informer, and runs the registration pass at start, on node add and
+// every register_period of the injected clock. With leader election it follows the co-located
+// kube-scheduler's Lease (spec §4.9): only the leader registers, handshakes and labels the
+// scheduler pods (hami.io/scheduler-role).
 #ifndef HAMI_SCHEDULER_SERVER_H_
 #define HAMI_SCHEDULER_SERVER_H_
 
@@ -26,6 +28,7 @@
 #include "device/usage_index.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
+#include "net/http_server.h"
 #include "scheduler/extender.h"
 #include "scheduler/metrics.h"
 #include "scheduler/registration.h"
@@ -52,8 +55,15 @@ struct ServerOptions {
   std::string lease_name{};
   std::string lease_namespace{};
   std::string identity{};  // leader iff the Lease holder starts with it (default: hostname)
-  // How long /filter waits for the first registration pass.
+  // How long /filter waits for the first registration pass (parked: it holds no thread).
   std::chrono::seconds sync_timeout{30};
+  // HTTP limits of --http_bind (docs/SECURITY.md). /filter's cap fits the `Nodes` form, which
+  // carries every candidate Node object (about 5 KiB each: 32 MiB is ~6,000 nodes); /bind and
+  // /webhook are capped like kube-apiserver's request bodies (3 MiB).
+  size_t filter_max_body = 32 << 20;
+  size_t max_body = 3 << 20;
+  size_t http_workers = 64;
+  size_t max_connections = 1024;
   // $POD_NAME / $POD_NAMESPACE: with both set, the leader labels the scheduler pods of that
   // namespace with hami.io/scheduler-role (LabelSchedulerPods).
   std::string pod_name{};
@@ -95,10 +105,16 @@ class Server {
   bool WaitForPass(uint64_t after, std::chrono::milliseconds timeout);
   // Certificate reloads so far (0 without TLS).
   uint64_t cert_reloads() const;
+  // /filter requests parked until the first registration pass (they hold no thread).
+  size_t parked_filters() const;
 
  private:
   class Http;
   void Loop();
+  // Answers /filter now when synced, else parks it until the first pass or sync_timeout.
+  void Filter(std::string body, net::Responder responder);
+  // Hands parked filters to the pool once synced, answers the expired ones (one thread for all).
+  void FilterWaiter();
   bool IsLeader();
   std::string Identity() const;  // options_.identity, else the hostname
   // Follows the Lease so a change of leadership starts a pass at once.

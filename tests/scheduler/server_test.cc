@@ -3,9 +3,12 @@
 // /healthz, /readyz and /metrics (devices, pods, quota, build info, legacy names).
 #include "scheduler/server.h"
 
+#include <atomic>
 #include <chrono>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -47,7 +50,6 @@ TEST(ServerTest, EndToEndOverLoopback) {
   http.set_read_timeout(std::chrono::seconds(40));
 
   EXPECT_EQ(http.Get("/healthz")->status, 200);
-  EXPECT_EQ(http.Get("/readyz")->status, 200);
 
   json ctr = {{"name", "main"}, {"image", "busybox"}};
   ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}};
@@ -70,6 +72,7 @@ TEST(ServerTest, EndToEndOverLoopback) {
                       "application/json");
   ASSERT_TRUE(fr);
   EXPECT_EQ(json::parse(fr->body)["NodeNames"], json::array({"node-1"})) << fr->body;
+  EXPECT_EQ(http.Get("/readyz")->status, 200);  // synced: the filter waited for the pass
   json got_node = *client.Get(k8s::resources::kNodes, "", "node-1");
   auto hs = k8s::Annotation(got_node, "hami.io/node-handshake");
   ASSERT_TRUE(hs.has_value());
@@ -116,6 +119,96 @@ TEST(ServerTest, EndToEndOverLoopback) {
   for (const std::string& line : {vgpu, used, limit, legacy_vgpu, legacy_quota}) {
     EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
   }
+  server.Stop();
+}
+
+// Until the first registration pass (here: listing nodes fails), /readyz answers 503 on both
+// ports while /healthz answers 200, and /filter requests are parked without a thread each: with
+// one worker, a /webhook is still answered. Once nodes list again, the parked filters get real
+// answers; past sync_timeout they get "context cancelled".
+TEST(ServerTest, ReadyzIs503AndFiltersParkUntilTheFirstPass) {
+  std::atomic<bool> fail_nodes{true};
+  sim::ApiServerOptions api_options;
+  api_options.fail_request = [&](const std::string& method, const std::string& path) {
+    return fail_nodes && method == "GET" && path == "/api/v1/nodes";
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api_options));
+  ASSERT_TRUE(env.client);
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
+  node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
+  ASSERT_TRUE(env.client->Create(k8s::resources::kNodes, "", node).ok());
+  json pod = testing::GpuPod("p", 1000);
+  pod["spec"]["schedulerName"] = "hami-scheduler";
+  ASSERT_TRUE(env.client->Create(k8s::resources::kPods, "default", pod).ok());
+
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "127.0.0.1:0";
+  opts.http_workers = 1;
+  opts.webhook.scheduler_name = "hami-scheduler";
+  Server server(*env.client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client http("127.0.0.1", server.port());
+  httplib::Client metrics("127.0.0.1", server.metrics_port());
+  EXPECT_EQ(http.Get("/readyz")->status, 503);
+  EXPECT_EQ(metrics.Get("/readyz")->status, 503);
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  EXPECT_EQ(metrics.Get("/healthz")->status, 200);
+
+  const std::string filter = json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump();
+  std::vector<std::thread> clients;
+  std::vector<std::string> answers(4);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(std::chrono::seconds(40));
+      auto r = c.Post("/filter", filter, "application/json");
+      answers[i] = r ? r->body : "no reply";
+    });
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.parked_filters() < answers.size() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
+  }
+  ASSERT_EQ(server.parked_filters(), answers.size());
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "1"}, {"object", pod}}}};
+  auto wh = http.Post("/webhook", review.dump(), "application/json");
+  ASSERT_TRUE(wh);
+  EXPECT_EQ(wh->status, 200);
+  EXPECT_FALSE(server.synced());
+
+  fail_nodes = false;
+  for (std::thread& t : clients) t.join();
+  for (const std::string& a : answers) {
+    EXPECT_EQ(json::parse(a)["NodeNames"], json::array({"node-1"})) << a;
+  }
+  EXPECT_EQ(http.Get("/readyz")->status, 200);
+  EXPECT_EQ(metrics.Get("/readyz")->status, 200);
+  server.Stop();
+}
+
+TEST(ServerTest, AParkedFilterIsCancelledAfterTheSyncTimeout) {
+  sim::ApiServerOptions api_options;
+  api_options.fail_request = [](const std::string& method, const std::string& path) {
+    return method == "GET" && path == "/api/v1/nodes";
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api_options));
+  ASSERT_TRUE(env.client);
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "";
+  opts.sync_timeout = std::chrono::seconds(1);
+  Server server(*env.client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client http("127.0.0.1", server.port());
+  auto r =
+      http.Post("/filter", json{{"Pod", testing::GpuPod("p", 1000)}, {"NodeNames", {"n"}}}.dump(),
+                "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["Error"], "context cancelled") << r->body;
+  EXPECT_EQ(server.parked_filters(), 0u);
   server.Stop();
 }
 
