@@ -42,6 +42,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--gpu-scheduler-policy", f.gpu_policy,
                  "GPU policy: binpack, spread, topology-aware, mutex, numa or a comma chain");
   app.add_option("--metrics-bind-address", s.metrics_bind, "metrics listener (host:port)");
+  app.add_option("--filter-max-body-bytes", s.filter_max_body,
+                 "largest /filter body (413 past it); the Nodes form carries ~5 KiB per node");
   app.add_option("--device-config-file", f.device_config_file,
                  "device-config.yaml (optional: the built-in defaults equal HAMi's chart)");
   app.add_option("--node-label-selector", s.registration.node_label_selector,
