@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "k8s/object.h"
 #include "sim/patch.h"
+#include "sim/protobuf.h"
 
 namespace hami::sim {
 namespace {
@@ -406,6 +407,16 @@ void HandleResourceRequest(Store& store, const HandlerConfig& config, const http
                            httplib::Response& res) {
   auto target = ParseTarget(req.path);
   if (!target) return ReplyError(res, target.error());
+  if (IsProtobufContentType(req.get_header_value("Content-Type")) && req.method != "PATCH") {
+    // helm writes its release Secrets, and deletes old ones, in protobuf: serve its JSON twin.
+    auto decoded = DecodeProtobuf(req.body);
+    if (!decoded) return ReplyError(res, decoded.error());
+    httplib::Request json_req = req;
+    json_req.body = decoded->dump();
+    json_req.headers.erase("Content-Type");
+    json_req.set_header("Content-Type", "application/json");
+    return HandleResourceRequest(store, config, json_req, res);
+  }
   try {
     Dispatch(store, config, *target, req, res);
   } catch (const Json::exception& e) {

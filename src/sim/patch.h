@@ -21,10 +21,12 @@ k8s::ApiResult<PatchType> PatchTypeFromContentType(std::string_view content_type
 k8s::ApiResult<nlohmann::json> ApplyPatch(const nlohmann::json& target, PatchType type,
                                           std::string_view patch_body);
 
-// Strategic merge patch, simplified for the kinds we serve: like RFC 7386 merge, except that
-// lists whose items carry a merge key (containers, env, volumes by "name"; conditions by
-// "type"; ...) merge item by item, and `$patch: delete|replace` and other `$` directives are
-// honoured or dropped.
+// Strategic merge patch, as kubectl and helm send it for built-in kinds: like RFC 7386 merge,
+// except that lists with a merge key (containers, env, volumes, webhooks by "name"; volumeMounts
+// by "mountPath"; ports by "containerPort" or "port"; conditions by "type"; ...) merge item by
+// item, finalizers merge as a set, and the directives `$patch` (merge, replace, delete; on maps
+// and list items), `$setElementOrder/<list>`, `$deleteFromPrimitiveList/<list>` and
+// `$retainKeys` are honoured. Lists without a merge key (args, command, rules) are replaced.
 nlohmann::json StrategicMerge(const nlohmann::json& target, const nlohmann::json& patch);
 
 }  // namespace hami::sim

@@ -40,6 +40,9 @@ constexpr Shape kShapes[] = {
     {"POST", "/api/v1/nodes", "application/json"},
     {"POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", "application/json"},
     {"DELETE", "/api/v1/namespaces/default/configmaps/x", "application/json"},
+    {"POST", "/api/v1/namespaces/default/secrets", "application/vnd.kubernetes.protobuf"},
+    {"PUT", "/api/v1/namespaces/default/secrets/s", "application/vnd.kubernetes.protobuf"},
+    {"DELETE", "/api/v1/namespaces/default/secrets/s", "application/vnd.kubernetes.protobuf"},
 };
 
 }  // namespace

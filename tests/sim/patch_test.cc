@@ -39,6 +39,94 @@ TEST(StrategicMerge, DirectivesAndNulls) {
   EXPECT_EQ(replace["metadata"], Json::parse(R"({"name": "p"})"));
 }
 
+// The patches helm's three-way merge sends on upgrade (docs/SIM_APISERVER.md).
+const Json kDeployment = Json::parse(R"({"spec": {
+  "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+  "template": {"spec": {
+    "containers": [
+      {"name": "a", "image": "a:1", "args": ["--x", "--y"],
+       "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 9090, "name": "m"}],
+       "volumeMounts": [{"mountPath": "/a", "name": "va"}, {"mountPath": "/b", "name": "vb"}],
+       "env": [{"name": "E1", "value": "1"}, {"name": "E2", "value": "2"}]},
+      {"name": "b", "image": "b:1"}],
+    "volumes": [{"name": "va", "hostPath": {"path": "/a"}}, {"name": "vb", "emptyDir": {}}]}}}})");
+
+TEST(StrategicMerge, SetElementOrderReordersKeyedLists) {
+  Json patch = Json::parse(R"({"spec": {"template": {"spec": {
+      "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+      "containers": [{"name": "a", "image": "a:2"}]}}}})");
+  Json out = StrategicMerge(kDeployment, patch);
+  const Json& c = out["spec"]["template"]["spec"]["containers"];
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0]["name"], "b");
+  EXPECT_EQ(c[1]["name"], "a");
+  EXPECT_EQ(c[1]["image"], "a:2");
+  EXPECT_EQ(c[1]["env"].size(), 2u);  // untouched fields of a merged item stay
+  EXPECT_FALSE(out["spec"]["template"]["spec"].contains("$setElementOrder/containers"));
+}
+
+TEST(StrategicMerge, NestedKeyedListsAndUnkeyedReplace) {
+  Json patch = Json::parse(R"({"spec": {"template": {"spec": {"containers": [{"name": "a",
+      "args": ["--z"],
+      "$setElementOrder/env": [{"name": "E2"}, {"name": "E3"}],
+      "env": [{"name": "E1", "$patch": "delete"}, {"name": "E3", "value": "3"}],
+      "ports": [{"containerPort": 9090, "name": "metrics"}],
+      "volumeMounts": [{"mountPath": "/b", "readOnly": true}]}]}}}})");
+  Json out = StrategicMerge(kDeployment, patch);
+  const Json& a = out["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(a["args"], Json::parse(R"(["--z"])"));  // unkeyed: replaced
+  EXPECT_EQ(a["env"],
+            Json::parse(R"([{"name": "E2", "value": "2"}, {"name": "E3", "value": "3"}])"));
+  ASSERT_EQ(a["ports"].size(), 2u);  // merged by containerPort
+  EXPECT_EQ(a["ports"][1]["name"], "metrics");
+  EXPECT_EQ(a["volumeMounts"][1],
+            Json::parse(R"({"mountPath": "/b", "name": "vb", "readOnly": true})"));
+}
+
+TEST(StrategicMerge, ServicePortsMergeByPortAndWebhooksByName) {
+  Json svc = Json::parse(R"({"spec": {"ports": [{"port": 443, "targetPort": 9443},
+                                                 {"port": 80, "targetPort": 8080}]}})");
+  Json out =
+      StrategicMerge(svc, Json::parse(R"({"spec": {"ports": [{"port": 80, "nodePort": 31998}]}})"));
+  ASSERT_EQ(out["spec"]["ports"].size(), 2u);
+  EXPECT_EQ(out["spec"]["ports"][1],
+            Json::parse(R"({"port": 80, "targetPort": 8080, "nodePort": 31998})"));
+  Json mwc = Json::parse(R"({"webhooks": [{"name": "w", "clientConfig": {"caBundle": "Q0E="},
+                                            "rules": [{"operations": ["CREATE"]}]}]})");
+  out = StrategicMerge(mwc, Json::parse(R"({"webhooks": [{"name": "w",
+      "rules": [{"operations": ["CREATE", "UPDATE"]}]}]})"));
+  ASSERT_EQ(out["webhooks"].size(), 1u);
+  EXPECT_EQ(out["webhooks"][0]["clientConfig"]["caBundle"], "Q0E=");
+  EXPECT_EQ(out["webhooks"][0]["rules"][0]["operations"].size(), 2u);
+}
+
+TEST(StrategicMerge, RetainKeysAndListReplace) {
+  // Recreate strategy: rollingUpdate must go although the patch does not null it.
+  Json out = StrategicMerge(kDeployment, Json::parse(R"({"spec": {"strategy": {
+      "$retainKeys": ["type"], "type": "Recreate"}}})"));
+  EXPECT_EQ(out["spec"]["strategy"], Json::parse(R"({"type": "Recreate"})"));
+  // A volume switching source: hostPath -> configMap.
+  out = StrategicMerge(kDeployment, Json::parse(R"({"spec": {"template": {"spec": {"volumes": [
+      {"name": "va", "$retainKeys": ["configMap", "name"], "configMap": {"name": "cm"}}]}}}})"));
+  EXPECT_EQ(out["spec"]["template"]["spec"]["volumes"][0],
+            Json::parse(R"({"name": "va", "configMap": {"name": "cm"}})"));
+  out = StrategicMerge(kDeployment, Json::parse(R"({"spec": {"template": {"spec": {"volumes": [
+      {"$patch": "replace"}, {"name": "vc", "emptyDir": {}}]}}}})"));
+  EXPECT_EQ(out["spec"]["template"]["spec"]["volumes"],
+            Json::parse(R"([{"name": "vc", "emptyDir": {}}])"));
+}
+
+TEST(StrategicMerge, ScalarSetLists) {
+  Json obj = Json::parse(R"({"metadata": {"finalizers": ["a", "b"]}})");
+  Json out = StrategicMerge(obj, Json::parse(R"({"metadata": {"finalizers": ["c", "a"]}})"));
+  EXPECT_EQ(out["metadata"]["finalizers"], Json::parse(R"(["a", "b", "c"])"));
+  out = StrategicMerge(
+      obj,
+      Json::parse(
+          R"({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "$setElementOrder/finalizers": ["b"]}})"));
+  EXPECT_EQ(out["metadata"]["finalizers"], Json::parse(R"(["b"])"));
+}
+
 TEST(ApplyPatch, TypesAndErrors) {
   auto merge = ApplyPatch(kPod, PatchType::kMerge, R"({"spec": {"containers": []}})");
   ASSERT_TRUE(merge);
