@@ -66,6 +66,8 @@ class SchedulerProcess {
   SchedulerProcess& operator=(const SchedulerProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  // The child's process id while it runs (for /proc/<pid>/status), else -1.
+  pid_t pid() const { return pid_; }
 
   // The API port from the log; -1 when the process exits or `timeout` passes first.
   int WaitForPort(std::chrono::seconds timeout = std::chrono::seconds(20)) {
