@@ -5,6 +5,7 @@
 #   make test      format check, build, every test; then the ASan+UBSan build (clang) runs the
 #                  unit tests and every fuzzer for a bounded time
 #   make demo      the main job
+#   make image     the container image, build/image/hami.oci.tar (OCI archive, Debian packages)
 #   make format    reformat the tree with clang-format
 
 JOBS ?= $(shell nproc)
@@ -19,7 +20,7 @@ export CCACHE_NOHASHDIR := 1
 
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
 
-.PHONY: all bootstrap configure build test test-unit test-asan demo format check-format clean
+.PHONY: all bootstrap configure build test test-unit test-asan demo image format check-format clean
 
 all: build
 
@@ -52,6 +53,9 @@ test: bootstrap check-format test-unit test-asan
 
 demo: build
 	@scripts/demo
+
+image: build
+	image/build.sh $(BUILD)
 
 format:
 	clang-format -i $(FORMAT_FILES)
