@@ -20,6 +20,28 @@ std::string ContainerCacheHostDir(std::string_view hook_path, std::string_view p
          std::string(container);
 }
 
+std::string ContainerLimitsHostPath(std::string_view hook_path, std::string_view pod_uid,
+                                    std::string_view container) {
+  return std::string(hook_path) + "/vgpu/limits/" + std::string(pod_uid) + "_" +
+         std::string(container) + ".limits";
+}
+
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
+  static constexpr std::string_view kPrefixes[] = {
+      "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+      "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"};
+  std::string out = "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n";
+  for (const auto& [name, value] : envs) {
+    for (std::string_view prefix : kPrefixes) {
+      if (std::string_view(name).substr(0, prefix.size()) == prefix) {
+        out += name + "=" + value + "\n";
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string StripReplicaSuffix(std::string_view id) {
   if (std::count(id.begin(), id.end(), '-') != 6) return std::string(id);
   return std::string(id.substr(0, id.rfind('-')));
@@ -70,6 +92,7 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
     out.envs["LIBCUDA_LOG_LEVEL"] = env.config.lib_cuda_log_level;
   }
   if (env.config.disable_core_limit) out.envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+  if (!container.task_priority.empty()) out.envs["CUDA_TASK_PRIORITY"] = container.task_priority;
 
   const std::string lib_host =
       env.libvgpu_host_path.empty() ? vgpu + "/libvgpu.so" : env.libvgpu_host_path;
@@ -84,6 +107,12 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
     out.mounts.push_back({"/tmp/license", vgpu + "/license", true});
     out.mounts.push_back({"/usr/bin/vgpuvalidator", vgpu + "/vgpuvalidator", true});
   }
+  // The limits, out of the container's reach: a read-only file beside the library (inside the
+  // writable cache dir mount, but a mount point cannot be replaced or removed from inside). The
+  // env above stays for HAMi-core compatibility; libvgpu ignores it while this file exists.
+  const std::string limits_host = ContainerLimitsHostPath(env.hook_path, pod_uid, container.name);
+  out.mounts.push_back({vgpu + "/" + std::string(kLimitsFileName), limits_host, true});
+  out.files.push_back({limits_host, LimitsFileContent(out.envs)});
   return out;
 }
 

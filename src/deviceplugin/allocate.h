@@ -33,9 +33,21 @@ struct MountSpec {
   bool operator==(const MountSpec&) const = default;
 };
 
+// A file the device plugin writes on the host before it answers kubelet.
+struct FileSpec {
+  std::string host_path;
+  std::string content;
+  bool operator==(const FileSpec&) const = default;
+};
+
+// libvgpu reads its limits from this file beside itself (docs/vgpu.md "Limits file"); the
+// container sees it read-only at <hook>/vgpu/vgpu.limits.
+inline constexpr std::string_view kLimitsFileName = "vgpu.limits";
+
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
+  std::vector<FileSpec> files;  // the limits file
   std::map<std::string, std::string> annotations;
   std::vector<std::string> cdi_devices;
   bool operator==(const ContainerAllocation&) const = default;
@@ -55,7 +67,8 @@ struct AllocateEnv {
 // One container of the pod in the annotation's index space (init containers first).
 struct ContainerInfo {
   std::string name;
-  bool disable_control = false;  // its env CUDA_DISABLE_CONTROL parses as true
+  bool disable_control = false;    // its env CUDA_DISABLE_CONTROL parses as true
+  std::string task_priority = "";  // its env CUDA_TASK_PRIORITY (set by the webhook), "" if none
 };
 
 struct PodView {
@@ -67,6 +80,16 @@ struct PodView {
 // <hook>/vgpu/containers/<podUID>_<container>: the host side of the per-container cache dir.
 std::string ContainerCacheHostDir(std::string_view hook_path, std::string_view pod_uid,
                                   std::string_view container);
+
+// <hook>/vgpu/limits/<podUID>_<container>.limits: the host side of the container's read-only
+// limits file. Outside the container's writable cache dir, so the container cannot change it.
+std::string ContainerLimitsHostPath(std::string_view hook_path, std::string_view pod_uid,
+                                    std::string_view container);
+
+// The limits file's content: a comment line, then NAME=VALUE for each limit variable among
+// `envs` (CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_MEMORY_SHARED_CACHE,
+// GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY), in name order.
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
 
 // kubelet's replica ID "<uuid>-<n>" back to the UUID: the suffix is stripped when the ID has
 // exactly 6 dashes (GPU UUIDs have 5).

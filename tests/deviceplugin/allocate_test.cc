@@ -24,6 +24,8 @@ std::vector<MountSpec> StandardMounts(const std::string& container, bool preload
       {"/usr/local/vgpu", "/usr/local/vgpu/containers/uid-1_" + container, false},
       {"/tmp/vgpulock", "/tmp/vgpulock", false}};
   if (preload) m.push_back({"/etc/ld.so.preload", "/usr/local/vgpu/ld.so.preload", true});
+  m.push_back({"/usr/local/vgpu/vgpu.limits",
+               "/usr/local/vgpu/limits/uid-1_" + container + ".limits", true});
   return m;
 }
 
@@ -125,7 +127,7 @@ TEST(Allocate, MountsTable) {
   env.license_present = true;
   auto full =
       BuildContainerAllocation({{"GPU-a", "NVIDIA", 1, 0}}, {"c", false}, "uid-1", "id", env);
-  ASSERT_EQ(full.mounts.size(), 6u);
+  ASSERT_EQ(full.mounts.size(), 7u);
   EXPECT_EQ(full.mounts[0].host_path, "/usr/local/vgpu/libvgpu.so.v2.10");
   EXPECT_EQ(full.mounts[4], (MountSpec{"/tmp/license", "/usr/local/vgpu/license", true}));
   EXPECT_EQ(full.mounts[5].container_path, "/usr/bin/vgpuvalidator");
@@ -140,6 +142,31 @@ TEST(Allocate, MountsTable) {
             (std::map<std::string, std::string>{{"cdi.k8s.io/hami-device-plugin_id9",
                                                  "nvidia.com/gpu=GPU-a,nvidia.com/gpu=GPU-b"}}));
   EXPECT_EQ(cdi.envs.count("NVIDIA_VISIBLE_DEVICES"), 0u);
+}
+
+TEST(Allocate, LimitsFileOutOfTheContainersReach) {
+  AllocateEnv env;
+  env.config.disable_core_limit = true;
+  auto a = BuildContainerAllocation({{"GPU-a", "NVIDIA", 1000, 30}, {"GPU-b", "NVIDIA", 2000, 30}},
+                                    {"main", false, "0"}, "uid-1", "id7", env);
+  // Host side outside the container's writable cache dir; read-only beside the library inside.
+  ASSERT_EQ(a.files.size(), 1u);
+  EXPECT_EQ(a.files[0].host_path, "/usr/local/vgpu/limits/uid-1_main.limits");
+  EXPECT_EQ(a.mounts.back(), (MountSpec{"/usr/local/vgpu/vgpu.limits",
+                                        "/usr/local/vgpu/limits/uid-1_main.limits", true}));
+  EXPECT_EQ(a.files[0].content,
+            "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n"
+            "CUDA_DEVICE_MEMORY_LIMIT_0=1000m\n"
+            "CUDA_DEVICE_MEMORY_LIMIT_1=2000m\n"
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/id7.cache\n"
+            "CUDA_DEVICE_SM_LIMIT=30\n"
+            "CUDA_TASK_PRIORITY=0\n"
+            "GPU_CORE_UTILIZATION_POLICY=disable\n");
+  // The env keeps every variable for HAMi-core.
+  EXPECT_EQ(a.envs.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "2000m");
+  EXPECT_EQ(a.envs.at("CUDA_TASK_PRIORITY"), "0");
+  auto plain = BuildContainerAllocation({{"GPU-a", "NVIDIA", 1, 0}}, {"c"}, "uid-1", "id", env);
+  EXPECT_EQ(plain.envs.count("CUDA_TASK_PRIORITY"), 0u);
 }
 
 TEST(Allocate, PositionalFirstNonEmptyEntries) {
@@ -158,7 +185,7 @@ TEST(Allocate, PositionalFirstNonEmptyEntries) {
   EXPECT_EQ(second->consumed, std::vector<size_t>{2});
   EXPECT_EQ(second->remaining, ";;;");
   EXPECT_EQ(second->containers[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2000m");
-  EXPECT_EQ(second->containers[0].mounts.size(), 3u);  // app2 disables control
+  EXPECT_EQ(second->containers[0].mounts.size(), 4u);  // app2 disables control
 
   // Both in one call.
   pod.to_allocate = ";GPU-a,NVIDIA,1000,0:;GPU-b,NVIDIA,2000,0:;";

@@ -203,7 +203,7 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
                       {"CUDA_DEVICE_SM_LIMIT", "0"},
                       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", vgpu + "/cache-1.cache"},
                       {"LIBCUDA_LOG_LEVEL", "1"}}));
-  ASSERT_EQ(c.mounts_size(), 4);
+  ASSERT_EQ(c.mounts_size(), 5);
   EXPECT_EQ(c.mounts(0).container_path(), vgpu + "/libvgpu.so");
   EXPECT_TRUE(c.mounts(0).read_only());
   EXPECT_EQ(c.mounts(1).container_path(), vgpu);
@@ -211,6 +211,10 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
   EXPECT_TRUE(fs::is_directory(c.mounts(1).host_path()));
   EXPECT_EQ(c.mounts(2).host_path(), "/tmp/vgpulock");
   EXPECT_EQ(c.mounts(3).container_path(), "/etc/ld.so.preload");
+  // libvgpu's limits: read-only, beside the library, outside the writable cache dir.
+  EXPECT_EQ(c.mounts(4).container_path(), vgpu + "/vgpu.limits");
+  EXPECT_EQ(c.mounts(4).host_path(), vgpu + "/limits/" + uid_ + "_main.limits");
+  EXPECT_TRUE(c.mounts(4).read_only());
 
   auto ann = PodAnnotations("gpu-pod");
   EXPECT_EQ(ann["hami.io/bind-phase"], "success");

@@ -1,0 +1,21 @@
+// Writes the files of an Allocate plan (allocate.h FileSpec: each container's limits file) on the
+// host, before kubelet is answered and the container can start.
+#ifndef HAMI_DEVICEPLUGIN_CONTAINER_FILES_H_
+#define HAMI_DEVICEPLUGIN_CONTAINER_FILES_H_
+
+#include <vector>
+
+#include "common/result.h"
+#include "deviceplugin/allocate.h"
+
+namespace hami::deviceplugin {
+
+// Writes every file of every container: parent directories created (0755), content written to
+// a temporary file in the same directory, mode 0644 (readable by any container user, writable by
+// nobody but the plugin), then renamed over the target, so libvgpu never reads a half-written
+// file. Errors name the path and the system's reason.
+Status WriteContainerFiles(const std::vector<ContainerAllocation>& containers);
+
+}  // namespace hami::deviceplugin
+
+#endif  // HAMI_DEVICEPLUGIN_CONTAINER_FILES_H_
