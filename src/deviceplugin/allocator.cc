@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "deviceplugin/container_files.h"
 #include "k8s/client.h"
 #include "k8s/patches.h"
 #include "protocol/bind.h"
@@ -64,6 +65,9 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
     auto env = c.find("env");
     if (env != c.end() && env->is_array()) {
       for (const Json& e : *env) {
+        if (StringField(e, "name") == "CUDA_TASK_PRIORITY") {
+          info.task_priority = StringField(e, "value");
+        }
         if (StringField(e, "name") != "CUDA_DISABLE_CONTROL") continue;
         auto v = ParseBool(StringField(e, "value"));
         info.disable_control = v && *v;
@@ -205,6 +209,9 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   auto plan = PlanAllocate(pod, requests, env_, new_cache_id_);
   if (!plan) return std::move(Fail(pod, plan.error(), lock_value)).take_error();
   if (Status s = PrepareHostDirs(pod, *plan); !s)
+    return std::move(Fail(pod, s.error(), lock_value)).take_error();
+  // The limits files must exist before kubelet mounts them (docs/vgpu.md "Limits file").
+  if (Status s = WriteContainerFiles(plan->containers); !s)
     return std::move(Fail(pod, s.error(), lock_value)).take_error();
   // Steps 4 and 5 in one patch: the entries consumed, and when nothing NVIDIA is left to
   // allocate, bind-phase success with it (HAMi re-reads the pod between the two; one merge patch
