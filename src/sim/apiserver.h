@@ -13,13 +13,11 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "sim/rbac.h"
 
 namespace hami::sim {
 
 class Store;
-namespace rbac {
-struct UserInfo;
-}
 
 struct ApiServerOptions {
   std::string host = "127.0.0.1";
@@ -51,11 +49,7 @@ struct ApiServerOptions {
   bool rbac = false;
 };
 
-// A request RBAC denied, as the run report lists it.
-struct ForbiddenRequest {
-  std::string user, verb, resource, subresource, ns;
-  bool operator==(const ForbiddenRequest&) const = default;
-};
+using rbac::ForbiddenRequest;
 
 class ApiServer {
  public:

@@ -261,12 +261,13 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
   if (ec) return Error{"create " + Quote(node.dir) + ": " + ec.message()};
   node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus);
   const std::string name = node.spec.name;
+  k8s::Client* plugin_api = options_.plugin_client ? options_.plugin_client : &client_;
   node.publisher = std::make_unique<dp::RegisterPublisher>(
       node.discovery.get(), options_.plugin_config,
-      [this, name](std::string_view key, std::string_view value) -> Status {
+      [plugin_api, name](std::string_view key, std::string_view value) -> Status {
         json patch;
         patch["metadata"]["annotations"][std::string(key)] = value;
-        auto r = client_.Patch(res::kNodes, "", name, k8s::PatchType::kMerge, patch);
+        auto r = plugin_api->Patch(res::kNodes, "", name, k8s::PatchType::kMerge, patch);
         if (!r) return r.error().ToError();
         return OkStatus();
       },
@@ -274,7 +275,7 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
   dp::AllocateEnv env;
   env.hook_path = options_.hook_path.empty() ? options_.socket_dir + "/hook" : options_.hook_path;
   env.config = options_.plugin_config;
-  node.allocator = std::make_unique<dp::Allocator>(&client_, name, env);
+  node.allocator = std::make_unique<dp::Allocator>(plugin_api, name, env);
   dp::PluginOptions popts;
   popts.kubelet_socket = node.dir + "/kubelet.sock";  // absent: the plugin serves unregistered
   popts.resource_name = options_.plugin_config.resource_name;

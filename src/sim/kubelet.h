@@ -57,6 +57,9 @@ struct KubeletOptions {
   int workers = 8;                             // Allocate + status patch pool
   // Where Allocate creates the per-container cache dirs (HOOK_PATH); "" = <socket_dir>/hook.
   std::string hook_path;
+  // The device plugins' own API identity (their ServiceAccount under RBAC); null = the kubelets'
+  // client. Must outlive the fleet.
+  k8s::Client* plugin_client = nullptr;
 };
 
 struct PodRunRecord {

@@ -1,6 +1,7 @@
 // hami-sim: the embedded cluster. Subcommands:
 //   apiserver --listen HOST:PORT --kubeconfig-out FILE [--tls --cert-dir DIR] [fault injection]
-//   run SCENARIO.yaml [--report FILE] [--serve] (needs the hami_sim_run library)
+//   run SCENARIO.yaml [--report FILE] [--serve] [--manifests FILE] (needs the hami_sim_run
+//   library)
 #include <unistd.h>
 
 #include <csignal>
@@ -75,6 +76,7 @@ struct RunFlags {
   std::string kubeconfig_out = "hami-sim.kubeconfig";
   std::string kubelet_latency;
   std::string log_file;
+  std::string manifests;
   bool no_color = false;
 };
 
@@ -108,6 +110,14 @@ int RunScenario(const RunFlags& f) {
   }
   hami::sim::RunOptions options;
   options.api_port = f.port;
+  if (!f.manifests.empty()) {
+    auto manifests = hami::sim::LoadManifestsFile(f.manifests);
+    if (!manifests) {
+      std::cerr << manifests.error() << "\n";
+      return 2;
+    }
+    options.manifests = std::move(*manifests);
+  }
   if (!f.kubelet_latency.empty()) {
     options.kubelet_latency = ParseDuration(f.kubelet_latency);
     if (!options.kubelet_latency) {
@@ -199,6 +209,8 @@ int main(int argc, char** argv) {
   run->add_option("--kubelet-latency", run_flags.kubelet_latency,
                   "override the scenario's kubelet admission latency (e.g. 0ms)");
   run->add_option("--log-file", run_flags.log_file, "write component logs here");
+  run->add_option("--manifests", run_flags.manifests,
+                  "`helm template` output: enforce its RBAC on every component (docs/RBAC.md)");
   run->add_flag("--no-color", run_flags.no_color, "no ANSI colors");
 #endif
   CLI11_PARSE(app, argc, argv);

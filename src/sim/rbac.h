@@ -34,6 +34,13 @@ struct UserInfo {
 // system:serviceaccounts:<ns> and system:authenticated.
 UserInfo ServiceAccountUser(const std::string& ns, const std::string& name);
 
+// A request RBAC denied, as the run report lists it: `resource` is the path for a non-resource
+// request.
+struct ForbiddenRequest {
+  std::string user, verb, resource, subresource, ns;
+  bool operator==(const ForbiddenRequest&) const = default;
+};
+
 // What an authorizer sees of a request.
 struct Attributes {
   UserInfo user;

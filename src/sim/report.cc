@@ -184,6 +184,9 @@ Report BuildReport(const ReportInput& in) {
   out.scenario_name = in.scenario_name;
   out.timed_out = in.timed_out;
   out.setup_seconds = in.setup_seconds;
+  out.rbac_enforced = in.rbac_enforced;
+  out.forbidden_requests = in.forbidden_requests;
+  out.forbidden = in.forbidden;
   out.gpus = GpuRows(in);
   std::map<std::string, size_t> by_uuid;
   for (size_t i = 0; i < out.gpus.size(); ++i) by_uuid.emplace(out.gpus[i].uuid, i);
@@ -273,7 +276,18 @@ nlohmann::json ReportToJson(const Report& r) {
             {"bind_latency_p50_ms", r.bind.p50_ms},
             {"bind_latency_p99_ms", r.bind.p99_ms},
             {"latency",
-             {{"schedule", stats(r.schedule)}, {"bind", stats(r.bind)}, {"e2e", stats(r.e2e)}}}};
+             {{"schedule", stats(r.schedule)}, {"bind", stats(r.bind)}, {"e2e", stats(r.e2e)}}},
+            {"rbac_enforced", r.rbac_enforced},
+            {"forbidden_requests", r.forbidden_requests}};
+  json forbidden = json::array();
+  for (const rbac::ForbiddenRequest& f : r.forbidden) {
+    forbidden.push_back({{"user", f.user},
+                         {"verb", f.verb},
+                         {"resource", f.resource},
+                         {"subresource", f.subresource},
+                         {"namespace", f.ns}});
+  }
+  j["forbidden"] = std::move(forbidden);
   json pods = json::array();
   for (const PodReport& p : r.pods) {
     json devs = json::array();
@@ -366,6 +380,7 @@ class TextWriter {
     Usage();
     Pending();
     Summary();
+    Rbac();
     return out_.str();
   }
 
@@ -462,6 +477,22 @@ class TextWriter {
           {"e2e", r_.e2e}}) {
       rows.push_back(
           {name, Fixed(s.p50_ms, 1), Fixed(s.p90_ms, 1), Fixed(s.p99_ms, 1), Fixed(s.max_ms, 1)});
+    }
+    out_ << Table(rows);
+  }
+
+  void Rbac() {
+    if (!r_.rbac_enforced) return;
+    Heading("RBAC");
+    out_ << "Each component ran with its ServiceAccount's token from --manifests; the API server\n"
+            "answered what its rules do not allow with 403 Forbidden.\n";
+    out_ << "  forbidden requests: " << r_.forbidden_requests << "\n";
+    if (r_.forbidden.empty()) return;
+    std::vector<std::vector<std::string>> rows = {
+        {"user", "verb", "resource", "subresource", "namespace"}};
+    for (const rbac::ForbiddenRequest& f : r_.forbidden) {
+      rows.push_back({f.user, f.verb, f.resource, f.subresource.empty() ? "-" : f.subresource,
+                      f.ns.empty() ? "(cluster)" : f.ns});
     }
     out_ << Table(rows);
   }

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "protocol/pod_devices.h"
+#include "sim/rbac.h"
 #include "sim/scenario.h"
 
 namespace hami::sim {
@@ -60,6 +61,10 @@ struct ReportInput {
   SystemTime settled_at{};
   double setup_seconds = 0;  // API server, kubelets and scheduler start, before the first pod
   bool timed_out = false;
+  // `run --manifests`: RBAC was enforced on the components; what it denied.
+  bool rbac_enforced = false;
+  uint64_t forbidden_requests = 0;
+  std::vector<rbac::ForbiddenRequest> forbidden;  // distinct, in the order first seen
 };
 
 struct PlacedDevice {
@@ -117,6 +122,9 @@ struct Report {
   double pods_per_second = 0;  // (running + succeeded) / wall_seconds
   bool timed_out = false;
   LatencyStats schedule, bind, e2e;
+  bool rbac_enforced = false;
+  uint64_t forbidden_requests = 0;  // every 403 RBAC answered
+  std::vector<rbac::ForbiddenRequest> forbidden;
   std::vector<PodReport> pods;  // in input order
   std::vector<GpuReport> gpus;  // node order, then GPU index
 };

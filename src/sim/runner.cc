@@ -24,6 +24,9 @@
 #include "sim/kube_scheduler.h"
 #include "sim/kubelet.h"
 #include "sim/patch.h"
+#include "sim/rbac.h"
+#include "sim/resources.h"
+#include "sim/store.h"
 
 namespace hami::sim {
 namespace {
@@ -160,14 +163,17 @@ class Runner::Impl {
   void Progress(const std::string& line) {
     if (options_.progress) options_.progress(line);
   }
-  k8s::Client& NewClient() {
+  // A client of the embedded API server; `token` is its identity under RBAC.
+  k8s::Client& NewClient(const std::string& token) {
     k8s::RestConfig cfg;
     cfg.server = api_->url();
+    cfg.token = token;
     cfg.qps = 0;
     clients_.push_back(std::make_unique<k8s::Client>(cfg));
     return *clients_.back();
   }
   Status StartCluster();
+  Status CreateRbacObjects();
   Status WaitForNodes(size_t want);
   Status CreateNamespaces(k8s::Client& client);
   void CreatePods(SteadyClock::time_point start);
@@ -187,6 +193,7 @@ class Runner::Impl {
   std::string dir_;
   std::unique_ptr<ApiServer> api_;
   std::vector<std::unique_ptr<k8s::Client>> clients_;
+  k8s::Client* admin_ = nullptr;  // the runner's own requests
   std::unique_ptr<KubeletFleet> fleet_;
   std::unique_ptr<scheduler::Server> server_;
   std::unique_ptr<KubeSchedulerLoop> loop_;
@@ -202,8 +209,21 @@ Status Runner::Impl::StartCluster() {
   api_options.fail_rate = scenario_.fault_error_rate;
   api_options.latency = scenario_.fault_latency;
   api_options.drop_watch_every = scenario_.fault_drop_watch_every;
+  api_options.rbac = options_.manifests.has_value();
   api_ = std::make_unique<ApiServer>(api_options);
   if (auto st = api_->Start(); !st) return Error{"API server: " + st.error()};
+  admin_ = &NewClient(api_->token());
+  // Without --manifests the server ignores the tokens: everyone is the admin.
+  std::string scheduler_token, plugin_token, kubelet_token;
+  if (options_.manifests) {
+    if (auto st = CreateRbacObjects(); !st) return st;
+    const ManifestRbac& m = *options_.manifests;
+    scheduler_token = api_->IssueToken(rbac::ServiceAccountUser(m.scheduler.ns, m.scheduler.name));
+    plugin_token =
+        api_->IssueToken(rbac::ServiceAccountUser(m.device_plugin.ns, m.device_plugin.name));
+    kubelet_token = api_->IssueToken(
+        rbac::UserInfo{"system:node:hami-sim", {"system:nodes", "system:authenticated"}});
+  }
 
   auto plugin_config = PluginConfigFor(scenario_);
   if (!plugin_config) return Error{"deviceConfig: " + plugin_config.error()};
@@ -211,11 +231,12 @@ Status Runner::Impl::StartCluster() {
   kubelet.admission_latency = options_.kubelet_latency.value_or(scenario_.kubelet_latency);
   kubelet.socket_dir = dir_;
   kubelet.plugin_config = *plugin_config;
+  kubelet.plugin_client = &NewClient(plugin_token);
   std::vector<SimNode> sim_nodes;
   for (const ExpandedNode& n : nodes_) sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus});
   Progress("starting " + std::to_string(nodes_.size()) +
            " simulated kubelets, each with the HAMi device plugin (gRPC)");
-  fleet_ = std::make_unique<KubeletFleet>(NewClient(), std::move(sim_nodes), kubelet);
+  fleet_ = std::make_unique<KubeletFleet>(NewClient(kubelet_token), std::move(sim_nodes), kubelet);
   if (auto st = fleet_->Start(); !st) return Error{"kubelets: " + st.error()};
   if (auto st = WaitForNodes(nodes_.size()); !st) return st;
 
@@ -230,7 +251,8 @@ Status Runner::Impl::StartCluster() {
   // Under injected API errors a registration pass can fail; pass often so nodes come back soon.
   if (scenario_.fault_error_rate > 0) server.register_period = std::chrono::seconds(1);
   Progress("starting hami-scheduler (extender + admission webhook over loopback HTTP)");
-  server_ = std::make_unique<scheduler::Server>(NewClient(), scenario_.device_config, server);
+  server_ = std::make_unique<scheduler::Server>(NewClient(scheduler_token), scenario_.device_config,
+                                                server);
   if (auto st = server_->Start(); !st) return Error{"hami-scheduler: " + st.error()};
   for (auto deadline = SteadyClock::now() + std::chrono::seconds(60); !server_->synced();) {
     if (SteadyClock::now() > deadline) return Error{"hami-scheduler: no registration pass in 60 s"};
@@ -246,14 +268,50 @@ Status Runner::Impl::StartCluster() {
   loop.initial_backoff = scenario_.pod_initial_backoff;
   loop.max_backoff = scenario_.pod_max_backoff;
   Progress("starting the kube-scheduler loop (filter + bind through the extender)");
-  loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(), loop);
+  // kube-scheduler runs in the scheduler's pod, under its ServiceAccount (docs/RBAC.md).
+  loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(scheduler_token), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
-  return CreateNamespaces(*clients_.front());
+  return CreateNamespaces(*admin_);
+}
+
+// The ServiceAccounts, roles and bindings of --manifests, as `helm install` would create them
+// (their namespaces first).
+Status Runner::Impl::CreateRbacObjects() {
+  const ManifestRbac& m = *options_.manifests;
+  std::set<std::string> namespaces = {m.scheduler.ns, m.device_plugin.ns};
+  for (const json& obj : m.objects) {
+    if (!k8s::Namespace(obj).empty()) namespaces.insert(k8s::Namespace(obj));
+  }
+  Store& store = api_->store();
+  for (const std::string& ns : namespaces) {
+    auto created = store.Create(NamespaceType(), "", json{{"metadata", {{"name", ns}}}});
+    if (!created && !k8s::IsAlreadyExists(created.error())) {
+      return Error{"--manifests: namespace " + Quote(ns) + ": " + created.error().ToString()};
+    }
+  }
+  for (const json& obj : m.objects) {
+    const std::string kind = obj.value("kind", "");
+    const std::string api_version = obj.value("apiVersion", "");
+    const ResourceType* type = nullptr;
+    for (const ResourceType& t : ResourceTypes()) {
+      if (t.kind == kind && t.ApiVersion() == api_version) type = &t;
+    }
+    const std::string what = kind + " " + Quote(k8s::Name(obj));
+    if (type == nullptr) return Error{"--manifests: " + what + ": " + api_version + " not served"};
+    auto created = store.Create(*type, type->namespaced ? k8s::Namespace(obj) : "", obj);
+    if (!created) return Error{"--manifests: " + what + ": " + created.error().ToString()};
+  }
+  Progress("RBAC enforced: " + std::to_string(m.objects.size()) +
+           " objects from --manifests; hami-scheduler runs as " +
+           rbac::ServiceAccountUser(m.scheduler.ns, m.scheduler.name).name +
+           ", the device plugins as " +
+           rbac::ServiceAccountUser(m.device_plugin.ns, m.device_plugin.name).name);
+  return OkStatus();
 }
 
 // The scheduler registers a node once its device plugin has published the GPUs.
 Status Runner::Impl::WaitForNodes(size_t want) {
-  k8s::Client& client = NewClient();
+  k8s::Client& client = *admin_;
   auto deadline = SteadyClock::now() + std::chrono::seconds(120);
   size_t have = 0;
   while (SteadyClock::now() < deadline) {
@@ -316,7 +374,7 @@ void Runner::Impl::CreatePods(SteadyClock::time_point start) {
       httplib::Client http("127.0.0.1", server_->port());
       http.set_read_timeout(std::chrono::seconds(30));
       http.set_tcp_nodelay(true);  // else each AdmissionReview waits ~40 ms on Nagle
-      k8s::Client& client = *clients_.front();
+      k8s::Client& client = *admin_;
       for (size_t i; (i = next_pod_.fetch_add(1)) < planned_.size();) {
         const auto at = start + planned_[i].arrival;
         while (!abort_.load() && SteadyClock::now() < at) {
@@ -372,7 +430,7 @@ bool Runner::Impl::Settled(SystemTime* last_time) {
 
 void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* in) {
   std::map<std::string, json> objects;
-  auto pods = Retry([&] { return clients_.front()->ListAll(k8s::resources::kPods, "", {}); });
+  auto pods = Retry([&] { return admin_->ListAll(k8s::resources::kPods, "", {}); });
   if (pods) {
     for (json& p : pods->items) {
       std::string key = k8s::ObjectKey(p);  // before the move: `a[k] = move(v)` evaluates v first
@@ -458,6 +516,11 @@ Result<Report> Runner::Impl::Run() {
   in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
   in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
   Observe(settled_at, timed_out, &in);
+  if (options_.manifests) {
+    in.rbac_enforced = true;
+    in.forbidden_requests = api_->forbidden_count();
+    in.forbidden = api_->ForbiddenRequests();
+  }
   return BuildReport(in);
 }
 

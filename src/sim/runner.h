@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "sim/manifests.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
 
@@ -32,6 +33,11 @@ struct RunOptions {
   std::string temp_root = "/tmp";
   // Progress lines for a human ("starting 100 kubelets ..."); may be empty.
   std::function<void(const std::string&)> progress;
+  // `--manifests`: the API server enforces RBAC (docs/RBAC.md). The RBAC objects are created
+  // first; hami-scheduler and the kube-scheduler loop then run with a token of the scheduler's
+  // ServiceAccount, the device plugins with one of theirs, the kubelets as system:node:hami-sim
+  // (group system:nodes), and the runner itself as the admin. The report lists what was denied.
+  std::optional<ManifestRbac> manifests;
 };
 
 class Runner {

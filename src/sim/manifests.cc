@@ -1,0 +1,164 @@
+#include "sim/manifests.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "common/strings.h"
+
+namespace hami::sim {
+namespace {
+
+using nlohmann::json;
+
+// A plain (unquoted) scalar under the YAML 1.2 core schema.
+json PlainScalar(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (std::regex_match(s, kInt)) {
+    if (auto v = ParseInt64(s[0] == '+' ? s.substr(1) : s)) return *v;
+    return s;
+  }
+  if (std::regex_match(s, kFloat)) return std::stod(s);
+  return s;
+}
+
+json ToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      // yaml-cpp tags quoted and block scalars "!": they are strings whatever they spell.
+      return node.Tag() == "!" ? json(node.Scalar()) : PlainScalar(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const YAML::Node& item : node) out.push_back(ToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = ToJson(kv.second);
+      return out;
+    }
+  }
+  return nullptr;
+}
+
+std::string StringAt(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* key : path) {
+    if (!cur->is_object()) return "";
+    auto it = cur->find(key);
+    if (it == cur->end()) return "";
+    cur = &*it;
+  }
+  return cur->is_string() ? cur->get<std::string>() : "";
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Whether a container of the workload's pod template runs `binary`.
+bool RunsBinary(const json& workload, std::string_view binary) {
+  const json* containers = nullptr;
+  if (workload.contains("spec") && workload["spec"].contains("template")) {
+    const json& tmpl = workload["spec"]["template"];
+    if (tmpl.is_object() && tmpl.contains("spec") && tmpl["spec"].is_object() &&
+        tmpl["spec"].contains("containers")) {
+      containers = &tmpl["spec"]["containers"];
+    }
+  }
+  if (containers == nullptr || !containers->is_array()) return false;
+  for (const json& c : *containers) {
+    if (!c.is_object()) continue;
+    for (const char* key : {"command", "args"}) {
+      auto it = c.find(key);
+      if (it == c.end() || !it->is_array() || it->empty()) continue;
+      const json& first = (*it)[0];
+      if (first.is_string() && EndsWith(first.get<std::string>(), binary)) return true;
+      break;  // args only count when there is no command
+    }
+  }
+  return false;
+}
+
+bool IsRbacKind(const std::string& kind) {
+  return kind == "ServiceAccount" || kind == "ClusterRole" || kind == "ClusterRoleBinding" ||
+         kind == "Role" || kind == "RoleBinding";
+}
+
+}  // namespace
+
+Result<ManifestRbac> ParseManifests(std::string_view yaml_text, const std::string& default_ns) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return Error{"manifests: not YAML: " + std::string(e.what())};
+  }
+  ManifestRbac out;
+  std::optional<ServiceAccountRef> scheduler, device_plugin;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    json obj;
+    try {
+      obj = ToJson(docs[i]);
+    } catch (const YAML::Exception& e) {
+      return Error{"manifests: document " + std::to_string(i + 1) + ": " + e.what()};
+    }
+    if (obj.is_null()) continue;  // an empty document (helm leaves them between sources)
+    const std::string where = "manifests: document " + std::to_string(i + 1);
+    if (!obj.is_object()) return Error{where + ": not a mapping"};
+    const std::string kind = StringAt(obj, {"kind"});
+    const std::string name = StringAt(obj, {"metadata", "name"});
+    std::string ns = StringAt(obj, {"metadata", "namespace"});
+    if (ns.empty()) ns = default_ns;
+    if (IsRbacKind(kind)) {
+      if (name.empty()) return Error{where + " (" + kind + "): metadata.name: required"};
+      if (kind == "ServiceAccount" || kind == "Role" || kind == "RoleBinding") {
+        obj["metadata"]["namespace"] = ns;
+      }
+      out.objects.push_back(std::move(obj));
+      continue;
+    }
+    if (kind != "Deployment" && kind != "DaemonSet") continue;
+    std::string sa = StringAt(obj, {"spec", "template", "spec", "serviceAccountName"});
+    if (sa.empty()) sa = "default";
+    if (kind == "Deployment" && RunsBinary(obj, "hami-scheduler")) {
+      if (scheduler) return Error{where + ": a second Deployment runs hami-scheduler: " + name};
+      scheduler = ServiceAccountRef{ns, sa};
+    }
+    if (kind == "DaemonSet" && RunsBinary(obj, "hami-device-plugin")) {
+      if (device_plugin) {
+        return Error{where + ": a second DaemonSet runs hami-device-plugin: " + name};
+      }
+      device_plugin = ServiceAccountRef{ns, sa};
+    }
+  }
+  if (!scheduler) return Error{"manifests: no Deployment runs hami-scheduler (container command)"};
+  if (!device_plugin) {
+    return Error{"manifests: no DaemonSet runs hami-device-plugin (container command)"};
+  }
+  out.scheduler = *scheduler;
+  out.device_plugin = *device_plugin;
+  return out;
+}
+
+Result<ManifestRbac> LoadManifestsFile(const std::string& path, const std::string& default_ns) {
+  std::ifstream in(path);
+  if (!in) return Error{"--manifests " + Quote(path) + ": cannot read"};
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = ParseManifests(text.str(), default_ns);
+  if (!parsed) return Error{"--manifests " + Quote(path) + ": " + parsed.error()};
+  return parsed;
+}
+
+}  // namespace hami::sim
