@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "common/clock.h"
 #include "deviceplugin/allocator.h"
@@ -100,7 +101,11 @@ class PluginTest : public ::testing::Test {
                     {"hami.io/vgpu-devices-to-allocate", to_allocate}}}}},
                 {"spec",
                  {{"nodeName", kNode},
-                  {"containers", Json::array({{{"name", "main"}, {"image", "cuda"}}})}}}};
+                  {"containers", Json::array({{{"name", "main"},
+                                               {"image", "cuda"},
+                                               // as the webhook sets it from nvidia.com/priority
+                                               {"env", Json::array({{{"name", "CUDA_TASK_PRIORITY"},
+                                                                     {"value", "0"}}})}}})}}}};
     auto created = client_->Create(k8s::resources::kPods, "default", pod);
     ASSERT_TRUE(created) << created.error().ToString();
     uid_ = k8s::Uid(*created);
@@ -202,6 +207,7 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
                       {"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"},
                       {"CUDA_DEVICE_SM_LIMIT", "0"},
                       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", vgpu + "/cache-1.cache"},
+                      {"CUDA_TASK_PRIORITY", "0"},
                       {"LIBCUDA_LOG_LEVEL", "1"}}));
   ASSERT_EQ(c.mounts_size(), 5);
   EXPECT_EQ(c.mounts(0).container_path(), vgpu + "/libvgpu.so");
@@ -215,6 +221,17 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
   EXPECT_EQ(c.mounts(4).container_path(), vgpu + "/vgpu.limits");
   EXPECT_EQ(c.mounts(4).host_path(), vgpu + "/limits/" + uid_ + "_main.limits");
   EXPECT_TRUE(c.mounts(4).read_only());
+  std::ifstream limits(c.mounts(4).host_path());
+  std::stringstream limits_text;
+  limits_text << limits.rdbuf();
+  EXPECT_EQ(limits_text.str(),
+            "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n"
+            "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+                vgpu +
+                "/cache-1.cache\n"
+                "CUDA_DEVICE_SM_LIMIT=0\n"
+                "CUDA_TASK_PRIORITY=0\n");
 
   auto ann = PodAnnotations("gpu-pod");
   EXPECT_EQ(ann["hami.io/bind-phase"], "success");
