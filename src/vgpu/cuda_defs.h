@@ -21,6 +21,18 @@ using CUstream = struct CUstream_st*;
 using CUfunction = struct CUfunc_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 using CUmemoryPool = struct CUmemPoolHandle_st*;
+using CUarray = struct CUarray_st*;
+using CUmipmappedArray = struct CUmipmappedArray_st*;
+using CUmodule = struct CUmod_st*;
+using CUlibrary = struct CUlib_st*;
+using CUlimit = int;  // CUlimit enum
+inline constexpr CUlimit CU_LIMIT_STACK_SIZE = 0;
+inline constexpr CUlimit CU_LIMIT_PRINTF_FIFO_SIZE = 1;
+inline constexpr CUlimit CU_LIMIT_MALLOC_HEAP_SIZE = 2;
+// Descriptors and parameter blocks libvgpu only passes through (sizes are measured, not read).
+struct CUDA_ARRAY_DESCRIPTOR_st;
+struct CUDA_ARRAY3D_DESCRIPTOR_st;
+struct CUDA_LAUNCH_PARAMS_st;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -62,6 +74,20 @@ struct CUmemAllocationProp {
     unsigned short usage;
     unsigned char reserved[4];
   } allocFlags;
+};
+
+// CUDA_LAUNCH_PARAMS (cuLaunchCooperativeKernelMultiDevice), read for the launch cost.
+struct CudaLaunchParams {
+  CUfunction function;
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  void** kernelParams;
 };
 
 struct CUlaunchAttribute;  // Only passed through.

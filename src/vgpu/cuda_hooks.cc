@@ -22,25 +22,6 @@ constexpr std::uint64_t kMaxContextCharge = 2ULL << 30;
 // Device argument of Precharge for memory that is not device memory (VMM host locations).
 constexpr int kHostMemory = -2;
 
-// True when some device of this container has a memory limit: the trusted limits when the region
-// is open, the configured ones when it is not.
-bool AnyMemoryLimit(Runtime* rt) {
-  if (rt->limits_broken) return true;
-  for (int d = 0; d < kMaxDevices; ++d) {
-    std::uint64_t limit = rt->accounting ? rt->region.Limit(d) : rt->config.memory_limit[d];
-    if (limit != 0) return true;
-  }
-  return false;
-}
-
-// An allocation that cannot be accounted for (no region, no slot, a device outside the region's
-// 16 entries, a full allocation table) is refused while a limit is set: failing open would hand
-// out memory no other process of the container can see.
-CUresult RefuseUnaccounted(int dev, std::uint64_t bytes, const char* why) {
-  VGPU_ERROR("Device %d OOM: %lu bytes refused, %s", dev, static_cast<unsigned long>(bytes), why);
-  return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
 // Reserves `bytes` on container device `dev` before the real allocation. *charged tells the
 // caller whether an uncharge/record is due afterwards. dev == kHostMemory charges nothing.
 CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
@@ -71,7 +52,10 @@ CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
 // Remembers the charge of `key`; false (after logging) when the table cannot hold it, in which
 // case the caller releases the allocation and refuses it.
 bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind) {
-  if (table->Insert(AllocEntry{key, bytes, dev, kind})) return true;
+  if (table->Insert(AllocEntry{key, bytes, dev, kind})) {
+    Rt()->exact_net[dev].fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+    return true;
+  }
   VGPU_ERROR("allocation 0x%llx cannot be tracked (table full or duplicate); refused",
              static_cast<unsigned long long>(key));
   return false;
@@ -114,6 +98,8 @@ CUresult TrackedRelease(Runtime* rt, AllocTable* table, std::uint64_t key, Call 
   if (!tracked) return r;
   if (r == CUDA_SUCCESS) {
     rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+    rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
+                                       std::memory_order_relaxed);
   } else {
     table->Insert(entry);
   }
@@ -284,6 +270,22 @@ void UnchargeContext(Runtime* rt, int idx, bool reset) {
   pthread_mutex_unlock(&rt->ctx_mu);
 }
 
+std::uint64_t LegacyGridCost(int grid_width, int grid_height) {
+  std::uint64_t w = grid_width > 0 ? static_cast<std::uint64_t>(grid_width) : 1;
+  std::uint64_t h = grid_height > 0 ? static_cast<std::uint64_t>(grid_height) : 1;
+  return SatMul(SatMul(w, h), 256);
+}
+
+std::uint64_t MultiDeviceCost(const CUDA_LAUNCH_PARAMS_st* params, unsigned int num_devices) {
+  const auto* p = reinterpret_cast<const CudaLaunchParams*>(params);
+  std::uint64_t cost = 0;
+  for (unsigned int i = 0; p != nullptr && i < num_devices && i < 64; ++i) {
+    cost = SatAdd(cost, Threads(p[i].gridDimX, p[i].gridDimY, p[i].gridDimZ, p[i].blockDimX,
+                                p[i].blockDimY, p[i].blockDimZ));
+  }
+  return cost == 0 ? 1 : cost;
+}
+
 std::uint64_t ConfigThreads(const CUlaunchConfig* c) {
   if (c == nullptr) return 1;
   return Threads(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
@@ -342,6 +344,32 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemFree_v2);
+  if (real == nullptr) return kNoDriver;
+  return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr); });
+}
+
+// The 32-bit entry points of CUDA < 3.2 (reachable through dlsym or cuGetProcAddress with an
+// old cudaVersion): charged like their _v2 successors.
+CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytes) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemAlloc);
+  if (real == nullptr) return kNoDriver;
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocPlain,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, bytes);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      [](std::uint64_t key) {
+        auto free_fn = VGPU_REAL_CUDA(cuMemFree);
+        if (free_fn != nullptr) free_fn(static_cast<unsigned int>(key));
+      });
+}
+
+CUresult cuMemFree(unsigned int dptr) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemFree);
   if (real == nullptr) return kNoDriver;
   return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr); });
 }
@@ -580,6 +608,29 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   VGPU_LAUNCH_BODY(cuGraphLaunch_ptsz, kGraphLaunchCost, exec, stream);
+}
+
+// The pre-CUDA 4.0 launch API: the block shape was set separately (cuFuncSetBlockShape) and is
+// not visible here, so a grid costs kLegacyBlockThreads per block. Only consistency between
+// launches matters to the calibrated limiter.
+constexpr std::uint64_t kLegacyBlockThreads = 256;
+
+CUresult cuLaunch(CUfunction f) { VGPU_LAUNCH_BODY(cuLaunch, kLegacyBlockThreads, f); }
+
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  VGPU_LAUNCH_BODY(cuLaunchGrid, LegacyGridCost(grid_width, grid_height), f, grid_width,
+                   grid_height);
+}
+
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
+  VGPU_LAUNCH_BODY(cuLaunchGridAsync, LegacyGridCost(grid_width, grid_height), f, grid_width,
+                   grid_height, stream);
+}
+
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS_st* params,
+                                              unsigned int num_devices, unsigned int flags) {
+  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernelMultiDevice, MultiDeviceCost(params, num_devices),
+                   params, num_devices, flags);
 }
 
 #undef VGPU_LAUNCH_BODY

@@ -16,60 +16,87 @@
 #define VGPU_EXPORT __attribute__((visibility("default")))
 
 // X(name, return type, parameter list)
-#define VGPU_CUDA_HOOKS(X)                                                                  \
-  X(cuInit, CUresult, (unsigned int flags))                                                 \
-  X(cuDriverGetVersion, CUresult, (int* version))                                           \
-  X(cuGetProcAddress, CUresult,                                                             \
-    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags))                   \
-  X(cuGetProcAddress_v2, CUresult,                                                          \
-    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                    \
-     CUdriverProcAddressQueryResult* status))                                               \
-  X(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t bytes))                            \
-  X(cuMemFree_v2, CUresult, (CUdeviceptr dptr))                                             \
-  X(cuMemAllocPitch_v2, CUresult,                                                           \
-    (CUdeviceptr * dptr, size_t * pitch, size_t width, size_t height, unsigned int elem))   \
-  X(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t bytes, unsigned int flags))    \
-  X(cuMemCreate, CUresult,                                                                  \
-    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,   \
-     unsigned long long flags))                                                             \
-  X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))                          \
-  X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))         \
-  X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))    \
-  X(cuMemAllocFromPoolAsync, CUresult,                                                      \
-    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                 \
-  X(cuMemAllocFromPoolAsync_ptsz, CUresult,                                                 \
-    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                 \
-  X(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream stream))                          \
-  X(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr dptr, CUstream stream))                     \
-  X(cuMemGetInfo_v2, CUresult, (size_t * free_bytes, size_t * total_bytes))                 \
-  X(cuDeviceTotalMem_v2, CUresult, (size_t * bytes, CUdevice dev))                          \
-  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * ctx, CUdevice dev))                    \
-  X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev))                                 \
-  X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev))                                   \
-  X(cuLaunchKernel, CUresult,                                                               \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
-     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,  \
-     void** extra))                                                                         \
-  X(cuLaunchKernel_ptsz, CUresult,                                                          \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
-     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,  \
-     void** extra))                                                                         \
-  X(cuLaunchKernelEx, CUresult,                                                             \
-    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))              \
-  X(cuLaunchKernelEx_ptsz, CUresult,                                                        \
-    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))              \
-  X(cuLaunchCooperativeKernel, CUresult,                                                    \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
-     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params)) \
-  X(cuLaunchCooperativeKernel_ptsz, CUresult,                                               \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
-     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params)) \
-  X(cuGraphLaunch, CUresult, (CUgraphExec exec, CUstream stream))                           \
-  X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec exec, CUstream stream))
+#define VGPU_CUDA_HOOKS(X)                                                                         \
+  X(cuInit, CUresult, (unsigned int flags))                                                        \
+  X(cuDriverGetVersion, CUresult, (int* version))                                                  \
+  X(cuGetProcAddress, CUresult,                                                                    \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags))                          \
+  X(cuGetProcAddress_v2, CUresult,                                                                 \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                           \
+     CUdriverProcAddressQueryResult* status))                                                      \
+  X(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t bytes))                                   \
+  X(cuMemFree_v2, CUresult, (CUdeviceptr dptr))                                                    \
+  X(cuMemAllocPitch_v2, CUresult,                                                                  \
+    (CUdeviceptr * dptr, size_t * pitch, size_t width, size_t height, unsigned int elem))          \
+  X(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t bytes, unsigned int flags))           \
+  X(cuMemCreate, CUresult,                                                                         \
+    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,          \
+     unsigned long long flags))                                                                    \
+  X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))                                 \
+  X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \
+  X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))           \
+  X(cuMemAllocFromPoolAsync, CUresult,                                                             \
+    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                        \
+  X(cuMemAllocFromPoolAsync_ptsz, CUresult,                                                        \
+    (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                        \
+  X(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream stream))                                 \
+  X(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr dptr, CUstream stream))                            \
+  X(cuMemGetInfo_v2, CUresult, (size_t * free_bytes, size_t * total_bytes))                        \
+  X(cuDeviceTotalMem_v2, CUresult, (size_t * bytes, CUdevice dev))                                 \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * ctx, CUdevice dev))                           \
+  X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev))                                        \
+  X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev))                                          \
+  X(cuLaunchKernel, CUresult,                                                                      \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,         \
+     void** extra))                                                                                \
+  X(cuLaunchKernel_ptsz, CUresult,                                                                 \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,         \
+     void** extra))                                                                                \
+  X(cuLaunchKernelEx, CUresult,                                                                    \
+    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))                     \
+  X(cuLaunchKernelEx_ptsz, CUresult,                                                               \
+    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra))                     \
+  X(cuLaunchCooperativeKernel, CUresult,                                                           \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params))        \
+  X(cuLaunchCooperativeKernel_ptsz, CUresult,                                                      \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params))        \
+  X(cuGraphLaunch, CUresult, (CUgraphExec exec, CUstream stream))                                  \
+  X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec exec, CUstream stream))                             \
+  X(cuLaunch, CUresult, (CUfunction f))                                                            \
+  X(cuLaunchGrid, CUresult, (CUfunction f, int grid_width, int grid_height))                       \
+  X(cuLaunchGridAsync, CUresult, (CUfunction f, int grid_width, int grid_height, CUstream stream)) \
+  X(cuLaunchCooperativeKernelMultiDevice, CUresult,                                                \
+    (CUDA_LAUNCH_PARAMS_st * params, unsigned int num_devices, unsigned int flags))                \
+  X(cuMemAlloc, CUresult, (unsigned int* dptr, unsigned int bytes))                                \
+  X(cuMemFree, CUresult, (unsigned int dptr))                                                      \
+  X(cuArrayCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY_DESCRIPTOR_st* desc))           \
+  X(cuArray3DCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc))       \
+  X(cuArrayDestroy, CUresult, (CUarray array))                                                     \
+  X(cuMipmappedArrayCreate, CUresult,                                                              \
+    (CUmipmappedArray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc, unsigned int levels))       \
+  X(cuMipmappedArrayDestroy, CUresult, (CUmipmappedArray array))                                   \
+  X(cuCtxCreate_v2, CUresult, (CUcontext * ctx, unsigned int flags, CUdevice dev))                 \
+  X(cuCtxCreate_v3, CUresult,                                                                      \
+    (CUcontext * ctx, void* params, int num_params, unsigned int flags, CUdevice dev))             \
+  X(cuCtxCreate_v4, CUresult, (CUcontext * ctx, void* params, unsigned int flags, CUdevice dev))   \
+  X(cuCtxDestroy_v2, CUresult, (CUcontext ctx))                                                    \
+  X(cuCtxSetLimit, CUresult, (CUlimit limit, size_t value))                                        \
+  X(cuModuleLoadData, CUresult, (CUmodule * module, const void* image))                            \
+  X(cuModuleUnload, CUresult, (CUmodule module))                                                   \
+  X(cuLibraryLoadData, CUresult,                                                                   \
+    (CUlibrary * library, const void* code, void* jit_options, void** jit_values,                  \
+     unsigned int num_jit, void* lib_options, void** lib_values, unsigned int num_lib))            \
+  X(cuLibraryUnload, CUresult, (CUlibrary library))
 
-#define VGPU_CUDA_REAL_ONLY(X)                  \
-  X(cuCtxGetDevice, CUresult, (CUdevice * dev)) \
-  X(cuDeviceGetCount, CUresult, (int* count))   \
+#define VGPU_CUDA_REAL_ONLY(X)                                \
+  X(cuCtxGetLimit, CUresult, (size_t * value, CUlimit limit)) \
+  X(cuCtxGetCurrent, CUresult, (CUcontext * ctx))             \
+  X(cuCtxGetDevice, CUresult, (CUdevice * dev))               \
+  X(cuDeviceGetCount, CUresult, (int* count))                 \
   X(cuDeviceGetAttribute, CUresult, (int* value, CUdevice_attribute attr, CUdevice dev))
 
 #define VGPU_NVML_HOOKS(X)                                                            \

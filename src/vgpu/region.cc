@@ -72,6 +72,18 @@ std::uint64_t ReadSlotTotal(const hami_proc_slot_t* slot, int dev) {
   }
 }
 
+std::uint64_t* KindField(hami_device_memory_t* m, ChargeKind kind) {
+  switch (kind) {
+    case ChargeKind::kContext:
+      return &m->context_size;
+    case ChargeKind::kModule:
+      return &m->module_size;
+    case ChargeKind::kData:
+      break;
+  }
+  return &m->data_size;
+}
+
 }  // namespace
 
 bool ProcessAlive(std::int32_t pid) {
@@ -349,7 +361,7 @@ ChargeResult Region::ChargeLocked(int dev, std::uint64_t bytes, ChargeKind kind,
   if (slot == nullptr) return ChargeResult::kUnaccounted;
   hami_device_memory_t* m = &slot->used[dev];
   Store(&slot->seqlock, Load(&slot->seqlock) + 1);
-  std::uint64_t* field = kind == ChargeKind::kData ? &m->data_size : &m->context_size;
+  std::uint64_t* field = KindField(m, kind);
   Store(field, Load(field) + bytes);
   Store(&m->total, Load(&m->total) + bytes);
   Store(&slot->seqlock, Load(&slot->seqlock) + 1);
@@ -362,7 +374,7 @@ void Region::Uncharge(int dev, std::uint64_t bytes, ChargeKind kind) {
   hami_proc_slot_t* slot = OwnSlot();
   if (slot != nullptr) {
     hami_device_memory_t* m = &slot->used[dev];
-    std::uint64_t* field = kind == ChargeKind::kData ? &m->data_size : &m->context_size;
+    std::uint64_t* field = KindField(m, kind);
     auto sub = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; };
     Store(&slot->seqlock, Load(&slot->seqlock) + 1);
     Store(field, sub(Load(field), bytes));

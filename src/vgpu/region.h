@@ -22,7 +22,7 @@
 
 namespace hami::vgpu {
 
-enum class ChargeKind { kData, kContext };
+enum class ChargeKind { kData, kContext, kModule };
 enum class ChargeResult { kOk, kOverLimit, kUnaccounted };
 
 inline constexpr int kDefaultLockTimeoutMs = 5000;

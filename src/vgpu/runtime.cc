@@ -69,6 +69,10 @@ void ForkChild() {
     g_rt->vmm.ResetLockAfterFork();
     g_rt->allocs.Clear();
     g_rt->vmm.Clear();
+    g_rt->measured.ResetLockAfterFork();
+    g_rt->measured.Clear();
+    pthread_mutex_init(&g_rt->measure_mu, nullptr);
+    for (auto& net : g_rt->exact_net) net.store(0);
     for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
     pthread_mutex_init(&g_rt->ctx_mu, nullptr);
     g_rt->watcher_started.store(false);
@@ -266,6 +270,7 @@ Runtime* Rt() {
       std::size_t max = MaxTracked();
       g_rt->allocs.Init(kAllocTableCapacity, max);
       g_rt->vmm.Init(kVmmTableCapacity, max);
+      g_rt->measured.Init(kVmmTableCapacity, max);
     }
     InitLocked(g_rt);
     t_initialising = false;
@@ -317,6 +322,52 @@ void EnsureNvml(Runtime* rt) {
     }
   }
   pthread_mutex_unlock(&g_nvml_mu);
+}
+
+bool AnyMemoryLimit(Runtime* rt) {
+  if (rt->limits_broken) return true;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    std::uint64_t limit = rt->accounting ? rt->region.Limit(d) : rt->config.memory_limit[d];
+    if (limit != 0) return true;
+  }
+  return false;
+}
+
+CUresult RefuseUnaccounted(int dev, std::uint64_t bytes, const char* why) {
+  VGPU_ERROR("Device %d OOM: %lu bytes refused, %s", dev, static_cast<unsigned long>(bytes), why);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes) {
+  EnsureNvml(rt);
+  auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
+  auto list = VGPU_REAL_NVML(nvmlDeviceGetComputeRunningProcesses);
+  auto info = VGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
+  nvmlDevice_t handle = nullptr;
+  if (!rt->nvml_ready.load() || by_index == nullptr ||
+      by_index(static_cast<unsigned>(dev), &handle) != NVML_SUCCESS) {
+    return false;
+  }
+  std::int32_t host = 0;
+  if (rt->accounting && rt->region.slot_index() >= 0) {
+    host = __atomic_load_n(&rt->region.raw()->procs[rt->region.slot_index()].hostpid,
+                           __ATOMIC_RELAXED);
+  }
+  const unsigned int me = static_cast<unsigned>(getpid());
+  nvmlProcessInfo_v1_t infos[64];
+  unsigned int count = 64;
+  if (list != nullptr && list(handle, &count, infos) == NVML_SUCCESS) {
+    for (unsigned int i = 0; i < count && i < 64; ++i) {
+      if (infos[i].pid == me || (host != 0 && infos[i].pid == static_cast<unsigned>(host))) {
+        *bytes = infos[i].usedGpuMemory;
+        return true;
+      }
+    }
+  }
+  nvmlMemory_t mem{};
+  if (info == nullptr || info(handle, &mem) != NVML_SUCCESS) return false;
+  *bytes = mem.used;
+  return true;
 }
 
 int NvmlIndexOf(Runtime* rt, CUdevice dev) {

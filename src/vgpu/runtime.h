@@ -30,6 +30,11 @@ struct Runtime {
   bool limits_broken = false;  // the limits file exists but cannot be used: refuse allocations
   AllocTable allocs;           // device pointer -> charge
   AllocTable vmm;              // VMM handle -> charge
+  AllocTable measured;         // array / context / module / context-limit handle -> measured charge
+  pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER;  // one measured call at a time
+  // Bytes charged minus bytes released by the exact (sized) paths, per device: subtracted from a
+  // measured change so a concurrent cuMemAlloc in another thread is not counted twice.
+  std::atomic<std::int64_t> exact_net[kMaxDevices] = {};
   std::atomic<bool> nvml_ready{false};
   int nvml_count = 0;
   int cuda_to_nvml[kMaxDevices];
@@ -51,6 +56,21 @@ void EnsureNvml(Runtime* rt);
 int CurrentNvmlIndex(Runtime* rt);
 // Container index of CUDA ordinal `dev`; -1 when out of range.
 int NvmlIndexOf(Runtime* rt, CUdevice dev);
+
+// This process's device memory on container device `dev` as the driver reports it (NVML's
+// per-process used memory for our host pid, or the device's used memory when the process is not
+// listed); false when NVML cannot tell.
+bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes);
+
+// True when some device of this container has a memory limit (the trusted limits when the region
+// is open, the configured ones when not), or the limits file is unusable.
+bool AnyMemoryLimit(Runtime* rt);
+
+// An allocation that cannot be accounted for (no region, no slot, a device outside the region's
+// 16 entries, a full table, no measurement) is refused while a limit is set: failing open would
+// hand out memory no other process of the container can see. Logs and returns
+// CUDA_ERROR_OUT_OF_MEMORY.
+CUresult RefuseUnaccounted(int dev, std::uint64_t bytes, const char* why);
 
 // Monotonic clock in ns (the limiter's time base in production).
 std::int64_t NowNs();

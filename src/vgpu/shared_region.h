@@ -37,7 +37,7 @@ extern "C" {
 
 typedef struct {
   uint64_t context_size; /* primary-context estimate */
-  uint64_t module_size;  /* always 0 (module memory is not counted) */
+  uint64_t module_size;  /* module and library globals (measured) */
   uint64_t data_size;    /* device allocations; the monitor calls it bufferSize */
   uint64_t offset;       /* always 0 */
   uint64_t total;        /* context_size + module_size + data_size */

@@ -41,6 +41,14 @@ static_assert(sizeof(v::CUlaunchConfig) == sizeof(::CUlaunchConfig));
 static_assert(offsetof(v::CUlaunchConfig, blockDimZ) == offsetof(::CUlaunchConfig, blockDimZ));
 static_assert(offsetof(v::CUlaunchConfig, hStream) == offsetof(::CUlaunchConfig, hStream));
 static_assert(offsetof(v::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs));
+static_assert(v::CU_LIMIT_STACK_SIZE == ::CU_LIMIT_STACK_SIZE);
+static_assert(v::CU_LIMIT_PRINTF_FIFO_SIZE == ::CU_LIMIT_PRINTF_FIFO_SIZE);
+static_assert(v::CU_LIMIT_MALLOC_HEAP_SIZE == ::CU_LIMIT_MALLOC_HEAP_SIZE);
+static_assert(sizeof(v::CUlimit) == sizeof(::CUlimit));
+static_assert(sizeof(v::CudaLaunchParams) == sizeof(::CUDA_LAUNCH_PARAMS));
+static_assert(offsetof(v::CudaLaunchParams, blockDimZ) ==
+              offsetof(::CUDA_LAUNCH_PARAMS, blockDimZ));
+static_assert(offsetof(v::CudaLaunchParams, hStream) == offsetof(::CUDA_LAUNCH_PARAMS, hStream));
 
 TEST(CudaAbiCheckTest, HeaderVersionSupportsEveryHookedEntry) {
   // cuLaunchKernelEx and cuGetProcAddress_v2 exist from 12.0 / 12.5 on; the build header must

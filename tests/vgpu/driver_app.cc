@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,26 @@ unsigned long long fake_cuda_physical_used(int);
 void* fake_cuda_lookup_next(const char*);
 int fake_next_probe();
 void* escape_lookup_next(const char*);
+CUresult cuMemAlloc(unsigned int*, unsigned int);
+CUresult cuMemFree(unsigned int);
+CUresult cuArrayCreate_v2(void**, const void*);
+CUresult cuArray3DCreate_v2(void**, const void*);
+CUresult cuArrayDestroy(void*);
+CUresult cuMipmappedArrayCreate(void**, const void*, unsigned int);
+CUresult cuMipmappedArrayDestroy(void*);
+CUresult cuCtxCreate_v4(CUcontext*, void*, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSetLimit(int, size_t);
+CUresult cuCtxGetLimit(size_t*, int);
+CUresult cuModuleLoadData(void**, const void*);
+CUresult cuModuleUnload(void*);
+CUresult cuLibraryLoadData(void**, const void*, void*, void**, unsigned int, void*, void**,
+                           unsigned int);
+CUresult cuLibraryUnload(void*);
+CUresult cuLaunch(CUfunction);
+CUresult cuLaunchGrid(CUfunction, int, int);
+CUresult cuLaunchGridAsync(CUfunction, int, int, CUstream);
+CUresult cuLaunchCooperativeKernelMultiDevice(void*, unsigned int, unsigned int);
 }
 
 namespace {
@@ -324,7 +345,7 @@ void ProcAddress() {
       {"cuMemAlloc", 11040, 0, "cuMemAlloc_v2", nullptr},
       {"cuMemAlloc", 12000, 0, "cuMemAlloc_v2", nullptr},
       {"cuMemAlloc", 13000, 0, "cuMemAlloc_v2", nullptr},
-      {"cuMemAlloc", 3010, 0, nullptr, "cuMemAlloc"},
+      {"cuMemAlloc", 3010, 0, "cuMemAlloc", nullptr},  // the v1 allocator is charged too
       {"cuMemFree", 12000, 0, "cuMemFree_v2", nullptr},
       {"cuMemGetInfo", 13000, 0, "cuMemGetInfo_v2", nullptr},
       {"cuDeviceTotalMem", 11040, 0, "cuDeviceTotalMem_v2", nullptr},
@@ -340,8 +361,9 @@ void ProcAddress() {
       {"cuGraphLaunch", 12000, 2, "cuGraphLaunch_ptsz", nullptr},
       {"cuGetProcAddress", 12000, 0, "cuGetProcAddress", nullptr},
       {"cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2", nullptr},
-      {"cuCtxCreate", 11040, 0, nullptr, "cuCtxCreate_v3"},
-      {"cuCtxCreate", 13000, 0, nullptr, "cuCtxCreate_v4"},
+      {"cuCtxCreate", 11040, 0, "cuCtxCreate_v3", nullptr},
+      {"cuCtxCreate", 13000, 0, "cuCtxCreate_v4", nullptr},
+      {"cuCtxGetDevice", 13000, 0, nullptr, "cuCtxGetDevice"},
   };
   for (const Case& c : kCases) {
     for (int api = 0; api < 2; ++api) {
@@ -391,8 +413,8 @@ void Dlsym() {
   CHECK(dlsym(RTLD_NEXT, "cuMemAlloc_v2") == hook);
   CHECK(dlsym(cuda, "cuLaunchKernel_ptsz") == Hook("cuLaunchKernel_ptsz"));
   // Not intercepted: unknown driver entries and cu-prefixed non-driver names.
-  CHECK(dlsym(cuda, "cuCtxCreate_v4") != nullptr);
-  CHECK(dlsym(cuda, "cuCtxCreate_v4") != Hook("cuCtxCreate_v4"));
+  CHECK(dlsym(cuda, "cuCtxGetDevice") != nullptr);
+  CHECK(dlsym(cuda, "cuCtxGetDevice") != Hook("cuCtxGetDevice"));
   auto blas = reinterpret_cast<int (*)()>(dlsym(cuda, "cublasFakeEntry"));
   CHECK(blas != nullptr && blas() == 7);
   CHECK(dlsym(cuda, "cuNoSuchEntry") == nullptr);
@@ -459,6 +481,134 @@ void Escapes(char** argv) {
   CHECK(dlvsym(RTLD_DEFAULT, "dlvsym", "GLIBC_2.34") == Hook("dlvsym"));
   // Names we do not hook keep glibc's answer through dlvsym too.
   CHECK(dlvsym(RTLD_DEFAULT, "puts", "GLIBC_2.2.5") == reinterpret_cast<void*>(&puts));
+}
+
+struct ArrayDesc {
+  size_t Width;
+  size_t Height;
+  int Format;
+  unsigned int NumChannels;
+};
+struct Array3DDesc {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  int Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+};
+constexpr int kFloat = 0x20;
+
+// measured <limit>: calls that do not state their size are charged what the driver committed;
+// past the limit they return CUDA_ERROR_OUT_OF_MEMORY and the driver holds nothing more.
+void Measured(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  const unsigned long long kMiB = 1ULL << 20;
+  UseDevice(0);
+  const unsigned long long used = fake_cuda_physical_used(0);
+  auto refused = [&](const char* what, CUresult r) {
+    if (r != CUDA_ERROR_OUT_OF_MEMORY || fake_cuda_physical_used(0) != used) {
+      std::fprintf(stderr, "%s: rc=%d, driver holds %llu more bytes\n", what, r,
+                   fake_cuda_physical_used(0) - used);
+      ++g_failures;
+    }
+  };
+  void* h = nullptr;
+  ArrayDesc big{32768, 16384, kFloat, 1};  // 2 GiB
+  refused("cuArrayCreate_v2", cuArrayCreate_v2(&h, &big));
+  Array3DDesc big3{1024, 1024, 512, kFloat, 1, 0};  // 2 GiB
+  refused("cuArray3DCreate_v2", cuArray3DCreate_v2(&h, &big3));
+  Array3DDesc mip{1024, 1024, 160, kFloat, 1, 0};  // 640 MiB base, 1.25 GiB with its levels
+  refused("cuMipmappedArrayCreate", cuMipmappedArrayCreate(&h, &mip, 4));
+  refused("cuModuleLoadData", cuModuleLoadData(&h, "globals=2147483648"));
+  refused("cuLibraryLoadData",
+          cuLibraryLoadData(&h, "globals=2147483648", nullptr, nullptr, 0, nullptr, nullptr, 0));
+  refused("cuCtxSetLimit(MALLOC_HEAP_SIZE)", cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 2ULL << 30));
+  refused("cuCtxSetLimit(STACK_SIZE)", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4 * kMiB));
+  refused("cuCtxSetLimit(PRINTF_FIFO_SIZE)", cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2ULL << 30));
+  size_t value = 1;
+  CHECK_EQ(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  CHECK_EQ(value, 0u);  // the refused value was not left in place
+  unsigned int p32 = 0;
+  refused("cuMemAlloc (v1)", cuMemAlloc(&p32, 2U << 30));
+  CHECK_EQ(FreeBytes(), limit);
+  // Within the limit: charged what the driver committed (arrays round up to 2 MiB), given back.
+  ArrayDesc small{5000, 5000, kFloat, 1};  // 100,000,000 bytes -> 96 MiB
+  CHECK_EQ(cuArrayCreate_v2(&h, &small), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 96 * kMiB);
+  CHECK_EQ(cuArrayDestroy(h), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+  CHECK_EQ(cuModuleLoadData(&h, "globals=10485760"), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 10 * kMiB);
+  CHECK_EQ(cuModuleUnload(h), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 256 * kMiB), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 256 * kMiB);
+  CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 128 * kMiB), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 128 * kMiB);
+  CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 0), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+  CHECK_EQ(cuMemAlloc(&p32, 64 * kMiB), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 64 * kMiB);
+  CHECK_EQ(cuMemFree(p32), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+}
+
+// contexts <limit>: created contexts are charged what they commit; the ones past the limit are
+// refused; destroying them gives the charge back.
+void Contexts(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  UseDevice(0);
+  std::vector<CUcontext> made;
+  int refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    CUcontext ctx = nullptr;
+    CUresult r = cuCtxCreate_v4(&ctx, nullptr, 0, 0);
+    if (r == CUDA_SUCCESS) {
+      made.push_back(ctx);
+    } else {
+      CHECK_EQ(r, CUDA_ERROR_OUT_OF_MEMORY);
+      ++refused;
+    }
+    CHECK(fake_cuda_physical_used(0) <= limit);
+  }
+  std::printf("contexts=%zu refused=%d\n", made.size(), refused);
+  for (CUcontext ctx : made) CHECK_EQ(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - fake_cuda_physical_used(0));
+}
+
+// legacylaunch: the pre-4.0 and multi-device launch entries pass through the limiter (it marks
+// recent_kernel = 2 in the region on every launch it sees) and reach their own real entry.
+void LegacyLaunch() {
+  UseDevice(0);
+  int fd = open(std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), O_RDWR);
+  CHECK(fd >= 0);
+  void* map = mmap(nullptr, 2008952, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(map != MAP_FAILED);
+  auto* recent = reinterpret_cast<volatile std::int32_t*>(static_cast<char*>(map) + 2008904);
+  CudaLaunchParams params[2] = {};
+  for (CudaLaunchParams& p : params)
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  struct Step {
+    const char* name;
+    std::function<void()> call;
+  };
+  const Step steps[] = {
+      {"cuLaunch", [] { cuLaunch(nullptr); }},
+      {"cuLaunchGrid", [] { cuLaunchGrid(nullptr, 4, 4); }},
+      {"cuLaunchGridAsync", [] { cuLaunchGridAsync(nullptr, 4, 4, nullptr); }},
+      {"cuLaunchCooperativeKernelMultiDevice",
+       [&] { cuLaunchCooperativeKernelMultiDevice(params, 2, 0); }},
+  };
+  for (const Step& step : steps) {
+    *recent = 0;
+    int before = fake_cuda_calls(step.name);
+    step.call();
+    if (*recent != 2) {
+      std::fprintf(stderr, "%s did not pass through the limiter\n", step.name);
+      ++g_failures;
+    }
+    CHECK_EQ(fake_cuda_calls(step.name), before + 1);
+  }
 }
 
 void Launch() {
@@ -625,6 +775,12 @@ int main(int argc, char** argv) {
     Dlsym();
   } else if (s == "escapes" && argc == 3) {
     Escapes(argv);
+  } else if (s == "measured" && argc == 3) {
+    Measured(argv);
+  } else if (s == "contexts" && argc == 3) {
+    Contexts(argv);
+  } else if (s == "legacylaunch") {
+    LegacyLaunch();
   } else if (s == "launch") {
     Launch();
   } else if (s == "hold" && argc == 4) {

@@ -25,6 +25,9 @@ struct Model {
   std::mutex mu;
   std::map<std::string, int> calls;
   std::map<unsigned long long, std::pair<int, unsigned long long>> allocs;  // ptr -> (phys, size)
+  std::map<unsigned long long, unsigned long long> ctx_memory;  // created context -> its commit
+  // (context, limit) -> (value, commit key)
+  std::map<std::pair<unsigned long long, int>, std::pair<size_t, unsigned long long>> limits;
   unsigned long long used[kMaxFakeDevices] = {};
   int ctx_refs[kMaxFakeDevices] = {};
   int visible[kMaxFakeDevices];
@@ -177,7 +180,9 @@ CUresult cuCtxGetDevice(CUdevice* dev) {
   *dev = t_current;
   return CUDA_SUCCESS;
 }
+extern thread_local CUcontext t_ctx;
 CUresult cuCtxSetCurrent(CUcontext ctx) {
+  t_ctx = ctx;
   t_current = static_cast<int>(reinterpret_cast<std::uintptr_t>(ctx) & 0xff);
   return CUDA_SUCCESS;
 }
@@ -202,9 +207,155 @@ static CUresult ReleaseCtx(CUdevice dev, bool reset) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return ReleaseCtx(dev, false); }
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return ReleaseCtx(dev, true); }
-CUresult cuCtxCreate_v2(CUcontext*, unsigned int, CUdevice) { return CUDA_SUCCESS; }
-CUresult cuCtxCreate_v3(CUcontext*, void*, int, unsigned int, CUdevice) { return CUDA_SUCCESS; }
-CUresult cuCtxCreate_v4(CUcontext*, void*, unsigned int, CUdevice) { return CUDA_SUCCESS; }
+// Created contexts: the handle's low byte is the ordinal (cuCtxSetCurrent reads it); each commits
+// FAKE_GPU_CONTEXT_BYTES (default 0), given back by cuCtxDestroy_v2.
+static CUresult CreateCtx(const char* name, CUcontext* ctx, CUdevice dev) {
+  static std::atomic<unsigned long long> next{1};
+  CUdeviceptr key = 0;
+  unsigned long long bytes = fake::EnvU64(fake::kCtxBytesEnv, 0);
+  CUresult r = bytes > 0 ? Allocate(name, &key, bytes, dev) : CUDA_SUCCESS;
+  if (r != CUDA_SUCCESS) return r;
+  unsigned long long handle = (0x100000ULL + next++ * 0x100) | static_cast<unsigned>(dev);
+  std::lock_guard<std::mutex> lock(M().mu);
+  M().ctx_memory[handle] = key;
+  *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(handle));
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
+  return CreateCtx("cuCtxCreate_v2", ctx, dev);
+}
+CUresult cuCtxCreate_v3(CUcontext* ctx, void*, int, unsigned int, CUdevice dev) {
+  return CreateCtx("cuCtxCreate_v3", ctx, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext* ctx, void*, unsigned int, CUdevice dev) {
+  return CreateCtx("cuCtxCreate_v4", ctx, dev);
+}
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  unsigned long long key = 0;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    auto it = M().ctx_memory.find(reinterpret_cast<std::uintptr_t>(ctx));
+    if (it == M().ctx_memory.end()) return CUDA_ERROR_INVALID_VALUE;
+    key = it->second;
+    M().ctx_memory.erase(it);
+  }
+  return key != 0 ? Release("cuCtxDestroy_v2", key) : CUDA_SUCCESS;
+}
+thread_local CUcontext t_ctx = nullptr;
+CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = t_ctx;
+  return CUDA_SUCCESS;
+}
+// Context limits commit memory: the heap and the FIFO their size, the stack its size for 1024
+// resident threads. Setting a limit again replaces its commit.
+static unsigned long long LimitBytes(CUlimit limit, size_t value) {
+  return limit == CU_LIMIT_STACK_SIZE ? value * 1024ULL : value;
+}
+CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  std::lock_guard<std::mutex> lock(M().mu);
+  auto it = M().limits.find({reinterpret_cast<std::uintptr_t>(t_ctx), limit});
+  *value = it == M().limits.end() ? 0 : it->second.first;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  std::pair<unsigned long long, int> id{reinterpret_cast<std::uintptr_t>(t_ctx), limit};
+  std::pair<size_t, CUdeviceptr> old{0, 0};
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    auto it = M().limits.find(id);
+    if (it != M().limits.end()) old = it->second;
+  }
+  CUdeviceptr key = 0;
+  if (LimitBytes(limit, value) > 0) {
+    CUresult r = Allocate("cuCtxSetLimit", &key, LimitBytes(limit, value), t_current);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  if (old.second != 0) Release("cuCtxSetLimit", old.second);
+  std::lock_guard<std::mutex> lock(M().mu);
+  M().limits[id] = {value, key};
+  return CUDA_SUCCESS;
+}
+
+// Arrays commit their texel bytes rounded up to 2 MiB (the driver's granularity, so the measured
+// charge is not the nominal size); mipmapped arrays twice the base level.
+struct FakeArrayDesc {
+  size_t Width;
+  size_t Height;
+  int Format;
+  unsigned int NumChannels;
+};
+struct FakeArray3DDesc {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  int Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+};
+static unsigned long long TexelBytes(int format) {
+  switch (format) {
+    case 0x01:
+    case 0x08:
+      return 1;
+    case 0x02:
+    case 0x09:
+    case 0x10:
+      return 2;
+    default:
+      return 4;
+  }
+}
+static unsigned long long Round2M(unsigned long long n) {
+  return (n + (2ULL << 20) - 1) / (2ULL << 20) * (2ULL << 20);
+}
+static CUresult CreateArray(const char* name, void** handle, unsigned long long bytes) {
+  CUdeviceptr key = 0;
+  CUresult r = Allocate(name, &key, Round2M(bytes), t_current);
+  if (r == CUDA_SUCCESS) *handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(key));
+  return r;
+}
+CUresult cuArrayCreate_v2(void** array, const FakeArrayDesc* d) {
+  unsigned long long h = d->Height == 0 ? 1 : d->Height;
+  return CreateArray("cuArrayCreate_v2", array,
+                     d->Width * h * d->NumChannels * TexelBytes(d->Format));
+}
+static unsigned long long Bytes3D(const FakeArray3DDesc* d) {
+  return d->Width * (d->Height == 0 ? 1 : d->Height) * (d->Depth == 0 ? 1 : d->Depth) *
+         d->NumChannels * TexelBytes(d->Format);
+}
+CUresult cuArray3DCreate_v2(void** array, const FakeArray3DDesc* d) {
+  return CreateArray("cuArray3DCreate_v2", array, Bytes3D(d));
+}
+CUresult cuMipmappedArrayCreate(void** array, const FakeArray3DDesc* d, unsigned int) {
+  return CreateArray("cuMipmappedArrayCreate", array, 2 * Bytes3D(d));
+}
+CUresult cuArrayDestroy(void* array) {
+  return Release("cuArrayDestroy", reinterpret_cast<std::uintptr_t>(array));
+}
+CUresult cuMipmappedArrayDestroy(void* array) {
+  return Release("cuMipmappedArrayDestroy", reinterpret_cast<std::uintptr_t>(array));
+}
+
+// Modules and libraries: the image is the text "globals=<bytes>"; loading commits that many
+// bytes of __device__ globals.
+static CUresult LoadImage(const char* name, void** handle, const void* image) {
+  const char* text = static_cast<const char*>(image);
+  if (text == nullptr || std::strncmp(text, "globals=", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(name, handle, std::strtoull(text + 8, nullptr, 10));
+}
+CUresult cuModuleLoadData(void** module, const void* image) {
+  return LoadImage("cuModuleLoadData", module, image);
+}
+CUresult cuModuleUnload(void* module) {
+  return Release("cuModuleUnload", reinterpret_cast<std::uintptr_t>(module));
+}
+CUresult cuLibraryLoadData(void** library, const void* code, void*, void**, unsigned int, void*,
+                           void**, unsigned int) {
+  return LoadImage("cuLibraryLoadData", library, code);
+}
+CUresult cuLibraryUnload(void* library) {
+  return Release("cuLibraryUnload", reinterpret_cast<std::uintptr_t>(library));
+}
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   int phys = Physical(t_current);
@@ -217,8 +368,16 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   *free_bytes = taken >= *total_bytes ? 0 : *total_bytes - taken;
   return CUDA_SUCCESS;
 }
-// The 32-bit v1 entry: only here so tests can see that version 3010 resolves to it.
-CUresult cuMemAlloc(unsigned int*, unsigned int) { return CUDA_ERROR_INVALID_VALUE; }
+// The 32-bit v1 entries (CUDA < 3.2): the device pointer is the low 32 bits of the model's.
+CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytes) {
+  CUdeviceptr p = 0;
+  CUresult r = Allocate("cuMemAlloc", &p, bytes, t_current);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<unsigned int>(p);
+  return r;
+}
+CUresult cuMemFree(unsigned int dptr) {
+  return Release("cuMemFree", (M().next_ptr & ~0xffffffffULL) | dptr);
+}
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
 }
@@ -276,6 +435,10 @@ FAKE_LAUNCH(cuLaunchCooperativeKernel_ptsz, CUfunction, unsigned, unsigned, unsi
             unsigned, unsigned, unsigned, CUstream, void**)
 FAKE_LAUNCH(cuGraphLaunch, CUgraphExec, CUstream)
 FAKE_LAUNCH(cuGraphLaunch_ptsz, CUgraphExec, CUstream)
+FAKE_LAUNCH(cuLaunch, CUfunction)
+FAKE_LAUNCH(cuLaunchGrid, CUfunction, int, int)
+FAKE_LAUNCH(cuLaunchGridAsync, CUfunction, int, int, CUstream)
+FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, void*, unsigned, unsigned)
 #undef FAKE_LAUNCH
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);

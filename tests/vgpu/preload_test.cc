@@ -260,6 +260,25 @@ TEST_F(PreloadTest, NoWayAroundTheHooksThroughTheDynamicLinker) {
   EXPECT_APP_OK(r);
 }
 
+TEST_F(PreloadTest, MemoryOfUnsizedCallsIsChargedAsCommitted) {
+  // Arrays, mipmapped arrays, module and library globals, context limits, the v1 allocator.
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"measured", std::to_string(kGiB)});
+  EXPECT_APP_OK(r);
+}
+
+TEST_F(PreloadTest, CreatedContextsAreChargedUpToTheLimit) {
+  // Each context commits 300 MiB, the primary one included: 1 + 2 fit in 1 GiB, 6 are refused.
+  AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g", "FAKE_GPU_CONTEXT_BYTES=314572800"},
+                    {"contexts", std::to_string(kGiB)});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.out.find("contexts=2 refused=6"), std::string::npos) << r.out;
+}
+
+TEST_F(PreloadTest, LegacyAndMultiDeviceLaunchesAreThrottled) {
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"},
+                    {"legacylaunch"}));
+}
+
 TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
   EXPECT_APP_OK(Run({}, {"launch"}));
   cache_ = dir_ + "/limited.cache";

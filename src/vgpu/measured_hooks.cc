@@ -1,0 +1,336 @@
+// Hooks of the driver calls that commit device memory without stating how much: CUDA arrays,
+// contexts, context limits (malloc heap, stack, printf FIFO), module and library globals. The
+// charge is what NVML's per-process used memory says the driver committed around the call
+// (docs/vgpu.md "Memory"); past the limit the object is destroyed again and the call returns
+// CUDA_ERROR_OUT_OF_MEMORY, so a refusal leaves nothing allocated.
+#include <pthread.h>
+
+#include "vgpu/hooks.h"
+#include "vgpu/log.h"
+#include "vgpu/runtime.h"
+
+namespace hami::vgpu {
+namespace {
+
+constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
+
+struct Sample {
+  bool ok = false;
+  std::uint64_t used = 0;
+  std::int64_t exact = 0;
+};
+
+Sample Take(Runtime* rt, int dev) {
+  Sample s;
+  s.exact = rt->exact_net[dev].load(std::memory_order_relaxed);
+  s.ok = ProcessUsedBytes(rt, dev, &s.used);
+  return s;
+}
+
+// What the process's device memory grew by between two samples, less what the exact (sized)
+// paths charged meanwhile in other threads.
+std::int64_t Growth(const Sample& before, const Sample& after) {
+  std::int64_t grew =
+      static_cast<std::int64_t>(after.used) - static_cast<std::int64_t>(before.used);
+  return grew - (after.exact - before.exact);
+}
+
+// Charges `bytes` (measured) on dev; kOk, or a refusal already logged.
+CUresult ChargeMeasured(Runtime* rt, int dev, std::uint64_t bytes, ChargeKind kind) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  std::uint64_t usage = 0;
+  std::uint64_t limit = 0;
+  ChargeResult r = rt->region.Charge(dev, bytes, kind, &usage, &limit);
+  if (r == ChargeResult::kOk) return CUDA_SUCCESS;
+  if (r == ChargeResult::kOverLimit) {
+    VGPU_ERROR("Device %d OOM %lu / %lu", dev, static_cast<unsigned long>(usage + bytes),
+               static_cast<unsigned long>(limit));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes, "device or slot not accounted")
+                            : CUDA_SUCCESS;
+}
+
+// Runs `create` (which stores the new handle in *key), charges what the driver committed for it
+// on container device `dev`, and remembers the charge under the handle. Past the limit, or when
+// nothing can be measured while a limit is set, `undo(key)` destroys the object again.
+template <typename Create, typename Undo>
+CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Undo undo) {
+  std::uint64_t key = 0;
+  if (!rt->accounting || dev < 0) {
+    if (AnyMemoryLimit(rt)) {
+      return RefuseUnaccounted(dev, 0,
+                               rt->accounting ? "device not accounted" : "shared region unusable");
+    }
+    return create(&key);
+  }
+  pthread_mutex_lock(&rt->measure_mu);
+  Sample before = Take(rt, dev);
+  CUresult r = create(&key);
+  if (r != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&rt->measure_mu);
+    return r;
+  }
+  Sample after = Take(rt, dev);
+  std::int64_t grew = Growth(before, after);
+  std::uint64_t charge = grew > 0 ? static_cast<std::uint64_t>(grew) : 0;
+  CUresult verdict = CUDA_SUCCESS;
+  if (!before.ok || !after.ok) {
+    if (AnyMemoryLimit(rt)) verdict = RefuseUnaccounted(dev, 0, "NVML cannot measure the call");
+    charge = 0;
+  } else {
+    verdict = ChargeMeasured(rt, dev, charge, kind);
+  }
+  if (verdict == CUDA_SUCCESS &&
+      !rt->measured.Insert(AllocEntry{key, charge, dev, static_cast<std::int32_t>(kind)})) {
+    rt->region.Uncharge(dev, charge, kind);
+    verdict = RefuseUnaccounted(dev, charge, "allocation table full");
+  }
+  if (verdict != CUDA_SUCCESS) undo(key);
+  pthread_mutex_unlock(&rt->measure_mu);
+  return verdict;
+}
+
+// Forgets `key`'s charge around the real destruction (restored if the driver refuses).
+template <typename Call>
+CUresult MeasuredDestroy(Runtime* rt, std::uint64_t key, Call call) {
+  AllocEntry entry{};
+  bool tracked = rt->measured.Erase(key, &entry);
+  CUresult r = call();
+  if (!tracked) return r;
+  if (r == CUDA_SUCCESS) {
+    rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
+  } else {
+    rt->measured.Insert(entry);
+  }
+  return r;
+}
+
+std::uint64_t Key(const void* handle) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle));
+}
+
+// The key of a context limit's charge: never a pointer (top bit set).
+std::uint64_t LimitKey(CUcontext ctx, CUlimit limit) {
+  return (Key(ctx) ^ (static_cast<std::uint64_t>(limit) + 1)) | (1ULL << 63);
+}
+
+constexpr CUlimit kChargedLimits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE,
+                                      CU_LIMIT_MALLOC_HEAP_SIZE};
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_st* desc) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuArrayCreate_v2);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredCreate(
+      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
+      [&](std::uint64_t* key) {
+        CUresult r = real(array, desc);
+        if (r == CUDA_SUCCESS) *key = Key(*array);
+        return r;
+      },
+      [](std::uint64_t key) { VGPU_REAL_CUDA(cuArrayDestroy)
+                              (reinterpret_cast<CUarray>(key)); });
+}
+
+CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuArray3DCreate_v2);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredCreate(
+      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
+      [&](std::uint64_t* key) {
+        CUresult r = real(array, desc);
+        if (r == CUDA_SUCCESS) *key = Key(*array);
+        return r;
+      },
+      [](std::uint64_t key) { VGPU_REAL_CUDA(cuArrayDestroy)
+                              (reinterpret_cast<CUarray>(key)); });
+}
+
+CUresult cuArrayDestroy(CUarray array) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuArrayDestroy);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredDestroy(rt, Key(array), [&] { return real(array); });
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc,
+                                unsigned int levels) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMipmappedArrayCreate);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredCreate(
+      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
+      [&](std::uint64_t* key) {
+        CUresult r = real(array, desc, levels);
+        if (r == CUDA_SUCCESS) *key = Key(*array);
+        return r;
+      },
+      [](std::uint64_t key) {
+        VGPU_REAL_CUDA(cuMipmappedArrayDestroy)(reinterpret_cast<CUmipmappedArray>(key));
+      });
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMipmappedArrayDestroy);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredDestroy(rt, Key(array), [&] { return real(array); });
+}
+
+#define VGPU_CTX_CREATE(name, dev, ...)                                    \
+  Runtime* rt = Rt();                                                      \
+  auto real = VGPU_REAL_CUDA(name);                                        \
+  if (real == nullptr) return kNoDriver;                                   \
+  return MeasuredCreate(                                                   \
+      rt, NvmlIndexOf(rt, dev), ChargeKind::kContext,                      \
+      [&](std::uint64_t* key) {                                            \
+        CUresult r = real(__VA_ARGS__);                                    \
+        if (r == CUDA_SUCCESS) *key = Key(*ctx);                           \
+        return r;                                                          \
+      },                                                                   \
+      [](std::uint64_t key) {                                              \
+        VGPU_REAL_CUDA(cuCtxDestroy_v2)(reinterpret_cast<CUcontext>(key)); \
+      })
+
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) {
+  VGPU_CTX_CREATE(cuCtxCreate_v2, dev, ctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext* ctx, void* params, int num_params, unsigned int flags,
+                        CUdevice dev) {
+  VGPU_CTX_CREATE(cuCtxCreate_v3, dev, ctx, params, num_params, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned int flags, CUdevice dev) {
+  VGPU_CTX_CREATE(cuCtxCreate_v4, dev, ctx, params, flags, dev);
+}
+
+#undef VGPU_CTX_CREATE
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuCtxDestroy_v2);
+  if (real == nullptr) return kNoDriver;
+  // The context's limits (heap, stack, FIFO) go with it.
+  CUresult r = MeasuredDestroy(rt, Key(ctx), [&] { return real(ctx); });
+  if (r == CUDA_SUCCESS) {
+    for (CUlimit limit : kChargedLimits) {
+      AllocEntry entry{};
+      if (rt->measured.Erase(LimitKey(ctx, limit), &entry)) {
+        rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
+      }
+    }
+  }
+  return r;
+}
+
+// A limit's memory is charged to the current context; setting it again charges (or gives back)
+// the difference. Over the limit, the previous value is restored and the call refused.
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuCtxSetLimit);
+  if (real == nullptr) return kNoDriver;
+  bool charged_limit = false;
+  for (CUlimit l : kChargedLimits) charged_limit = charged_limit || l == limit;
+  int dev = CurrentNvmlIndex(rt);
+  CUcontext ctx = nullptr;
+  auto current = VGPU_REAL_CUDA(cuCtxGetCurrent);
+  auto get = VGPU_REAL_CUDA(cuCtxGetLimit);
+  size_t old_value = 0;
+  if (!charged_limit || current == nullptr || current(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      get == nullptr || get(&old_value, limit) != CUDA_SUCCESS || !rt->accounting || dev < 0) {
+    if (charged_limit && AnyMemoryLimit(rt)) {
+      return RefuseUnaccounted(dev, value, "context limit cannot be accounted");
+    }
+    return real(limit, value);
+  }
+  pthread_mutex_lock(&rt->measure_mu);
+  Sample before = Take(rt, dev);
+  CUresult r = real(limit, value);
+  if (r != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&rt->measure_mu);
+    return r;
+  }
+  Sample after = Take(rt, dev);
+  std::int64_t grew = Growth(before, after);
+  AllocEntry entry{LimitKey(ctx, limit), 0, dev, static_cast<std::int32_t>(ChargeKind::kData)};
+  rt->measured.Erase(entry.key, &entry);
+  CUresult verdict = CUDA_SUCCESS;
+  if (!before.ok || !after.ok) {
+    if (AnyMemoryLimit(rt)) verdict = RefuseUnaccounted(dev, value, "NVML cannot measure the call");
+  } else if (grew > 0) {
+    verdict = ChargeMeasured(rt, dev, static_cast<std::uint64_t>(grew), ChargeKind::kData);
+    if (verdict == CUDA_SUCCESS) entry.bytes += static_cast<std::uint64_t>(grew);
+  } else if (grew < 0) {
+    std::uint64_t back = static_cast<std::uint64_t>(-grew);
+    if (back > entry.bytes) back = entry.bytes;
+    rt->region.Uncharge(entry.dev, back, ChargeKind::kData);
+    entry.bytes -= back;
+  }
+  if (verdict != CUDA_SUCCESS) real(limit, old_value);
+  if (entry.bytes > 0 && !rt->measured.Insert(entry)) {
+    rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+    if (verdict == CUDA_SUCCESS) {
+      real(limit, old_value);
+      verdict = RefuseUnaccounted(dev, value, "allocation table full");
+    }
+  }
+  pthread_mutex_unlock(&rt->measure_mu);
+  return verdict;
+}
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuModuleLoadData);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredCreate(
+      rt, CurrentNvmlIndex(rt), ChargeKind::kModule,
+      [&](std::uint64_t* key) {
+        CUresult r = real(module, image);
+        if (r == CUDA_SUCCESS) *key = Key(*module);
+        return r;
+      },
+      [](std::uint64_t key) { VGPU_REAL_CUDA(cuModuleUnload)
+                              (reinterpret_cast<CUmodule>(key)); });
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuModuleUnload);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredDestroy(rt, Key(module), [&] { return real(module); });
+}
+
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void* jit_options,
+                           void** jit_values, unsigned int num_jit, void* lib_options,
+                           void** lib_values, unsigned int num_lib) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuLibraryLoadData);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredCreate(
+      rt, CurrentNvmlIndex(rt), ChargeKind::kModule,
+      [&](std::uint64_t* key) {
+        CUresult r =
+            real(library, code, jit_options, jit_values, num_jit, lib_options, lib_values, num_lib);
+        if (r == CUDA_SUCCESS) *key = Key(*library);
+        return r;
+      },
+      [](std::uint64_t key) { VGPU_REAL_CUDA(cuLibraryUnload)
+                              (reinterpret_cast<CUlibrary>(key)); });
+}
+
+CUresult cuLibraryUnload(CUlibrary library) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuLibraryUnload);
+  if (real == nullptr) return kNoDriver;
+  return MeasuredDestroy(rt, Key(library), [&] { return real(library); });
+}
+
+}  // extern "C"
+}  // namespace hami::vgpu
