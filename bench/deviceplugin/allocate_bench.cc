@@ -20,6 +20,7 @@
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "k8s/patches.h"
+#include "nodelock/release.h"
 #include "protocol/node_lock.h"
 #include "sim/apiserver.h"
 
@@ -92,7 +93,7 @@ void Breakdown(hami::k8s::Client& client, const std::string& hook, int n) {
     return !seen.empty();
   };
   Report("release lock: GET+PATCH", Time(n, lock, [&] {
-           return hami::deviceplugin::ReleaseNodeLock(client, "n1", "default", "p0").ok();
+           return hami::nodelock::Release(client, "n1", "default", "p0").ok();
          }));
   const std::string path = "/metadata/annotations/" + hami::k8s::JsonPointerEscape(kLockKey);
   Report("release lock: JSON patch", Time(n, lock, [&] {

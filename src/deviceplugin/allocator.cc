@@ -9,7 +9,7 @@
 #include "common/strings.h"
 #include "deviceplugin/container_files.h"
 #include "k8s/client.h"
-#include "k8s/patches.h"
+#include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
@@ -26,17 +26,10 @@ Json AnnotationPatch(std::string_view key, const Json& value) {
   return patch;
 }
 
-// Allocate's API calls, reads and writes alike. kubelet does not call Allocate again for a pod
-// whose Allocate failed, so a transient API error (transport, 429, 5xx) would fail the pod or
-// leave the node locked: each call is tried up to 4 times, 50/100/200 ms apart. Every one of
-// them may be repeated.
-template <typename T>
-k8s::ApiResult<T> Retried(const std::function<k8s::ApiResult<T>()>& fn) {
-  return k8s::RetryTransient<T>(4, std::chrono::milliseconds(50), fn);
-}
-k8s::ApiResult<Json> Retried(const std::function<k8s::ApiResult<Json>()>& fn) {
-  return Retried<Json>(fn);
-}
+// Allocate's API calls, reads and writes alike, are retried on a transient API error (transport,
+// 429, 5xx) with k8s::RetryTransient's default policy: kubelet does not call Allocate again for a
+// pod whose Allocate failed, so such an error would fail the pod or leave the node locked. Every
+// one of them may be repeated.
 
 bool IsCandidate(const Json& pod, std::string_view node) {
   if (k8s::FieldString(pod, "status.phase") != "Pending") return false;
@@ -80,7 +73,7 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
 }  // namespace
 
 Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::string* seen) {
-  auto n = Retried([&] { return client.Get(res::kNodes, "", node); });
+  auto n = k8s::RetryTransient<Json>([&] { return client.Get(res::kNodes, "", node); });
   if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
   auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
   if (seen != nullptr) *seen = lock.value_or("");
@@ -88,8 +81,8 @@ Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::str
     auto parsed = protocol::ParseNodeLock(*lock);
     if (!parsed) return Error{"node " + Quote(node) + ": " + parsed.error()};
     if (parsed->owner) {
-      auto pod =
-          Retried([&] { return client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod); });
+      auto pod = k8s::RetryTransient<Json>(
+          [&] { return client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod); });
       if (!pod) {
         return Error{"get lock owner pod " + parsed->owner->ns + "/" + parsed->owner->pod + ": " +
                      pod.error().ToString()};
@@ -99,7 +92,8 @@ Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::str
   }
   k8s::ListOptions options;
   options.field_selector = "spec.nodeName=" + std::string(node);
-  auto pods = Retried<k8s::ObjectList>([&] { return client.List(res::kPods, "", options); });
+  auto pods =
+      k8s::RetryTransient<k8s::ObjectList>([&] { return client.List(res::kPods, "", options); });
   if (!pods) return Error{"list pods on " + Quote(node) + ": " + pods.error().ToString()};
   for (Json& pod : pods->items) {
     if (IsCandidate(pod, node)) return std::move(pod);
@@ -119,35 +113,6 @@ PodView PodViewFromJson(const Json& pod) {
     AddContainers(*spec, "containers", &view.containers);
   }
   return view;
-}
-
-Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_view ns,
-                       std::string_view pod, std::string_view seen) {
-  if (!seen.empty() && protocol::MayReleaseNodeLock(seen, ns, pod)) {
-    const std::string path =
-        "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
-    const Json ops = Json::array(
-        {{{"op", "test"}, {"path", path}, {"value", seen}}, {{"op", "remove"}, {"path", path}}});
-    auto r = Retried(
-        [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
-    if (r) return OkStatus();
-    HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
-              r.error().ToString());
-  }
-  auto n = Retried([&] { return client.Get(res::kNodes, "", node); });
-  if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
-  auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
-  if (!lock) return OkStatus();
-  if (!protocol::MayReleaseNodeLock(*lock, ns, pod)) {
-    HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
-    return OkStatus();
-  }
-  auto r = Retried([&] {
-    return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge,
-                        AnnotationPatch(protocol::kNodeLockKey, nullptr));
-  });
-  if (!r) return Error{"release lock on " + Quote(node) + ": " + r.error().ToString()};
-  return OkStatus();
 }
 
 std::string RandomUuid() {
@@ -173,12 +138,12 @@ Allocator::Allocator(k8s::Client* client, std::string node, AllocateEnv env,
 Status Allocator::Fail(const PodView& pod, const std::string& reason, std::string_view lock) {
   const std::string who = "pod " + pod.ns + "/" + pod.name;
   HAMI_ERROR("allocate {}: {}", who, reason);
-  auto r = Retried([&] {
+  auto r = k8s::RetryTransient<Json>([&] {
     return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge,
                           AnnotationPatch(protocol::kBindPhaseKey, "failed"));
   });
   if (!r) HAMI_ERROR("{}: set bind-phase failed: {}", who, r.error().ToString());
-  if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name, lock); !s) {
+  if (Status s = nodelock::Release(*client_, node_, pod.ns, pod.name, lock); !s) {
     HAMI_ERROR("{}: {}", who, s.error());
   }
   return Error{who + ": " + reason};
@@ -202,7 +167,7 @@ Status Allocator::PrepareHostDirs(const PodView& pod, const AllocationPlan& plan
 Result<std::vector<ContainerAllocation>> Allocator::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string lock_value;  // lets the release skip a GET of the node (ReleaseNodeLock)
+  std::string lock_value;  // lets the release skip a GET of the node (nodelock::Release)
   auto found = FindPendingPod(*client_, node_, &lock_value);
   if (!found) return Error{"allocate on node " + Quote(node_) + ": " + found.error()};
   const PodView pod = PodViewFromJson(*found);
@@ -219,7 +184,7 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   Json patch = AnnotationPatch(kToAllocateKey, plan->remaining);
   const bool done = !protocol::HasVendorDevice(plan->remaining, kNvidiaVendorKey);
   if (done) patch["metadata"]["annotations"][std::string(protocol::kBindPhaseKey)] = "success";
-  auto patched = Retried(
+  auto patched = k8s::RetryTransient<Json>(
       [&] { return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch); });
   if (!patched) {
     return std::move(
@@ -230,7 +195,7 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   }
   if (done) {
     // The pod is allocated; a lock we fail to remove expires on its own (5 min).
-    if (Status s = ReleaseNodeLock(*client_, node_, pod.ns, pod.name, lock_value); !s) {
+    if (Status s = nodelock::Release(*client_, node_, pod.ns, pod.name, lock_value); !s) {
       HAMI_ERROR("pod {}/{}: {}", pod.ns, pod.name, s.error());
     }
   }

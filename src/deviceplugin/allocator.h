@@ -34,14 +34,6 @@ Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node,
 // CUDA_DISABLE_CONTROL read from each container's literal env.
 PodView PodViewFromJson(const k8s::Json& pod);
 
-// Removes hami.io/mutex.lock from the node when ns/pod owns it (or it is a legacy value).
-// `seen` is the value read earlier (FindPendingPod's `lock`): when ns/pod may release it, one
-// JSON patch removes the lock only while it still reads `seen` (its `test` op is the owner
-// check, so no GET); if that patch fails (the lock changed, or the server refused it), the
-// release falls back to GET, owner check and merge patch.
-Status ReleaseNodeLock(k8s::Client& client, std::string_view node, std::string_view ns,
-                       std::string_view pod, std::string_view seen = "");
-
 // A random RFC 4122 version-4 UUID (the shared cache file name).
 std::string RandomUuid();
 

@@ -152,6 +152,19 @@ ApiResult<T> RetryTransient(int attempts, std::chrono::milliseconds backoff,
   }
 }
 
+// The retry both binaries put around an API call on their request paths (the extender's Bind,
+// the device plugin's Allocate, the node-lock release): 4 calls in all, 50, 100 and 200 ms apart.
+// Those paths get no second chance from their caller (kubelet does not call Allocate again; a
+// lock left behind blocks the node for 5 minutes), so a transient error is worth about 350 ms.
+inline constexpr int kDefaultRetryAttempts = 4;
+inline constexpr std::chrono::milliseconds kDefaultRetryBackoff{50};
+
+// RetryTransient with the default policy above.
+template <typename T>
+ApiResult<T> RetryTransient(const std::function<ApiResult<T>()>& fn) {
+  return RetryTransient<T>(kDefaultRetryAttempts, kDefaultRetryBackoff, fn);
+}
+
 // URL query escaping (RFC 3986 unreserved characters pass through).
 std::string QueryEscape(std::string_view s);
 

@@ -50,7 +50,7 @@ bool NodeLockExpired(const NodeLock& lock, SystemTime now,
 // The value ends with ",<ns>,<pod>".
 bool NodeLockOwnedBy(std::string_view value, std::string_view ns, std::string_view pod);
 
-// ReleaseNodeLock's guard: the value is owned by ns/pod, or is a legacy timestamp-only value
+// nodelock::Release's guard: the value is owned by ns/pod, or is a legacy timestamp-only value
 // (which names no owner). A forced release skips this check.
 bool MayReleaseNodeLock(std::string_view value, std::string_view ns, std::string_view pod);
 

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/object.h"
+#include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
@@ -18,10 +19,6 @@ namespace hami::scheduler {
 using nlohmann::json;
 
 namespace {
-
-// Retries of an API write on a transient error (5xx, 429, transport): 4 tries, 50/100/200 ms.
-constexpr int kApiAttempts = 4;
-constexpr std::chrono::milliseconds kApiBackoff{50};
 
 HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
 
@@ -306,29 +303,10 @@ Status Extender::LockNode(const std::string& node, const std::string& ns, const 
 
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
                                const std::string& pod) {
-  // A lock left behind blocks every bind to the node until it expires (5 minutes), so transient
-  // errors are retried as well as conflicts. The write is conditional on the resourceVersion
-  // read, so a retried patch never removes a lock taken by someone else meanwhile.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = k8s::RetryTransient<json>(
-        kApiAttempts, kApiBackoff, [&] { return client_.Get(k8s::resources::kNodes, "", node); });
-    if (!obj) {
-      HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, obj.error().ToString());
-      return;
-    }
-    std::optional<std::string> current = k8s::Annotation(*obj, protocol::kNodeLockKey);
-    if (!current || !protocol::MayReleaseNodeLock(*current, ns, pod)) return;
-    json patch = {{"metadata",
-                   {{"resourceVersion", k8s::ResourceVersion(*obj)},
-                    {"annotations", {{std::string(protocol::kNodeLockKey), nullptr}}}}}};
-    auto r = k8s::RetryTransient<json>(kApiAttempts, kApiBackoff, [&] {
-      return client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    });
-    if (r) return;
-    if (!k8s::IsConflict(r.error())) {
-      HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, r.error().ToString());
-      return;
-    }
+  // A lock left behind blocks every bind to the node until it expires (5 minutes); Release
+  // retries transient errors and conflicts, and never removes a lock taken by someone else.
+  if (Status s = nodelock::Release(client_, node, ns, pod); !s) {
+    HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, s.error());
   }
 }
 
@@ -369,12 +347,12 @@ HttpReply Extender::Bind(std::string_view body) {
           {std::string(protocol::kBindTimeKey), protocol::FormatBindTime(clock_.Now())}}}}}};
   // Both writes are retried on transient errors: a failed bind costs the pod a backoff and
   // every other pod for this node a wait for the lock release.
-  auto patched = k8s::RetryTransient<json>(kApiAttempts, kApiBackoff, [&] {
+  auto patched = k8s::RetryTransient<json>([&] {
     return client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge, patch);
   });
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
   auto bound = k8s::RetryTransient<std::monostate>(
-      kApiAttempts, kApiBackoff, [&] { return client_.Bind(ns, args->pod_name, args->node); });
+      [&] { return client_.Bind(ns, args->pod_name, args->node); });
   if (!bound) return fail("bind: " + bound.error().ToString(), needs_lock);
   Event(*raw, "Normal", "BindingSucceed",
         "Successfully binding node [" + args->node + "] to " + ns + "/" + args->pod_name);

@@ -183,6 +183,18 @@ TEST(RetryTransientTest, RetriesServerErrorsOnlyAndStopsAtTheLimit) {
   }
 }
 
+// The default policy (Bind, Allocate, the node-lock release): 4 calls in all.
+TEST(RetryTransientTest, DefaultPolicyCallsFourTimes) {
+  int calls = 0;
+  auto failed = RetryTransient<Json>([&]() -> ApiResult<Json> {
+    ++calls;
+    return ApiError{500, kReasonInternalError, "injected failure"};
+  });
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(calls, kDefaultRetryAttempts);
+  EXPECT_EQ(calls, 4);
+}
+
 TEST_F(ClientTest, Patches) {
   ASSERT_TRUE(client_->Create(kPods, "default", Pod("p1")));
   auto merged = client_->Patch(kPods, "default", "p1", PatchType::kMerge,

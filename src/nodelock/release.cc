@@ -1,0 +1,67 @@
+#include "nodelock/release.h"
+
+#include <string>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "k8s/patches.h"
+#include "protocol/keys.h"
+#include "protocol/node_lock.h"
+
+namespace hami::nodelock {
+namespace {
+
+using k8s::Json;
+namespace res = k8s::resources;
+
+// Rounds of GET + conditional patch before giving up on a node whose annotations keep changing.
+constexpr int kConflictRounds = 5;
+
+// One JSON patch that removes the lock only while it still reads `seen`.
+k8s::ApiResult<Json> RemoveIfUnchanged(k8s::Client& client, std::string_view node,
+                                       std::string_view seen) {
+  const std::string path =
+      "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
+  const Json ops = Json::array({{{"op", "test"}, {"path", path}, {"value", std::string(seen)}},
+                                {{"op", "remove"}, {"path", path}}});
+  return k8s::RetryTransient<Json>(
+      [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
+}
+
+}  // namespace
+
+Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
+               std::string_view pod, std::string_view seen) {
+  if (!seen.empty() && protocol::MayReleaseNodeLock(seen, ns, pod)) {
+    auto r = RemoveIfUnchanged(client, node, seen);
+    if (r) return OkStatus();
+    HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
+              r.error().ToString());
+  }
+  for (int round = 0; round < kConflictRounds; ++round) {
+    auto n = k8s::RetryTransient<Json>([&] { return client.Get(res::kNodes, "", node); });
+    if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
+    std::optional<std::string> lock = k8s::Annotation(*n, protocol::kNodeLockKey);
+    if (!lock) return OkStatus();
+    if (!protocol::MayReleaseNodeLock(*lock, ns, pod)) {
+      HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
+      return OkStatus();
+    }
+    // The resourceVersion makes the write conditional: a lock re-taken since the GET gets 409.
+    Json patch;
+    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*n);
+    patch["metadata"]["annotations"][std::string(protocol::kNodeLockKey)] = nullptr;
+    auto r = k8s::RetryTransient<Json>(
+        [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch); });
+    if (r) return OkStatus();
+    if (!k8s::IsConflict(r.error())) {
+      return Error{"release lock on " + Quote(node) + ": " + r.error().ToString()};
+    }
+  }
+  return Error{"release lock on " + Quote(node) + ": 409 Conflict " +
+               std::to_string(kConflictRounds) + " times in a row"};
+}
+
+}  // namespace hami::nodelock

@@ -1,0 +1,34 @@
+// Releasing the node lock hami.io/mutex.lock (protocol/node_lock.h has the value's format and
+// who writes it). Both binaries release it here: the device plugin after a pod's last Allocate
+// or a failed one, the scheduler after a Bind that failed once the lock was taken.
+#ifndef HAMI_NODELOCK_RELEASE_H_
+#define HAMI_NODELOCK_RELEASE_H_
+
+#include <string_view>
+
+#include "common/result.h"
+
+namespace hami::k8s {
+class Client;
+}
+
+namespace hami::nodelock {
+
+// Removes hami.io/mutex.lock from `node` when ns/pod may release it (protocol::MayReleaseNodeLock:
+// the lock names ns/pod, or is a legacy timestamp-only value). Every write is conditional, so a
+// lock another pod took meanwhile is never removed:
+//  - `seen` is the value the caller read earlier ("" when none). When ns/pod may release it, one
+//    JSON patch removes the lock only while it still reads `seen` (its `test` op is the owner
+//    check, so no GET).
+//  - Otherwise, or when that patch fails (the lock changed, or the server refused it): GET the
+//    node, check the owner, and a merge patch conditional on the resourceVersion read; a 409
+//    Conflict re-reads, up to 5 rounds.
+// Each API call is retried on a transient error (k8s::RetryTransient's default policy).
+// OK when the lock is gone afterwards or is not ns/pod's to release (logged as a warning); an
+// error names the node and the call that failed. Thread-safe as far as `client` is.
+Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
+               std::string_view pod, std::string_view seen = "");
+
+}  // namespace hami::nodelock
+
+#endif  // HAMI_NODELOCK_RELEASE_H_
