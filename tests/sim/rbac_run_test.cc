@@ -1,0 +1,265 @@
+// `hami-sim run --manifests`: reading a rendered chart (ServiceAccounts of the workloads, the
+// RBAC objects), the report's RBAC fields, and, with helm, the demo under the chart's own RBAC:
+// nothing forbidden and the same placements as without it; with one needed rule removed, exactly
+// that request forbidden and the run still ending with its report. The helm tests skip when helm
+// ($HAMI_HELM, else .tools/bin/helm from scripts/bootstrap) is absent.
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/manifests.h"
+#include "sim/runner.h"
+
+namespace hami::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// ctest runs from the source root; a direct run finds it from this file's path.
+fs::path SourceRoot() {
+  if (fs::exists("examples/demo.yaml") && fs::exists("charts/hami")) return fs::absolute(".");
+  return fs::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+std::string HelmPath() {
+  if (const char* env = std::getenv("HAMI_HELM"); env != nullptr && *env != '\0') return env;
+  return (SourceRoot() / ".tools/bin/helm").string();
+}
+
+// `helm template hami charts/hami -n kube-system`, or "" when helm cannot run.
+std::string RenderChart() {
+  const std::string helm = HelmPath();
+  if (access(helm.c_str(), X_OK) != 0) return "";
+  const std::string cmd = "'" + helm + "' template hami '" +
+                          (SourceRoot() / "charts/hami").string() + "' -n kube-system 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  return pclose(p) == 0 ? out : "";
+}
+
+constexpr const char* kManifests = R"(
+---
+# Source: a comment-only document is skipped
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: sched-sa
+  namespace: hami-system
+automountServiceAccountToken: true
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: lease
+rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: ["true"]
+    verbs: ["get"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: x-scheduler
+  namespace: hami-system
+spec:
+  template:
+    spec:
+      serviceAccountName: sched-sa
+      containers:
+        - name: kube-scheduler
+          command: [kube-scheduler]
+        - name: extender
+          command: [/usr/local/bin/hami-scheduler]
+          args: [--scheduler-name=x]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: x-device-plugin
+spec:
+  template:
+    spec:
+      containers:
+        - name: plugin
+          args: [hami-device-plugin]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ignored
+)";
+
+TEST(Manifests, WorkloadServiceAccountsAndRbacObjects) {
+  auto m = ParseManifests(kManifests, "kube-system");
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->scheduler.ns, "hami-system");
+  EXPECT_EQ(m->scheduler.name, "sched-sa");
+  // No namespace: helm's -n; no serviceAccountName: "default".
+  EXPECT_EQ(m->device_plugin.ns, "kube-system");
+  EXPECT_EQ(m->device_plugin.name, "default");
+  ASSERT_EQ(m->objects.size(), 2u);
+  EXPECT_EQ(m->objects[0]["kind"], "ServiceAccount");
+  EXPECT_EQ(m->objects[0]["automountServiceAccountToken"], true);
+  EXPECT_EQ(m->objects[1]["kind"], "Role");
+  EXPECT_EQ(m->objects[1]["metadata"]["namespace"], "kube-system");
+  // A quoted "true" stays a string.
+  EXPECT_EQ(m->objects[1]["rules"][0]["resourceNames"][0], "true");
+}
+
+TEST(Manifests, ErrorsSayWhatIsMissing) {
+  auto none = ParseManifests("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("no Deployment runs hami-scheduler"), std::string::npos)
+      << none.error();
+  auto bad = ParseManifests("kind: [unclosed\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("not YAML"), std::string::npos) << bad.error();
+  auto unnamed = ParseManifests("kind: ClusterRole\nmetadata: {}\n");
+  ASSERT_FALSE(unnamed);
+  EXPECT_NE(unnamed.error().find("document 1 (ClusterRole): metadata.name: required"),
+            std::string::npos)
+      << unnamed.error();
+  auto missing = LoadManifestsFile("/nonexistent/manifests.yaml");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("cannot read"), std::string::npos);
+}
+
+TEST(RbacReport, JsonAndTextListTheForbiddenRequests) {
+  ReportInput in;
+  in.rbac_enforced = true;
+  in.forbidden_requests = 3;
+  in.forbidden = {
+      {"system:serviceaccount:kube-system:hami-scheduler", "list", "resourcequotas", "", ""},
+      {"system:serviceaccount:kube-system:hami-device-plugin", "create", "pods", "binding",
+       "default"}};
+  Report r = BuildReport(in);
+  json j = ReportToJson(r);
+  EXPECT_EQ(j["rbac_enforced"], true);
+  EXPECT_EQ(j["forbidden_requests"], 3);
+  ASSERT_EQ(j["forbidden"].size(), 2u);
+  EXPECT_EQ(j["forbidden"][1],
+            (json{{"user", "system:serviceaccount:kube-system:hami-device-plugin"},
+                  {"verb", "create"},
+                  {"resource", "pods"},
+                  {"subresource", "binding"},
+                  {"namespace", "default"}}));
+  const std::string text = RenderText(r, false);
+  EXPECT_NE(text.find("== RBAC"), std::string::npos) << text;
+  EXPECT_NE(text.find("forbidden requests: 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("resourcequotas"), std::string::npos) << text;
+  EXPECT_NE(text.find("(cluster)"), std::string::npos) << text;
+
+  Report plain = BuildReport(ReportInput{});
+  json pj = ReportToJson(plain);
+  EXPECT_EQ(pj["rbac_enforced"], false);
+  EXPECT_EQ(pj["forbidden_requests"], 0);
+  EXPECT_EQ(pj["forbidden"], json::array());
+  EXPECT_EQ(RenderText(plain, false).find("== RBAC"), std::string::npos);
+}
+
+// The demo, sped up as in run_test.cc.
+Result<Report> RunDemo(std::optional<ManifestRbac> manifests) {
+  auto scenario = LoadScenarioFile((SourceRoot() / "examples/demo.yaml").string());
+  if (!scenario) return Error{scenario.error()};
+  for (Workload& w : scenario->workloads) {
+    w.arrival = w.arrival * 2 / 5;
+    w.interval = w.interval * 2 / 5;
+  }
+  RunOptions options;
+  options.kubelet_latency = milliseconds(0);
+  options.manifests = std::move(manifests);
+  Runner runner(std::move(*scenario), options);
+  auto report = runner.Run();
+  runner.Stop();
+  return report;
+}
+
+// name -> node and GPUs (uuid, memory, cores) of each container device.
+std::map<std::string, std::string> Placements(const Report& r) {
+  std::map<std::string, std::string> out;
+  for (const PodReport& p : r.pods) {
+    std::string s = std::string(PodStateName(p.state)) + " " + p.node;
+    for (const PlacedDevice& d : p.devices) {
+      s += " " + d.device.uuid + ":" + std::to_string(d.device.usedmem) + ":" +
+           std::to_string(d.device.usedcores);
+    }
+    out[p.name] = s;
+  }
+  return out;
+}
+
+TEST(RbacRun, DemoUnderTheChartsRbacForbidsNothingAndPlacesTheSame) {
+  const std::string rendered = RenderChart();
+  if (rendered.empty())
+    GTEST_SKIP() << "helm not found at " << HelmPath() << " (scripts/bootstrap installs it)";
+  auto manifests = ParseManifests(rendered);
+  ASSERT_TRUE(manifests) << manifests.error();
+  EXPECT_EQ(manifests->scheduler.name, "hami-scheduler");
+  EXPECT_EQ(manifests->device_plugin.name, "hami-device-plugin");
+  auto enforced = RunDemo(std::move(*manifests));
+  ASSERT_TRUE(enforced) << enforced.error();
+  const std::string text = RenderText(*enforced, false);
+  EXPECT_TRUE(enforced->rbac_enforced);
+  EXPECT_EQ(enforced->forbidden_requests, 0u) << text;
+  EXPECT_TRUE(enforced->forbidden.empty()) << text;
+  EXPECT_FALSE(enforced->timed_out) << text;
+  EXPECT_EQ(enforced->pods_running, 11) << text;
+  auto plain = RunDemo(std::nullopt);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_FALSE(plain->rbac_enforced);
+  EXPECT_EQ(Placements(*enforced), Placements(*plain)) << text;
+}
+
+TEST(RbacRun, ARemovedRuleIsExactlyTheForbiddenRequestAndTheRunStillEnds) {
+  const std::string rendered = RenderChart();
+  if (rendered.empty())
+    GTEST_SKIP() << "helm not found at " << HelmPath() << " (scripts/bootstrap installs it)";
+  auto manifests = ParseManifests(rendered);
+  ASSERT_TRUE(manifests) << manifests.error();
+  // The scheduler's quota informer rule: without it the informer's list is refused.
+  bool removed = false;
+  for (json& obj : manifests->objects) {
+    if (obj["kind"] != "ClusterRole" || obj["metadata"]["name"] != "hami-scheduler") continue;
+    json& rules = obj["rules"];
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (rules[i]["resources"] == json::array({"resourcequotas"})) {
+        rules.erase(i);
+        removed = true;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(removed) << "the chart's hami-scheduler ClusterRole has no resourcequotas rule";
+  const auto start = std::chrono::steady_clock::now();
+  auto report = RunDemo(std::move(*manifests));
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  const std::string text = RenderText(*report, false);
+  EXPECT_TRUE(report->rbac_enforced);
+  EXPECT_GE(report->forbidden_requests, 1u) << text;
+  std::vector<rbac::ForbiddenRequest> want = {
+      {"system:serviceaccount:kube-system:hami-scheduler", "list", "resourcequotas", "", ""}};
+  EXPECT_EQ(report->forbidden, want) << text;
+  EXPECT_FALSE(report->timed_out) << text;
+  EXPECT_EQ(report->pods_running, 11) << text;
+  EXPECT_NE(text.find("resourcequotas"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace hami::sim
