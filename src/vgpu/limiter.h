@@ -25,6 +25,32 @@ namespace hami::vgpu {
 // utilization_switch: FORCE always, DISABLE never, default follows the switch.
 bool ThrottleEnabled(int policy, int utilization_switch);
 
+// The bucket of one device: what every process of a container shares (through the limiter side
+// file, limiter_file.h) so a new process starts with the calibrated rate and the others' debt
+// instead of running unthrottled until its own first measurement. Plain data: it may live in
+// shared memory. `lock` is a spinlock word (0 = free); a holder that died inside the few
+// instructions it guards is overtaken after a bounded spin.
+struct SharedBucket {
+  std::uint32_t lock;
+  std::uint32_t reserved;
+  double rate;                  // units/s, 0 = uncalibrated
+  double tokens;                // negative = debt
+  std::int64_t last_refill_ns;  // CLOCK_MONOTONIC (one clock for every process on the host)
+};
+static_assert(sizeof(SharedBucket) == 32);
+
+// The limiter side file, "<region file>.limiter" (0666, beside the region; the monitor's
+// "*.cache" glob does not match it): one SharedBucket per container device index. Not part of
+// the HAMi-core region contract, so the region layout stays byte-compatible.
+inline constexpr std::uint32_t kLimiterFileMagic = 0x4d494c48;  // "HLIM"
+struct LimiterFile {
+  std::uint32_t magic;
+  std::uint32_t version;  // 1
+  std::uint64_t reserved;
+  SharedBucket dev[16];
+};
+static_assert(sizeof(LimiterFile) == 16 + 16 * 32);
+
 class ComputeLimiter {
  public:
   // Burst capacity of the bucket, as time at the calibrated rate.
@@ -42,20 +68,30 @@ class ComputeLimiter {
   // Feeds the utilisation (percent, 0..100) measured over the window that ends at now_ns.
   void Observe(double util_pct, std::int64_t now_ns);
 
+  // Uses `bucket` (shared with other processes) for the rate, tokens and refill time from now
+  // on; a calibrated rate already there is adopted at once. Call before the limiter is used.
+  void Share(SharedBucket* bucket) { bucket_ = bucket; }
+
   // In a fork child: the lock may have been held by a parent thread that does not exist here.
-  void ResetLockAfterFork() { lock_.clear(std::memory_order_relaxed); }
+  void ResetLockAfterFork() {
+    lock_.clear(std::memory_order_relaxed);
+    own_.lock = 0;
+  }
 
   // Calibrated refill rate in units/s (0 while uncalibrated: everything is admitted).
-  double rate() const { return rate_; }
+  double rate() const {
+    double value;
+    __atomic_load(&bucket_->rate, &value, __ATOMIC_RELAXED);
+    return value;
+  }
 
  private:
   void LockState();
-  void UnlockState() { lock_.clear(std::memory_order_release); }
+  void UnlockState();
 
   int limit_pct_ = 0;
-  double rate_ = 0;
-  double tokens_ = 0;
-  std::int64_t last_refill_ns_ = 0;
+  SharedBucket own_{};
+  SharedBucket* bucket_ = &own_;
   std::int64_t window_start_ns_ = 0;
   double window_units_ = 0;
   bool have_average_ = false;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include "vgpu/hooks.h"
@@ -174,7 +175,20 @@ bool LoadCudaTable() {
 }
 
 bool LoadNvmlTable() {
-  return LoadTable(&g_nvml_state, "libnvidia-ml.so.1", kNvmlNames, kNvmlFnCount, g_nvml_real);
+  // NVML from the driver's own directory, by absolute path: a libnvidia-ml.so.1 placed earlier
+  // on the library path (one that reports no utilisation) must not switch the SM limit off. The
+  // search path is used only when the driver's location is unknown.
+  char path[1024] = "libnvidia-ml.so.1";
+  Dl_info info{};
+  if (LoadCudaTable() && g_cuda_real[k_cuInit] != nullptr &&
+      dladdr(g_cuda_real[k_cuInit], &info) != 0 && info.dli_fname != nullptr) {
+    const char* slash = std::strrchr(info.dli_fname, '/');
+    if (slash != nullptr && static_cast<std::size_t>(slash - info.dli_fname) + 20 < sizeof(path)) {
+      std::snprintf(path, sizeof(path), "%.*s/libnvidia-ml.so.1",
+                    static_cast<int>(slash - info.dli_fname), info.dli_fname);
+    }
+  }
+  return LoadTable(&g_nvml_state, path, kNvmlNames, kNvmlFnCount, g_nvml_real);
 }
 
 void* InterceptResolved(const char* name, void* found) {

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,9 +126,49 @@ void LoadLimits(Runtime* rt) {
   rt->limits_broken = true;
 }
 
+// Maps "<region>.limiter" (created and initialised under lockf like the region), once per
+// process image: a fork child keeps the parent's mapping. Null when it cannot be used; the
+// limiters then keep per-process buckets.
+LimiterFile* g_limiter_file = nullptr;
+
+LimiterFile* OpenLimiterFile(const char* region_path) {
+  if (g_limiter_file != nullptr) return g_limiter_file;
+  char path[600];
+  std::snprintf(path, sizeof(path), "%s.limiter", region_path);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return nullptr;
+  fchmod(fd, 0666);
+  void* map = MAP_FAILED;
+  struct stat st;
+  if (lockf(fd, F_LOCK, 0) == 0) {
+    if (fstat(fd, &st) == 0 && (st.st_size >= static_cast<off_t>(sizeof(LimiterFile)) ||
+                                ftruncate(fd, sizeof(LimiterFile)) == 0)) {
+      map = mmap(nullptr, sizeof(LimiterFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (map != MAP_FAILED) {
+      auto* file = static_cast<LimiterFile*>(map);
+      if (__atomic_load_n(&file->magic, __ATOMIC_ACQUIRE) != kLimiterFileMagic) {
+        std::memset(static_cast<void*>(file), 0, sizeof(*file));
+        file->version = 1;
+        __atomic_store_n(&file->magic, kLimiterFileMagic, __ATOMIC_RELEASE);
+      }
+    }
+    lockf(fd, F_ULOCK, 0);
+  }
+  close(fd);
+  if (map == MAP_FAILED) {
+    VGPU_WARN("limiter file \"%s\" unusable; each process calibrates on its own", path);
+    return nullptr;
+  }
+  g_limiter_file = static_cast<LimiterFile*>(map);
+  return g_limiter_file;
+}
+
 void ConfigureLimiters(Runtime* rt) {
   rt->any_sm_limit = false;
+  LimiterFile* shared = rt->accounting ? OpenLimiterFile(rt->config.cache_path) : nullptr;
   for (int d = 0; d < kMaxDevices; ++d) {
+    if (shared != nullptr) rt->limiters[d].Share(&shared->dev[d]);
     std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
     int pct = (sm > 0 && sm < 100) ? static_cast<int>(sm) : 0;
     if (rt->config.policy == kPolicyDisable) pct = 0;

@@ -611,6 +611,13 @@ void LegacyLaunch() {
   }
 }
 
+// bigkernel: one launch of 2^30 threads, then exit (no second launch that could wait).
+void BigKernel() {
+  UseDevice(0);
+  CHECK_EQ(cuLaunchKernel(nullptr, 1 << 20, 1, 1, 1024, 1, 1, 0, nullptr, nullptr, nullptr),
+           CUDA_SUCCESS);
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -781,6 +788,8 @@ int main(int argc, char** argv) {
     Contexts(argv);
   } else if (s == "legacylaunch") {
     LegacyLaunch();
+  } else if (s == "bigkernel") {
+    BigKernel();
   } else if (s == "launch") {
     Launch();
   } else if (s == "hold" && argc == 4) {

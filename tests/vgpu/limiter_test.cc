@@ -83,6 +83,31 @@ TEST(ComputeLimiterTest, ScriptedUtilisationCurveMovesTheRate) {
   EXPECT_LE(l.rate(), before * 4 + 1);
 }
 
+TEST(ComputeLimiterTest, ASharedBucketThrottlesANewLimiterAtOnce) {
+  SharedBucket bucket{};
+  ComputeLimiter first;
+  first.Share(&bucket);
+  first.Configure(50, 0);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(first.Admit(1000, i * kUs), 0);
+  first.Observe(100, 200 * kMs);  // 100 % against 50 %: calibrated
+  ASSERT_GT(first.rate(), 0);
+  // A second process's limiter on the same bucket: calibrated before its first launch, and the
+  // debt of one huge launch holds back the other limiter too.
+  ComputeLimiter second;
+  second.Share(&bucket);
+  second.Configure(50, 200 * kMs);
+  EXPECT_EQ(second.rate(), first.rate());
+  EXPECT_EQ(second.Admit(std::uint64_t{1} << 30, 201 * kMs), 0);
+  EXPECT_GT(second.Admit(1, 202 * kMs), 0);
+  EXPECT_GT(first.Admit(1, 202 * kMs), 0);
+  // An own bucket (no Share) starts uncalibrated.
+  ComputeLimiter alone;
+  alone.Configure(50, 0);
+  EXPECT_EQ(alone.rate(), 0);
+  EXPECT_EQ(alone.Admit(std::uint64_t{1} << 30, kMs), 0);
+  EXPECT_EQ(alone.Admit(1, 2 * kMs), 0);
+}
+
 TEST(ComputeLimiterTest, LargeLaunchIsAdmittedAndPaidBackLater) {
   ComputeLimiter l;
   l.Configure(50, 0);

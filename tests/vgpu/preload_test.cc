@@ -275,8 +275,41 @@ TEST_F(PreloadTest, CreatedContextsAreChargedUpToTheLimit) {
 }
 
 TEST_F(PreloadTest, LegacyAndMultiDeviceLaunchesAreThrottled) {
-  EXPECT_APP_OK(Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"},
-                    {"legacylaunch"}));
+  EXPECT_APP_OK(
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"legacylaunch"}));
+}
+
+TEST_F(PreloadTest, ANewProcessStartsThrottled) {
+  std::vector<std::string> env = {"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force",
+                                  "FAKE_NVML_SM_UTIL=100"};
+  // The first process measures 100 % against a 50 % limit: calibrated.
+  EXPECT_APP_OK(Run(env, {"watch", "100"}));
+  auto bucket = [&](int field) {  // device 0 of "<region>.limiter": rate at +8, tokens at +16
+    double value = 0;
+    int fd = open((cache_ + ".limiter").c_str(), O_RDONLY);
+    if (fd < 0 || pread(fd, &value, sizeof(value), 16 + 8 * field) != sizeof(value)) value = 0;
+    if (fd >= 0) close(fd);
+    return value;
+  };
+  ASSERT_GT(bucket(1), 0.0);
+  // A new process's very first launch is charged to the container's calibrated bucket: its
+  // debt delays the next launch of any process of the container.
+  EXPECT_APP_OK(Run(env, {"bigkernel"}));
+  EXPECT_LT(bucket(2), -1e8);
+}
+
+TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
+  // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
+  std::string evil = dir_ + "/evil";
+  ASSERT_EQ(mkdir(evil.c_str(), 0755), 0);
+  ASSERT_EQ(symlink((FakesDir() + "/libvgpu_escape_probe.so").c_str(),
+                    (evil + "/libnvidia-ml.so.1").c_str()),
+            0);
+  library_path_ = evil + ":" + FakesDir();
+  AppResult r =
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force", "FAKE_NVML_SM_UTIL=100"},
+          {"watch", "100"});
+  EXPECT_APP_OK(r);
 }
 
 TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
