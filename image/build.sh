@@ -184,8 +184,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# umoci unpacks the empty image into bundle/, mmdebstrap fills bundle/rootfs, umoci repack turns
-# it into the one layer (root "." entry, as runtimes expect).
+# umoci unpacks the empty image into bundle/, mmdebstrap fills bundle/rootfs, and umoci repack
+# turns that into the one layer.
 layout=$work/oci
 bundle=$work/bundle
 rootfs=$bundle/rootfs
@@ -204,10 +204,9 @@ debs=$out_dir/debs
 mkdir -p "$debs" "$work/debs"
 # shellcheck disable=SC2016 # $1 is the root directory, expanded when mmdebstrap runs the hook
 make_cache_dir='mkdir -p "$1/var/cache/apt/archives"'
-# The container runtime provides resolv.conf and hostname (mmdebstrap copies the build host's)
-# and /dev (mmdebstrap's device nodes would make the layer unpackable for rootless runtimes).
+# The container runtime provides resolv.conf and hostname; mmdebstrap copies the build host's.
 # shellcheck disable=SC2016
-strip_host_files='rm -rf "$1/etc/resolv.conf" "$1/etc/hostname"'
+strip_host_files='rm -f "$1/etc/resolv.conf" "$1/etc/hostname"'
 echo "image: mmdebstrap $suite with: ${packages[*]}"
 if ! mmdebstrap --variant=minbase --mode=root --format=directory \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
@@ -229,8 +228,9 @@ if ! mmdebstrap --variant=minbase --mode=root --format=directory \
   tail -n 25 "$work/mmdebstrap.log" >&2
   die "mmdebstrap could not build the root file system (log above). Is $mirror reachable from here? Set HAMI_IMAGE_MIRROR and HAMI_IMAGE_SECURITY_MIRROR to a reachable Debian mirror."
 fi
-rm -rf "$debs"
-mv "$work/debs" "$debs"
+# (A concurrent build may have replaced the cache first; either set will do.)
+rm -rf "$debs" && mv -T "$work/debs" "$debs" 2>/dev/null || true
+# The runtime provides /dev too; device nodes in the layer would stop rootless runtimes.
 find "$rootfs/dev" -mindepth 1 -delete
 echo "image: root file system in $((SECONDS - start)) s"
 
@@ -263,7 +263,7 @@ umoci gc --layout "$layout"
 manifests=$(grep -o '"application/vnd.oci.image.manifest.v1+json"' "$layout/index.json" | wc -l)
 [[ $manifests -eq 1 ]] || die "expected one manifest in index.json, found $manifests"
 
-tmp_out=$out_dir/.hami.oci.tar.tmp
+tmp_out=$work/hami.oci.tar
 tar -C "$layout" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
   --mode=a+rX,u+w \
   -cf "$tmp_out" oci-layout index.json blobs

@@ -95,7 +95,11 @@ cmp -s "$build/lib/libvgpu.so" "$rootfs/k8s-vgpu/lib/nvidia/libvgpu.so" ||
 preload=$(cat "$rootfs/k8s-vgpu/lib/nvidia/ld.so.preload")
 [[ $preload == /usr/local/vgpu/libvgpu.so ]] ||
   fail "ld.so.preload says '$preload', want /usr/local/vgpu/libvgpu.so"
-echo "ok: contract files present"
+for f in etc/resolv.conf etc/hostname; do
+  [[ ! -e $rootfs/$f ]] || fail "/$f of the build host is in the image"
+done
+[[ -z $(ls -A "$rootfs/dev") ]] || fail "/dev in the image is not empty: $(ls -A "$rootfs/dev")"
+echo "ok: contract files present, no host files"
 
 # --- Every binary runs inside the image, and no library is missing. ------------------------------
 in_image() { "${as_root[@]}" chroot "$rootfs" "$@"; }
