@@ -1,8 +1,13 @@
 // CUDA driver API hooks: memory accounting, virtualised memory queries, launch throttling and
 // the cuGetProcAddress resolver. Every hook calls exactly the real entry point it replaces (a
 // _ptsz hook calls the real _ptsz), so stream semantics are preserved.
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "vgpu/hooks.h"
@@ -167,6 +172,32 @@ std::int32_t NewPid(const PidSet& before, const PidSet& after) {
 void FreeAsyncNow(std::uint64_t ptr, CUstream stream) {
   auto free_async = VGPU_REAL_CUDA(cuMemFreeAsync);
   if (free_async != nullptr) free_async(ptr, stream);
+}
+
+// A BSD lock on the region file (independent of the POSIX record lock of its creation; released
+// by the kernel when a holder dies). Waits at most kDiscoveryWaitMs, then discovers unlocked.
+constexpr int kDiscoveryWaitMs = 10000;
+
+int LockDiscovery(Runtime* rt) {
+  if (!rt->accounting) return -1;
+  int fd = open(rt->config.cache_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; ++waited) {
+    if (errno != EWOULDBLOCK || waited >= kDiscoveryWaitMs) {
+      VGPU_WARN("host PID discovery not serialised (%s)", std::strerror(errno));
+      close(fd);
+      return -1;
+    }
+    timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  return fd;
+}
+
+void UnlockDiscovery(int fd) {
+  if (fd < 0) return;
+  flock(fd, LOCK_UN);
+  close(fd);
 }
 
 CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
@@ -520,6 +551,9 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   // device's used memory (NVML) around the first retain.
   pthread_mutex_lock(&rt->ctx_mu);
   bool first = rt->ctx_refs[idx] == 0;
+  // Host-PID discovery is serialised across the container's processes: two contexts created at
+  // once would each see two new processes and both stay unknown.
+  int discovery_lock = first ? LockDiscovery(rt) : -1;
   std::uint64_t before = first ? NvmlUsedBytes(idx) : 0;
   PidSet pids_before = first ? ComputePids(idx) : PidSet{};
   CUresult r = real(ctx, dev);
@@ -534,6 +568,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
       rt->region.Charge(idx, charge, ChargeKind::kContext, nullptr, nullptr, /*enforce=*/false);
     }
   }
+  UnlockDiscovery(discovery_lock);
   pthread_mutex_unlock(&rt->ctx_mu);
   return r;
 }

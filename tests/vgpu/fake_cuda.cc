@@ -3,6 +3,8 @@
 // per-thread-default-stream flag by handing out distinct entry points, and per-entry-point call
 // counters the tests read through fake_cuda_calls().
 #include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -186,10 +188,27 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
   t_current = static_cast<int>(reinterpret_cast<std::uintptr_t>(ctx) & 0xff);
   return CUDA_SUCCESS;
 }
+// FAKE_GPU_PROC_DIR: processes holding a context are files named by pid there (the fake NVML of
+// every process lists them), created as the context creation starts; FAKE_CUDA_CTX_DELAY_MS
+// makes the creation take that long (a real driver takes 100s of ms).
+void AnnounceContext() {
+  const char* dir = std::getenv("FAKE_GPU_PROC_DIR");
+  if (dir != nullptr) {
+    std::string path = std::string(dir) + "/" + std::to_string(getpid());
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+  }
+  unsigned long long delay_ms = fake::EnvU64("FAKE_CUDA_CTX_DELAY_MS", 0);
+  if (delay_ms > 0) {
+    timespec ts{static_cast<time_t>(delay_ms / 1000), static_cast<long>(delay_ms % 1000) * 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   Count("cuDevicePrimaryCtxRetain");
   int phys = Physical(dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (fake_cuda_ctx_refs(phys) == 0) AnnounceContext();
   std::lock_guard<std::mutex> lock(M().mu);
   if (M().ctx_refs[phys]++ == 0) M().used[phys] += fake::EnvU64(fake::kCtxBytesEnv, 0);
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev));

@@ -1,5 +1,6 @@
 // A fake libnvidia-ml.so.1: the devices of the fake driver (same FAKE_GPU_* knobs), used memory
 // read from the fake libcuda's model, and a constant scripted SM utilisation.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -128,15 +129,26 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
                                                   nvmlProcessInfo_v1_t* infos) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  constexpr unsigned kMaxListed = 16;
   unsigned int n = 0;
-  nvmlProcessInfo_v1_t list[2];
+  nvmlProcessInfo_v1_t list[kMaxListed];
   unsigned long long other = fake::EnvU64("FAKE_NVML_OTHER_PID", 0);
   if (other != 0) list[n++] = {static_cast<unsigned>(other), 1 << 20};
   void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   auto refs = cuda ? reinterpret_cast<int (*)(int)>(dlsym(cuda, "fake_cuda_ctx_refs")) : nullptr;
-  if (refs != nullptr && refs(device->index) > 0) {
-    list[n++] = {static_cast<unsigned>(getpid() + fake::EnvU64("FAKE_NVML_PID_OFFSET", 0)),
-                 CudaUsed(device->index)};
+  const unsigned offset = static_cast<unsigned>(fake::EnvU64("FAKE_NVML_PID_OFFSET", 0));
+  const char* proc_dir = std::getenv("FAKE_GPU_PROC_DIR");
+  if (proc_dir != nullptr) {
+    // Every process of the test that announced a context (fake_cuda.cc AnnounceContext).
+    if (DIR* d = opendir(proc_dir)) {
+      while (dirent* e = readdir(d)) {
+        unsigned pid = static_cast<unsigned>(std::strtoul(e->d_name, nullptr, 10));
+        if (pid != 0 && n < kMaxListed) list[n++] = {pid + offset, 0};
+      }
+      closedir(d);
+    }
+  } else if (refs != nullptr && refs(device->index) > 0) {
+    list[n++] = {static_cast<unsigned>(getpid()) + offset, CudaUsed(device->index)};
   }
   if (cuda) dlclose(cuda);
   if (*count < n) {

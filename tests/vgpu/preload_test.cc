@@ -477,6 +477,31 @@ TEST_F(PreloadTest, HostPidIsDiscoveredAroundContextCreation) {
   EXPECT_APP_OK(Finish(c));
 }
 
+TEST_F(PreloadTest, HostPidDiscoveryIsSerialisedAcrossTheContainer) {
+  // Two processes create their contexts at the same time (each creation takes 500 ms, and the
+  // driver lists a process as soon as its creation starts): each still finds its own host pid.
+  std::string procs = dir_ + "/procs";
+  ASSERT_EQ(mkdir(procs.c_str(), 0755), 0);
+  std::vector<std::string> env = {"FAKE_NVML_PID_OFFSET=100000", "FAKE_GPU_PROC_DIR=" + procs,
+                                  "FAKE_CUDA_CTX_DELAY_MS=500"};
+  Child a = Spawn(env, {"hold", std::to_string(kMiB), "wait"});
+  Child b = Spawn(env, {"hold", std::to_string(kMiB), "wait"});
+  ASSERT_EQ(ReadLine(a.out), "rc=0");
+  ASSERT_EQ(ReadLine(b.out), "rc=0");
+  RawRegion raw;
+  ASSERT_TRUE(raw.Load(cache_));
+  int found = 0;
+  for (int i = 0; i < raw.proc_num(); ++i) {
+    if (raw.slot_pid(i) == a.pid || raw.slot_pid(i) == b.pid) {
+      EXPECT_EQ(raw.slot_hostpid(i), raw.slot_pid(i) + 100000) << "slot " << i;
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 2);
+  EXPECT_APP_OK(Finish(a));
+  EXPECT_APP_OK(Finish(b));
+}
+
 TEST_F(PreloadTest, FirstProcessDecidesTheLimit) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=64m"}, {"info", "0", std::to_string(64 * kMiB)}));
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=128m"}, {"info", "0", std::to_string(64 * kMiB)});
