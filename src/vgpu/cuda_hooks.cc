@@ -479,11 +479,70 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
       });
 }
 
+// The driver frees a released handle's memory only at its last unmap, so the charge stays until
+// then (a handle released while mapped is moved to vmm_released).
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemRelease);
   if (real == nullptr) return kNoDriver;
-  return TrackedRelease(rt, &rt->vmm, handle, [&] { return real(handle); });
+  pthread_mutex_lock(&rt->vmm_mu);
+  AllocEntry maps{};
+  bool mapped = rt->vmm_map_counts.Erase(handle, &maps);
+  if (mapped) rt->vmm_map_counts.Insert(maps);
+  CUresult r;
+  if (!mapped) {
+    r = TrackedRelease(rt, &rt->vmm, handle, [&] { return real(handle); });
+  } else {
+    r = real(handle);
+    AllocEntry entry{};
+    if (r == CUDA_SUCCESS && rt->vmm.Erase(handle, &entry)) rt->vmm_released.Insert(entry);
+  }
+  pthread_mutex_unlock(&rt->vmm_mu);
+  return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemMap);
+  if (real == nullptr) return kNoDriver;
+  pthread_mutex_lock(&rt->vmm_mu);
+  CUresult r = real(ptr, size, offset, handle, flags);
+  if (r == CUDA_SUCCESS) {
+    AllocEntry count{handle, 0, 0, 0};
+    rt->vmm_map_counts.Erase(handle, &count);
+    count.key = handle;
+    ++count.bytes;
+    rt->vmm_map_counts.Insert(count);
+    rt->vmm_maps.Insert(AllocEntry{ptr, handle, 0, 0});
+  }
+  pthread_mutex_unlock(&rt->vmm_mu);
+  return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemUnmap);
+  if (real == nullptr) return kNoDriver;
+  pthread_mutex_lock(&rt->vmm_mu);
+  CUresult r = real(ptr, size);
+  AllocEntry map{};
+  if (r == CUDA_SUCCESS && rt->vmm_maps.Erase(ptr, &map)) {
+    const std::uint64_t handle = map.bytes;
+    AllocEntry count{};
+    if (rt->vmm_map_counts.Erase(handle, &count) && --count.bytes > 0) {
+      rt->vmm_map_counts.Insert(count);
+    } else {
+      AllocEntry released{};
+      if (rt->vmm_released.Erase(handle, &released)) {
+        rt->region.Uncharge(released.dev, released.bytes, ChargeKind::kData);
+        rt->exact_net[released.dev].fetch_sub(static_cast<std::int64_t>(released.bytes),
+                                              std::memory_order_relaxed);
+      }
+    }
+  }
+  pthread_mutex_unlock(&rt->vmm_mu);
+  return r;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {

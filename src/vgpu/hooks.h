@@ -33,6 +33,10 @@
     (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,          \
      unsigned long long flags))                                                                    \
   X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))                                 \
+  X(cuMemMap, CUresult,                                                                            \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
+     unsigned long long flags))                                                                    \
+  X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
   X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \
   X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))           \
   X(cuMemAllocFromPoolAsync, CUresult,                                                             \

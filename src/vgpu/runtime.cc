@@ -73,6 +73,11 @@ void ForkChild() {
     g_rt->vmm.Clear();
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
+    for (AllocTable* t : {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released}) {
+      t->ResetLockAfterFork();
+      t->Clear();
+    }
+    pthread_mutex_init(&g_rt->vmm_mu, nullptr);
     pthread_mutex_init(&g_rt->measure_mu, nullptr);
     for (auto& net : g_rt->exact_net) net.store(0);
     for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
@@ -313,6 +318,9 @@ Runtime* Rt() {
       g_rt->allocs.Init(kAllocTableCapacity, max);
       g_rt->vmm.Init(kVmmTableCapacity, max);
       g_rt->measured.Init(kVmmTableCapacity, max);
+      g_rt->vmm_maps.Init(kVmmTableCapacity, max);
+      g_rt->vmm_map_counts.Init(kVmmTableCapacity, max);
+      g_rt->vmm_released.Init(kVmmTableCapacity, max);
     }
     InitLocked(g_rt);
     t_initialising = false;

@@ -30,7 +30,13 @@ struct Runtime {
   bool limits_broken = false;  // the limits file exists but cannot be used: refuse allocations
   AllocTable allocs;           // device pointer -> charge
   AllocTable vmm;              // VMM handle -> charge
-  AllocTable measured;         // array / context / module / context-limit handle -> measured charge
+  // VMM mappings: mapped address -> handle (in `bytes`), and handle -> number of live mappings
+  // (in `bytes`). A handle released while mapped keeps its charge until its last unmap.
+  AllocTable vmm_maps;
+  AllocTable vmm_map_counts;
+  AllocTable vmm_released;  // handle -> charge, released but still mapped
+  pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;  // guards the three tables above together
+  AllocTable measured;  // array / context / module / context-limit handle -> measured charge
   pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER;  // one measured call at a time
   // Bytes charged minus bytes released by the exact (sized) paths, per device: subtracted from a
   // measured change so a concurrent cuMemAlloc in another thread is not counted twice.

@@ -39,6 +39,8 @@ CUresult cuMemAllocManaged(CUdeviceptr*, size_t, unsigned int);
 CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -618,6 +620,33 @@ void BigKernel() {
            CUDA_SUCCESS);
 }
 
+// releasemapped <limit>: a VMM handle released while mapped stays charged until its last unmap
+// (the driver keeps the memory until then).
+void ReleaseMapped(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  const size_t chunk = static_cast<size_t>(limit * 6 / 10);
+  UseDevice(0);
+  CUmemAllocationProp prop{};
+  prop.type = 1;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  CHECK_EQ(cuMemCreate(&a, chunk, &prop, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemMap(0x200000000ULL, chunk, 0, a, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemMap(0x400000000ULL, chunk, 0, a, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemRelease(a), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - chunk);
+  CHECK_EQ(cuMemCreate(&b, chunk, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemUnmap(0x200000000ULL, chunk), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - chunk);  // one mapping left: still held
+  CHECK_EQ(cuMemUnmap(0x400000000ULL, chunk), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+  CHECK_EQ(fake_cuda_physical_used(0), 0u);
+  CHECK_EQ(cuMemCreate(&b, chunk, &prop, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemRelease(b), CUDA_SUCCESS);  // unmapped: given back at once
+  CHECK_EQ(FreeBytes(), limit);
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -788,6 +817,8 @@ int main(int argc, char** argv) {
     Contexts(argv);
   } else if (s == "legacylaunch") {
     LegacyLaunch();
+  } else if (s == "releasemapped" && argc == 3) {
+    ReleaseMapped(argv);
   } else if (s == "bigkernel") {
     BigKernel();
   } else if (s == "launch") {

@@ -419,8 +419,42 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (r == CUDA_SUCCESS) *handle = ptr;  // The handle is the model's key.
   return r;
 }
+// As the driver does: a handle released while mapped keeps its memory until its last unmap.
+std::map<unsigned long long, int> g_map_count;            // handle -> live mappings
+std::map<unsigned long long, unsigned long long> g_maps;  // mapped address -> handle
+std::map<unsigned long long, bool> g_released;            // released while mapped
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    if (M().allocs.count(handle) == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (g_map_count[handle] > 0) {
+      g_released[handle] = true;
+      return CUDA_SUCCESS;
+    }
+  }
   return Release("cuMemRelease", handle);
+}
+CUresult cuMemMap(CUdeviceptr ptr, size_t, size_t, CUmemGenericAllocationHandle handle,
+                  unsigned long long) {
+  std::lock_guard<std::mutex> lock(M().mu);
+  if (M().allocs.count(handle) == 0 || g_released.count(handle) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ++g_map_count[handle];
+  g_maps[ptr] = handle;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t) {
+  unsigned long long handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    auto it = g_maps.find(ptr);
+    if (it == g_maps.end()) return CUDA_ERROR_INVALID_VALUE;
+    handle = it->second;
+    g_maps.erase(it);
+    if (--g_map_count[handle] > 0 || g_released.erase(handle) == 0) return CUDA_SUCCESS;
+  }
+  return Release("cuMemUnmap", handle);
 }
 CUresult cuMemAllocAsync(CUdeviceptr* d, size_t n, CUstream) {
   return Allocate("cuMemAllocAsync", d, n, t_current);

@@ -312,6 +312,10 @@ TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   EXPECT_APP_OK(r);
 }
 
+TEST_F(PreloadTest, ReleasedWhileMappedStaysChargedUntilTheLastUnmap) {
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"releasemapped", std::to_string(kGiB)}));
+}
+
 TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
   EXPECT_APP_OK(Run({}, {"launch"}));
   cache_ = dir_ + "/limited.cache";
