@@ -208,6 +208,10 @@ void ApiServer::Impl::Route(const httplib::Request& req, httplib::Response& res)
       res.set_content("ok", "text/plain");
       return;
     }
+    if (req.path == "/openapi/v2") {
+      res.set_content(OpenApiV2Protobuf(), std::string(kOpenApiV2ContentType));
+      return;
+    }
     auto doc = DiscoveryDocument(req.path, options_.host + ":" + std::to_string(port_));
     if (doc) return ReplyJson(res, 200, *doc);
   }

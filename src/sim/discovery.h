@@ -17,6 +17,15 @@ inline constexpr std::string_view kServedMinorVersion = "30";
 std::optional<std::string> DiscoveryDocument(std::string_view path,
                                              std::string_view server_address);
 
+// The body of GET /openapi/v2, which clients request in protobuf only
+// (they ask for ...spec.v2@v1.0+protobuf; the reply names it without the "@", which Go's mime
+// parser rejects): a document with no definitions. kubectl validates a `kind: List`
+// against it (each item's kind has no schema there, so it leaves validation to the server);
+// without it `kubectl create -f` of a List fails unless --validate=false.
+inline constexpr std::string_view kOpenApiV2ContentType =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+std::string OpenApiV2Protobuf();
+
 }  // namespace hami::sim
 
 #endif  // HAMI_SIM_DISCOVERY_H_

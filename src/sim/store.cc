@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "common/strings.h"
 #include "k8s/object.h"
@@ -63,6 +64,25 @@ bool DecodeContinue(std::string_view token, std::string& key) {
   return true;
 }
 
+bool IsEventType(const ResourceType& type) { return type.plural == "events"; }
+
+// metadata.annotations over kMaxAnnotationBytes (keys and values): kube-apiserver's 422.
+std::optional<ApiError> CheckAnnotationSize(const ResourceType& type, const std::string& name,
+                                            const Json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return std::nullopt;
+  auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || !annotations->is_object()) return std::nullopt;
+  size_t total = 0;
+  for (const auto& [k, v] : annotations->items()) {
+    total += k.size() + (v.is_string() ? v.get_ref<const std::string&>().size() : 0);
+  }
+  if (total <= kMaxAnnotationBytes) return std::nullopt;
+  return Invalid(type, name,
+                 "metadata.annotations: Too long: must have at most " +
+                     std::to_string(kMaxAnnotationBytes) + " bytes");
+}
+
 std::string EncodeContinue(std::string_view key) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
@@ -114,6 +134,7 @@ ObjectPtr Store::Freeze(Json obj, int64_t rv) const {
   out->raw = obj.dump();
   out->json = std::move(obj);
   out->rv = rv;
+  out->written = clock_.Now();
   return out;
 }
 
@@ -166,6 +187,7 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
     meta.erase("namespace");
   }
   std::lock_guard<std::mutex> lock(mu_);
+  ExpireEventsLocked();
   if (name.empty()) {
     auto gen = meta.find("generateName");
     if (gen == meta.end() || !gen->is_string() || gen->get<std::string>().empty()) {
@@ -188,6 +210,7 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
       return NotFoundError(NamespaceType(), ns);
     }
   }
+  if (auto e = CheckAnnotationSize(type, name, obj)) return *e;
   Objects& objects = ObjectsOf(type);
   std::string key = k8s::ObjectKey(type.namespaced ? ns : "", name);
   if (objects.count(key)) {
@@ -207,6 +230,7 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
   }
   ObjectPtr stored = Freeze(std::move(obj), ++rv_);
   objects[key] = stored;
+  if (IsEventType(type)) event_writes_.push_back({stored->written, &type, key, stored->rv});
   Emit(EventType::kAdded, type, ns, stored, nullptr);
   return stored;
 }
@@ -217,7 +241,7 @@ k8s::ApiResult<ObjectPtr> Store::Get(const ResourceType& type, const std::string
   const Objects* objects = FindObjects(type);
   if (objects != nullptr) {
     auto it = objects->find(k8s::ObjectKey(type.namespaced ? ns : "", name));
-    if (it != objects->end()) return it->second;
+    if (it != objects->end() && !Expired(type, *it->second)) return it->second;
   }
   return NotFoundError(type, name);
 }
@@ -239,7 +263,7 @@ k8s::ApiResult<ListPage> Store::List(const ResourceType& type, const std::string
   std::string last_key;
   for (; it != objects->end(); ++it) {
     if (it->first.compare(0, prefix.size(), prefix) != 0) break;
-    if (!filter.Matches(it->second->json)) continue;
+    if (!filter.Matches(it->second->json) || Expired(type, *it->second)) continue;
     if (limit > 0 && static_cast<int64_t>(page.items.size()) == limit) {
       ++page.remaining;
       continue;
@@ -254,6 +278,7 @@ k8s::ApiResult<ListPage> Store::List(const ResourceType& type, const std::string
 k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const Mutation& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
+  ExpireEventsLocked();
   Objects::value_type* entry = FindLocked(type, ns, name);
   if (entry == nullptr) return NotFoundError(type, name);
   ObjectPtr cur = entry->second;
@@ -291,8 +316,11 @@ k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::str
   next["apiVersion"] = type.ApiVersion();
   meta["resourceVersion"] = std::to_string(cur->rv);
   if (next == cur->json) return cur;
+  if (auto e = CheckAnnotationSize(type, name, next)) return *e;
   ObjectPtr stored = Freeze(std::move(next), ++rv_);
   entry->second = stored;
+  if (IsEventType(type))
+    event_writes_.push_back({stored->written, &type, entry->first, stored->rv});
   Emit(EventType::kModified, type, ns, stored, cur);
   return stored;
 }
@@ -315,6 +343,7 @@ ObjectPtr Store::DeleteLocked(const ResourceType& type, const std::string& key,
 k8s::ApiResult<ObjectPtr> Store::Delete(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const DeletePreconditions& pre) {
   std::lock_guard<std::mutex> lock(mu_);
+  ExpireEventsLocked();
   Objects::value_type* entry = FindLocked(type, ns, name);
   if (entry == nullptr) return NotFoundError(type, name);
   ObjectPtr cur = entry->second;
@@ -341,6 +370,23 @@ k8s::ApiResult<ObjectPtr> Store::Delete(const ResourceType& type, const std::str
     }
   }
   return DeleteLocked(type, key, cur);
+}
+
+bool Store::Expired(const ResourceType& type, const StoredObject& obj) const {
+  return IsEventType(type) && obj.written + kEventTtl <= clock_.Now();
+}
+
+void Store::ExpireEventsLocked() {
+  SystemTime now = clock_.Now();
+  while (!event_writes_.empty() && event_writes_.front().at + kEventTtl <= now) {
+    EventWrite w = std::move(event_writes_.front());
+    event_writes_.pop_front();
+    Objects& objects = ObjectsOf(*w.type);
+    auto it = objects.find(w.key);
+    if (it == objects.end() || it->second->rv != w.rv) continue;  // rewritten or deleted since
+    ObjectPtr cur = it->second;
+    DeleteLocked(*w.type, w.key, cur);
+  }
 }
 
 int64_t Store::resource_version() const {

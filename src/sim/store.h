@@ -35,6 +35,7 @@ struct StoredObject {
   Json json;
   std::string raw;
   int64_t rv = 0;
+  SystemTime written{};  // when this version was stored (the store's clock)
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 
@@ -68,6 +69,12 @@ struct DeletePreconditions {
   std::string resource_version;
 };
 
+// Limits kube-apiserver enforces that the store enforces too.
+// metadata.annotations, keys and values together (apimachinery TotalAnnotationSizeLimitB).
+inline constexpr size_t kMaxAnnotationBytes = 256 * 1024;
+// How long an Event lives after its last write (kube-apiserver's --event-ttl default).
+inline constexpr std::chrono::hours kEventTtl{1};
+
 class Store {
  public:
   // `event_window`: how many events watches can resume from; older resourceVersions get 410.
@@ -95,6 +102,10 @@ class Store {
                                    const std::string& name, const Mutation& mutate);
 
   // Deleting a namespace deletes everything in it first.
+  //
+  // Every write (Create, Update, Delete) first deletes the Events whose kEventTtl has passed on
+  // the clock, each with a DELETED watch event; Get and List never return an expired Event.
+  // Create and Update refuse metadata.annotations over kMaxAnnotationBytes with 422.
   k8s::ApiResult<ObjectPtr> Delete(const ResourceType& type, const std::string& ns,
                                    const std::string& name, const DeletePreconditions& pre);
 
@@ -127,6 +138,9 @@ class Store {
   std::string NewUid();
   std::string Now() const;
   ObjectPtr DeleteLocked(const ResourceType& type, const std::string& key, const ObjectPtr& cur);
+  bool Expired(const ResourceType& type, const StoredObject& obj) const;
+  // Under mu_: deletes the Events whose TTL has passed.
+  void ExpireEventsLocked();
 
   const Clock& clock_;
   const size_t event_window_;
@@ -142,6 +156,15 @@ class Store {
   int64_t rv_ = 0;
   int64_t evicted_rv_ = 0;  // highest rv no longer in log_
   bool shutdown_ = false;
+  // Under mu_: one entry per Event write, in write order (so in expiry order); an entry whose rv
+  // is no longer the object's was superseded by a later write.
+  struct EventWrite {
+    SystemTime at;
+    const ResourceType* type;
+    std::string key;
+    int64_t rv;
+  };
+  std::deque<EventWrite> event_writes_;
   std::mt19937_64 rng_;
 };
 

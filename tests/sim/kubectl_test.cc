@@ -183,6 +183,19 @@ TEST_F(KubectlTest, CreateAndGet) {
   EXPECT_NE(ns.text.find("namespace/kube-system"), std::string::npos) << ns.text;
 }
 
+// kubectl validates a List against /openapi/v2 (protobuf) before it sends the items one by one.
+TEST_F(KubectlTest, CreateListValidates) {
+  auto created = Run({"create", "-f", WriteFile("list.yaml", R"(apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}, data: {k: v}}
+- {apiVersion: v1, kind: Pod, metadata: {name: p2}, spec: {containers: [{name: c, image: i}]}}
+)")});
+  ASSERT_EQ(created.rc, 0) << created.text;
+  EXPECT_NE(created.text.find("configmap/a created"), std::string::npos) << created.text;
+  EXPECT_EQ(Pod("p2")["spec"]["containers"][0]["image"], "i");
+}
+
 TEST_F(KubectlTest, ApplyCreatesThenUpdates) {
   std::string file = WriteFile("pod.yaml", kPodYaml);
   auto first = Run({"apply", "-f", file});

@@ -164,5 +164,85 @@ TEST_F(StoreTest, ListPagesWithContinueTokens) {
   EXPECT_EQ(store_.List(Pods(), "default", {}, 2, "zz!").error().code, 400);
 }
 
+const ResourceType& ConfigMaps() { return *FindResourceType("", "v1", "configmaps"); }
+const ResourceType& Events() { return *FindResourceType("", "v1", "events"); }
+
+Json Annotated(const std::string& name, size_t value_bytes) {
+  Json obj = Named(name);
+  obj["metadata"]["annotations"] = {{"k", std::string(value_bytes, 'x')}};
+  return obj;
+}
+
+// kube-apiserver's limit: keys and values of metadata.annotations together at most 256 KiB.
+TEST_F(StoreTest, AnnotationsOver256KiBAreRefused) {
+  ASSERT_TRUE(store_.Create(ConfigMaps(), "default", Annotated("fits", kMaxAnnotationBytes - 1)));
+  auto big = store_.Create(ConfigMaps(), "default", Annotated("big", kMaxAnnotationBytes));
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, 422);
+  EXPECT_EQ(big.error().message,
+            "ConfigMap \"big\" is invalid: metadata.annotations: Too long: must have at most "
+            "262144 bytes");
+  // Growing an object by updates (a PATCH is one) stops at the limit; the object is unchanged.
+  ASSERT_TRUE(store_.Create(ConfigMaps(), "default", Annotated("grows", 0)));
+  int64_t rv = 0;
+  int stored = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto r = store_.Update(
+        ConfigMaps(), "default", "grows", [&](const Json& cur) -> k8s::ApiResult<Json> {
+          Json next = cur;
+          next["metadata"]["annotations"]["k" + std::to_string(i)] = std::string(10 << 10, 'y');
+          return next;
+        });
+    if (!r) {
+      EXPECT_EQ(r.error().code, 422) << r.error().message;
+      continue;
+    }
+    rv = (*r)->rv;
+    ++stored;
+  }
+  EXPECT_EQ(stored, 25);  // 25 x (10 KiB + 2 or 3 bytes of key) fit in 256 KiB, 26 do not
+  auto cur = store_.Get(ConfigMaps(), "default", "grows");
+  ASSERT_TRUE(cur);
+  EXPECT_EQ((*cur)->rv, rv);
+}
+
+// Events live an hour after their last write, on the store's clock.
+TEST(StoreEvents, ExpireAnHourAfterTheirLastWrite) {
+  FakeClock clock;
+  Store store(clock);
+  ASSERT_TRUE(store.Create(NamespaceType(), "", Named("default")));
+  ASSERT_TRUE(store.Create(Events(), "default", Named("e1")));
+  ASSERT_TRUE(store.Create(Events(), "default", Named("e2")));
+  int64_t since = store.resource_version();
+  clock.Advance(std::chrono::minutes(59));
+  ASSERT_TRUE(store.Update(Events(), "default", "e2", [](const Json& cur) -> k8s::ApiResult<Json> {
+    Json next = cur;
+    next["count"] = 2;
+    return next;
+  }));
+  clock.Advance(std::chrono::minutes(1));
+  EXPECT_EQ(store.Get(Events(), "default", "e1").error().code, 404);  // 60 min after its write
+  ASSERT_TRUE(store.Get(Events(), "default", "e2"));                  // 1 min after its update
+  auto list = store.List(Events(), "", {}, 0, "");
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->items.size(), 1u);
+  EXPECT_EQ(k8s::Name(list->items[0]->json), "e2");
+  // The next write removes it for good, and watchers see it go.
+  ASSERT_TRUE(store.Create(ConfigMaps(), "default", Named("any")));
+  auto batch = store.WaitEvents(Events(), "", since, milliseconds(0));
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->events.size(), 2u);
+  EXPECT_EQ(batch->events[0].type, EventType::kModified);
+  EXPECT_EQ(batch->events[1].type, EventType::kDeleted);
+  EXPECT_EQ(k8s::Name(batch->events[1].object->json), "e1");
+  clock.Advance(std::chrono::minutes(59));
+  EXPECT_EQ(store.Get(Events(), "default", "e2").error().code, 404);
+  ASSERT_TRUE(store.Create(Events(), "default", Named("e2")));  // a new one, same name: lives
+  ASSERT_TRUE(store.Get(Events(), "default", "e2"));
+  // Other kinds never expire.
+  clock.Advance(std::chrono::hours(24));
+  EXPECT_TRUE(store.Get(ConfigMaps(), "default", "any"));
+}
+
 }  // namespace
 }  // namespace hami::sim
