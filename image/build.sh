@@ -94,7 +94,9 @@ for f in "${binaries[@]/#/$build/bin/}" "$build/lib/libvgpu.so"; do
   ldd_out=$(ldd "$f") || die "ldd '$f' failed"
   for so in "${sonames[@]}"; do
     # "libx.so.1 => /path (0x...)" or, for the loader, "/lib64/ld-linux-x86-64.so.2 (0x...)".
-    path=$(awk -v so="$so" '$1 == so && $2 == "=>" {print $3} $1 ~ "/" so "$" {print $1}' \
+    path=$(awk -v so="/$so" '
+      $1 == substr(so, 2) && $2 == "=>" { print $3 }
+      length($1) > length(so) && substr($1, length($1) - length(so) + 1) == so { print $1 }' \
       <<<"$ldd_out" | head -n1)
     [[ -n $path && $path != not ]] || die "$(basename "$f") needs $so, which is not installed here"
     lib_users[$path]+=" $(basename "$f")"
@@ -228,8 +230,9 @@ if ! mmdebstrap --variant=minbase --mode=root --format=directory \
   tail -n 25 "$work/mmdebstrap.log" >&2
   die "mmdebstrap could not build the root file system (log above). Is $mirror reachable from here? Set HAMI_IMAGE_MIRROR and HAMI_IMAGE_SECURITY_MIRROR to a reachable Debian mirror."
 fi
-# (A concurrent build may have replaced the cache first; either set will do.)
-rm -rf "$debs" && mv -T "$work/debs" "$debs" 2>/dev/null || true
+if ! { rm -rf "$debs" && mv -T "$work/debs" "$debs"; } 2>/dev/null; then
+  echo "image: a concurrent build replaced the .deb cache first; keeping its set"
+fi
 # The runtime provides /dev too; device nodes in the layer would stop rootless runtimes.
 find "$rootfs/dev" -mindepth 1 -delete
 echo "image: root file system in $((SECONDS - start)) s"
