@@ -63,6 +63,13 @@ struct CUmemLocation {
   int id;
 };
 
+// The leading fields of CUmemPoolProps (libvgpu reads only the location).
+struct CUmemPoolProps {
+  int allocType;
+  int handleTypes;
+  CUmemLocation location;
+};
+
 struct CUmemAllocationProp {
   int type;                  // CUmemAllocationType
   int requestedHandleTypes;  // CUmemAllocationHandleType

@@ -200,12 +200,52 @@ void UnlockDiscovery(int fd) {
   close(fd);
 }
 
+// Container index of the device a stream belongs to (its context's device); the current context's
+// for the default streams (0, CU_STREAM_LEGACY = 1, CU_STREAM_PER_THREAD = 2).
+int StreamNvmlIndex(Runtime* rt, CUstream stream) {
+  if (reinterpret_cast<std::uintptr_t>(stream) > 2) {
+    auto get_ctx = VGPU_REAL_CUDA(cuStreamGetCtx);
+    auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
+    auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
+    auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
+    CUcontext ctx = nullptr;
+    if (get_ctx != nullptr && push != nullptr && pop != nullptr && get_dev != nullptr &&
+        get_ctx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr && push(ctx) == CUDA_SUCCESS) {
+      CUdevice dev = 0;
+      bool ok = get_dev(&dev) == CUDA_SUCCESS;
+      CUcontext popped = nullptr;
+      pop(&popped);
+      if (ok) return NvmlIndexOf(rt, dev);
+    }
+  }
+  return CurrentNvmlIndex(rt);
+}
+
+// A pool's device, as recorded when it was created or fetched; the stream's when unknown.
+int PoolNvmlIndex(Runtime* rt, CUmemoryPool pool, CUstream stream) {
+  AllocEntry entry{};
+  auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
+  if (pool != nullptr && rt->pools.Erase(key, &entry)) {
+    rt->pools.Insert(entry);
+    return entry.dev;
+  }
+  return StreamNvmlIndex(rt, stream);
+}
+
+void RememberPool(Runtime* rt, CUmemoryPool pool, int dev) {
+  auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
+  AllocEntry old{};
+  rt->pools.Erase(key, &old);
+  if (dev >= 0) rt->pools.Insert(AllocEntry{key, 0, dev, 0});
+}
+
 CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                           CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
+  // Charged to the stream's device, where the driver allocates it, not the current context's.
   return ChargedAlloc(
-      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+      rt, &rt->allocs, StreamNvmlIndex(rt, stream), bytes, kAllocAsync,
       [&](std::uint64_t* key) {
         CUresult r = real(dptr, bytes, stream);
         if (r == CUDA_SUCCESS) *key = *dptr;
@@ -219,7 +259,7 @@ CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr,
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
   return ChargedAlloc(
-      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocAsync,
+      rt, &rt->allocs, PoolNvmlIndex(rt, pool, stream), bytes, kAllocAsync,
       [&](std::uint64_t* key) {
         CUresult r = real(dptr, bytes, pool, stream);
         if (r == CUDA_SUCCESS) *key = *dptr;
@@ -562,6 +602,45 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryP
                                       CUstream stream) {
   return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
                              stream);
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemPoolCreate);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, props);
+  if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr &&
+      props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    RememberPool(rt, *pool, NvmlIndexOf(rt, props->location.id));
+  }
+  return r;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemPoolDestroy);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool);
+  if (r == CUDA_SUCCESS) RememberPool(rt, pool, -1);
+  return r;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDeviceGetDefaultMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, dev);
+  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, *pool, NvmlIndexOf(rt, dev));
+  return r;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDeviceGetMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, dev);
+  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, *pool, NvmlIndexOf(rt, dev));
+  return r;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

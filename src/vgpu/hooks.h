@@ -37,6 +37,10 @@
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
      unsigned long long flags))                                                                    \
   X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
+  X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
+  X(cuMemPoolDestroy, CUresult, (CUmemoryPool pool))                                               \
+  X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
+  X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                             \
   X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \
   X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))           \
   X(cuMemAllocFromPoolAsync, CUresult,                                                             \
@@ -96,11 +100,14 @@
      unsigned int num_jit, void* lib_options, void** lib_values, unsigned int num_lib))            \
   X(cuLibraryUnload, CUresult, (CUlibrary library))
 
-#define VGPU_CUDA_REAL_ONLY(X)                                \
-  X(cuCtxGetLimit, CUresult, (size_t * value, CUlimit limit)) \
-  X(cuCtxGetCurrent, CUresult, (CUcontext * ctx))             \
-  X(cuCtxGetDevice, CUresult, (CUdevice * dev))               \
-  X(cuDeviceGetCount, CUresult, (int* count))                 \
+#define VGPU_CUDA_REAL_ONLY(X)                                    \
+  X(cuCtxGetLimit, CUresult, (size_t * value, CUlimit limit))     \
+  X(cuStreamGetCtx, CUresult, (CUstream stream, CUcontext * ctx)) \
+  X(cuCtxPushCurrent_v2, CUresult, (CUcontext ctx))               \
+  X(cuCtxPopCurrent_v2, CUresult, (CUcontext * ctx))              \
+  X(cuCtxGetCurrent, CUresult, (CUcontext * ctx))                 \
+  X(cuCtxGetDevice, CUresult, (CUdevice * dev))                   \
+  X(cuDeviceGetCount, CUresult, (int* count))                     \
   X(cuDeviceGetAttribute, CUresult, (int* value, CUdevice_attribute attr, CUdevice dev))
 
 #define VGPU_NVML_HOOKS(X)                                                            \

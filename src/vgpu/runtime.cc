@@ -73,7 +73,8 @@ void ForkChild() {
     g_rt->vmm.Clear();
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
-    for (AllocTable* t : {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released}) {
+    for (AllocTable* t :
+         {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools}) {
       t->ResetLockAfterFork();
       t->Clear();
     }
@@ -321,6 +322,7 @@ Runtime* Rt() {
       g_rt->vmm_maps.Init(kVmmTableCapacity, max);
       g_rt->vmm_map_counts.Init(kVmmTableCapacity, max);
       g_rt->vmm_released.Init(kVmmTableCapacity, max);
+      g_rt->pools.Init(kVmmTableCapacity, max);
     }
     InitLocked(g_rt);
     t_initialising = false;

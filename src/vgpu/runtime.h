@@ -35,6 +35,7 @@ struct Runtime {
   AllocTable vmm_maps;
   AllocTable vmm_map_counts;
   AllocTable vmm_released;  // handle -> charge, released but still mapped
+  AllocTable pools;         // memory pool -> container index of its device (`dev`)
   pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;  // guards the three tables above together
   AllocTable measured;  // array / context / module / context-limit handle -> measured charge
   pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER;  // one measured call at a time

@@ -41,6 +41,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocatio
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
 CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -647,6 +648,31 @@ void ReleaseMapped(char** argv) {
   CHECK_EQ(FreeBytes(), limit);
 }
 
+// asyncdevice: with the current context on device 0 (1 GiB), asynchronous allocations on a
+// device-1 stream or from a device-1 pool are charged to device 1 (2 GiB), where they live.
+void AsyncDevice() {
+  const unsigned long long kMiB = 1ULL << 20;
+  UseDevice(0);
+  auto stream1 = reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(0x1001));
+  CUdeviceptr p = 0, q = 0, r = 0;
+  CHECK_EQ(cuMemAllocAsync(&p, 1536 * kMiB, stream1), CUDA_SUCCESS);
+  CUmemPoolProps props{};
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 1;
+  CUmemoryPool pool = nullptr;
+  CHECK_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocFromPoolAsync(&q, 400 * kMiB, pool, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocFromPoolAsync(&r, 200 * kMiB, pool, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocAsync(&r, 200 * kMiB, stream1), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_physical_used(1), 1936 * kMiB);
+  CHECK_EQ(FreeBytes(), 1024 * kMiB);                                 // device 0 untouched
+  CHECK_EQ(cuMemAllocAsync(&r, 1000 * kMiB, nullptr), CUDA_SUCCESS);  // device 0's own
+  CHECK_EQ(cuMemFreeAsync(p, stream1), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(r, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync(&p, 1900 * kMiB, stream1), CUDA_SUCCESS);  // device 1 given back
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -819,6 +845,8 @@ int main(int argc, char** argv) {
     LegacyLaunch();
   } else if (s == "releasemapped" && argc == 3) {
     ReleaseMapped(argv);
+  } else if (s == "asyncdevice") {
+    AsyncDevice();
   } else if (s == "bigkernel") {
     BigKernel();
   } else if (s == "launch") {

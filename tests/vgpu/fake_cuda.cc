@@ -456,17 +456,58 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t) {
   }
   return Release("cuMemUnmap", handle);
 }
-CUresult cuMemAllocAsync(CUdeviceptr* d, size_t n, CUstream) {
-  return Allocate("cuMemAllocAsync", d, n, t_current);
+// Streams and pools: a stream handle is its context's handle (0x1000 + ordinal, as primary
+// contexts), a pool handle 0x3000 + ordinal; the default streams (0, 1, 2) belong to the current
+// context. Asynchronous allocations land on the stream's or the pool's device.
+int StreamDevice(CUstream stream) {
+  auto h = reinterpret_cast<std::uintptr_t>(stream);
+  return h > 2 ? static_cast<int>(h & 0xff) : t_current;
 }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t n, CUstream) {
-  return Allocate("cuMemAllocAsync_ptsz", d, n, t_current);
+int PoolDevice(CUmemoryPool pool, CUstream stream) {
+  auto h = reinterpret_cast<std::uintptr_t>(pool);
+  return h != 0 ? static_cast<int>(h & 0xff) : StreamDevice(stream);
 }
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* d, size_t n, CUmemoryPool, CUstream) {
-  return Allocate("cuMemAllocFromPoolAsync", d, n, t_current);
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + StreamDevice(stream)));
+  return CUDA_SUCCESS;
 }
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool, CUstream) {
-  return Allocate("cuMemAllocFromPoolAsync_ptsz", d, n, t_current);
+thread_local CUcontext t_ctx_stack[8];
+thread_local int t_ctx_depth = 0;
+extern thread_local CUcontext t_ctx;
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (t_ctx_depth == 8) return CUDA_ERROR_INVALID_VALUE;
+  t_ctx_stack[t_ctx_depth++] = t_ctx;
+  return cuCtxSetCurrent(ctx);
+}
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (t_ctx_depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx != nullptr) *ctx = t_ctx;
+  return cuCtxSetCurrent(t_ctx_stack[--t_ctx_depth]);
+}
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  *pool = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(0x3000 + props->location.id));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPoolDestroy(CUmemoryPool) { return CUDA_SUCCESS; }
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  *pool = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(0x3000 + dev));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  return cuDeviceGetMemPool(pool, dev);
+}
+CUresult cuMemAllocAsync(CUdeviceptr* d, size_t n, CUstream stream) {
+  return Allocate("cuMemAllocAsync", d, n, StreamDevice(stream));
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t n, CUstream stream) {
+  return Allocate("cuMemAllocAsync_ptsz", d, n, StreamDevice(stream));
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* d, size_t n, CUmemoryPool pool, CUstream stream) {
+  return Allocate("cuMemAllocFromPoolAsync", d, n, PoolDevice(pool, stream));
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool pool,
+                                      CUstream stream) {
+  return Allocate("cuMemAllocFromPoolAsync_ptsz", d, n, PoolDevice(pool, stream));
 }
 CUresult cuMemFreeAsync(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync", d); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync_ptsz", d); }

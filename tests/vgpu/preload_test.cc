@@ -316,6 +316,11 @@ TEST_F(PreloadTest, ReleasedWhileMappedStaysChargedUntilTheLastUnmap) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"releasemapped", std::to_string(kGiB)}));
 }
 
+TEST_F(PreloadTest, AsyncAllocationsAreChargedToTheStreamsOrPoolsDevice) {
+  EXPECT_APP_OK(
+      Run({"CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g"}, {"asyncdevice"}));
+}
+
 TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
   EXPECT_APP_OK(Run({}, {"launch"}));
   cache_ = dir_ + "/limited.cache";
