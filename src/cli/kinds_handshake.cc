@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/kinds.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "common/time_format.h"
 #include "protocol/handshake.h"
@@ -44,8 +45,10 @@ Result<std::optional<std::string>> OptionalString(const nlohmann::json& j, const
 }
 
 Result<std::string> EncodeHandshakeKind(std::string_view text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Error{"handshake: input is not a JSON object"};
+  Result<nlohmann::json> parsed = ParseJson(text);
+  if (!parsed) return Error{"handshake: input is " + parsed.error()};
+  nlohmann::json& j = *parsed;
+  if (!j.is_object()) return Error{"handshake: input is not a JSON object"};
   auto kind_name = OptionalString(j, "kind");
   if (!kind_name) return std::move(kind_name).take_error();
   auto kind = protocol::HandshakeKindFromName(kind_name->value_or(""));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/kinds.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "common/time_format.h"
 #include "protocol/node_lock.h"
@@ -58,8 +59,10 @@ Result<std::string> TimestampText(const nlohmann::json& j) {
 }
 
 Result<std::string> EncodeNodeLockKind(std::string_view text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Error{"node-lock: input is not a JSON object"};
+  Result<nlohmann::json> parsed = ParseJson(text);
+  if (!parsed) return Error{"node-lock: input is " + parsed.error()};
+  nlohmann::json& j = *parsed;
+  if (!j.is_object()) return Error{"node-lock: input is not a JSON object"};
   auto stamp = TimestampText(j);
   if (!stamp) return std::move(stamp).take_error();
   auto ns = OptionalString(j, "namespace");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/kinds.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "protocol/mig_allocations.h"
 #include "protocol/pod_devices.h"
@@ -72,8 +73,10 @@ Status ReadPodDevice(const Json& j, const std::string& where, protocol::Containe
 }
 
 Result<std::string> EncodePodKind(std::string_view text) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_array()) {
+  Result<Json> parsed = ParseJson<Json>(text);
+  if (!parsed) return Error{"pod-devices: " + parsed.error() + ": " + Quote(text)};
+  Json& j = *parsed;
+  if (!j.is_array()) {
     return Error{"pod-devices: want a JSON list of containers, got " + Quote(text)};
   }
   protocol::PodDevices pod;

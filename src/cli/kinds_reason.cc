@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/kinds.h"
+#include "common/json.h"
 #include "protocol/reason.h"
 
 namespace hami::cli {
@@ -18,8 +19,10 @@ Result<std::string> DecodeReasonKind(std::string_view value) {
 }
 
 Result<std::string> EncodeReasonKind(std::string_view text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Error{"reason: input is not a JSON object"};
+  Result<nlohmann::json> parsed = ParseJson(text);
+  if (!parsed) return Error{"reason: input is " + parsed.error()};
+  nlohmann::json& j = *parsed;
+  if (!j.is_object()) return Error{"reason: input is not a JSON object"};
   auto total = j.find("devicesConsidered");
   if (total == j.end() || !total->is_number_integer()) {
     return Error{"reason: field \"devicesConsidered\" must be an integer"};

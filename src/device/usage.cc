@@ -1,6 +1,8 @@
 #include "device/usage.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "common/strings.h"
 
@@ -36,6 +38,17 @@ std::set<std::string> ParseCordon(std::string_view value) {
   return out;
 }
 
+namespace {
+
+// a + b within int32: many containers of 2147483647 MiB must not wrap to a negative total (which
+// would read as free memory); negative inputs count as 0 for the same reason.
+int32_t AddHeld(int32_t a, int32_t b) {
+  int64_t sum = static_cast<int64_t>(std::max(a, 0)) + std::max(b, 0);
+  return static_cast<int32_t>(std::min<int64_t>(sum, std::numeric_limits<int32_t>::max()));
+}
+
+}  // namespace
+
 std::vector<DeviceDelta> CollapsePodDevices(const protocol::PodDevices& devices, size_t init_count,
                                             bool init_done) {
   std::map<std::string, DeviceDelta> peak;  // init containers
@@ -55,9 +68,9 @@ std::vector<DeviceDelta> CollapsePodDevices(const protocol::PodDevices& devices,
         DeviceDelta& s = sum[d.uuid];
         s.uuid = d.uuid;
         s.vendor = d.type;
-        s.usedmem += d.usedmem;
-        s.usedcores += d.usedcores;
-        s.slots += 1;
+        s.usedmem = AddHeld(s.usedmem, d.usedmem);
+        s.usedcores = AddHeld(s.usedcores, d.usedcores);
+        s.slots = AddHeld(s.slots, 1);
       }
     }
   }
@@ -82,9 +95,14 @@ void ApplyDeltas(const std::vector<DeviceDelta>& deltas, int sign,
   for (const auto& d : deltas) {
     for (auto& dev : *devices) {
       if (dev.id != d.uuid) continue;
-      dev.used += sign * std::max(d.slots, 1);
-      dev.usedmem += sign * d.usedmem;
-      dev.usedcores += sign * d.usedcores;
+      auto apply = [sign](int32_t v, int32_t delta) {
+        int64_t next = static_cast<int64_t>(v) + sign * static_cast<int64_t>(std::max(delta, 0));
+        return static_cast<int32_t>(
+            std::clamp<int64_t>(next, 0, std::numeric_limits<int32_t>::max()));
+      };
+      dev.used = apply(dev.used, std::max(d.slots, 1));
+      dev.usedmem = apply(dev.usedmem, d.usedmem);
+      dev.usedcores = apply(dev.usedcores, d.usedcores);
       break;
     }
   }

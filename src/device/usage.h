@@ -88,13 +88,15 @@ struct DeviceDelta {
 // per device UUID, sorted by UUID. Per UUID: init peak = per-field max over init containers
 // (slots 1); app sum = sum over regular containers (slots = occurrences); result = per-field
 // max(peak, sum), slots at least 1. With `init_done` (every init container exited 0) only the
-// app sum counts. Containers past the end of the list hold nothing.
+// app sum counts. Containers past the end of the list hold nothing. Sums saturate at int32 max
+// and negative sizes count as 0.
 std::vector<DeviceDelta> CollapsePodDevices(const protocol::PodDevices& devices, size_t init_count,
                                             bool init_done);
 
 // Adds (sign +1) or removes (sign -1) deltas on the matching devices of `devices` by UUID:
-// used += sign*max(slots,1), usedmem += sign*usedmem, usedcores += sign*usedcores.
-// Deltas naming no device in the list are ignored.
+// used += sign*max(slots,1), usedmem += sign*usedmem, usedcores += sign*usedcores, a negative
+// delta counting as 0 and each result kept within [0, int32 max] (a bad annotation never frees
+// what is held). Deltas naming no device in the list are ignored.
 void ApplyDeltas(const std::vector<DeviceDelta>& deltas, int sign,
                  std::vector<DeviceUsage>* devices);
 

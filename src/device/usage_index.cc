@@ -1,6 +1,8 @@
 #include "device/usage_index.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <mutex>
 
 #include "common/strings.h"
@@ -34,18 +36,31 @@ Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& regist
   return std::optional<PodAllocation>(std::move(out));
 }
 
+namespace {
+
+// A pod never frees what others hold: a negative size counts as 0 (the decoder already refuses
+// one), the same way on add and on remove so the counters stay exact.
+int64_t Held(int32_t v) { return std::max<int64_t>(v, 0); }
+
+// A row's int32 field from a counter: never below zero, never wrapped past int32.
+int32_t ToRow(int64_t v) {
+  return static_cast<int32_t>(std::clamp<int64_t>(v, 0, std::numeric_limits<int32_t>::max()));
+}
+
+}  // namespace
+
 void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
   auto& node = usage_[allocation.node];
   auto& ns = namespaces_[allocation.namespace_name];
   for (const auto& d : allocation.deltas) {
     Counters& c = node[d.uuid];
     c.used += sign * std::max(d.slots, 1);
-    c.usedmem += sign * d.usedmem;
-    c.usedcores += sign * d.usedcores;
+    c.usedmem += sign * Held(d.usedmem);
+    c.usedcores += sign * Held(d.usedcores);
     if (c.used == 0 && c.usedmem == 0 && c.usedcores == 0) node.erase(d.uuid);
     Totals& t = ns[d.vendor];
-    t.usedmem += sign * d.usedmem;
-    t.usedcores += sign * d.usedcores;
+    t.usedmem += sign * Held(d.usedmem);
+    t.usedcores += sign * Held(d.usedcores);
     if (t == Totals{}) ns.erase(d.vendor);
   }
   if (node.empty()) usage_.erase(allocation.node);
@@ -59,9 +74,9 @@ void UsageIndex::MergeUsageLocked(NodeUsage* row) const {
     if (u != usage_.end()) {
       if (auto it = u->second.find(d.id); it != u->second.end()) c = it->second;
     }
-    d.used = static_cast<int32_t>(c.used);
-    d.usedmem = static_cast<int32_t>(c.usedmem);
-    d.usedcores = static_cast<int32_t>(c.usedcores);
+    d.used = ToRow(c.used);
+    d.usedmem = ToRow(c.usedmem);
+    d.usedcores = ToRow(c.usedcores);
   }
 }
 

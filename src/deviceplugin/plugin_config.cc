@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "device/config.h"
 
@@ -53,8 +54,10 @@ Status ReadFilter(const Json& entry, PluginConfig* c) {
 
 Result<PluginConfig> ApplyNodeConfigJson(std::string_view json_text, std::string_view node_name,
                                          PluginConfig base) {
-  Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return Error{"node config: invalid JSON"};
+  Result<Json> parsed = ParseJson<Json>(json_text);
+  if (!parsed) return Error{"node config: " + parsed.error()};
+  Json& root = *parsed;
+  if (!root.is_object()) return Error{"node config: want a JSON object"};
   auto list = root.find("nodeconfig");
   if (list == root.end() || list->is_null()) return base;
   if (!list->is_array()) return Error{"nodeconfig: want a list"};

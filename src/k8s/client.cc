@@ -9,7 +9,9 @@
 #include <mutex>
 #include <optional>
 
+#include "common/json.h"
 #include "common/strings.h"
+#include "k8s/event_correlator.h"
 #include "k8s/rate_limiter.h"
 
 namespace hami::k8s {
@@ -85,7 +87,7 @@ std::string ListQuery(const ListOptions& o) {
 ApiError ErrorFromResponse(long code, const std::string& body) {
   ApiError e;
   e.code = static_cast<int>(code);
-  Json status = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  Json status = hami::ParseJsonOrNull<Json>(body);
   if (status.is_object() && status.value("kind", "") == "Status") {
     e.reason = status.value("reason", "");
     e.message = status.value("message", "");
@@ -106,11 +108,9 @@ ApiError ErrorFromResponse(long code, const std::string& body) {
 }
 
 ApiResult<Json> ParseJson(const std::string& body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return ApiError{0, kReasonTransport, "response is not JSON: " + Quote(body)};
-  }
-  return j;
+  Result<Json> j = hami::ParseJson<Json>(body);
+  if (!j) return ApiError{0, kReasonTransport, "response is " + j.error() + ": " + Quote(body)};
+  return std::move(*j);
 }
 
 size_t CollectBody(char* data, size_t size, size_t n, void* user) {
@@ -135,7 +135,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
     std::string_view line(sink->buffer.data() + start, nl - start);
     start = nl + 1;
     if (Trim(line).empty()) continue;
-    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Json j = hami::ParseJsonOrNull<Json>(line);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
       sink->error = ApiError{0, kReasonTransport, "watch: malformed event " + Quote(line)};
       return 0;
@@ -288,9 +288,12 @@ class Client::Impl {
                     "watch " + url + ": " + curl_easy_strerror(rc)};
   }
 
+  EventCorrelator& events() { return events_; }
+
  private:
   const RestConfig& config_;
   RateLimiter limiter_;
+  EventCorrelator events_;
   std::mutex mu_;
   std::vector<CURL*> pool_;
 };
@@ -382,12 +385,14 @@ ApiStatus Client::Delete(const Resource& r, std::string_view ns, std::string_vie
   return ApiOk();
 }
 
-ApiStatus Client::Bind(std::string_view ns, std::string_view pod, std::string_view node) {
+ApiStatus Client::Bind(std::string_view ns, std::string_view pod, std::string_view node,
+                       std::string_view uid) {
   Json binding = {
       {"apiVersion", "v1"},
       {"kind", "Binding"},
       {"metadata", {{"name", std::string(pod)}, {"namespace", std::string(ns)}}},
       {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", std::string(node)}}}};
+  if (!uid.empty()) binding["metadata"]["uid"] = std::string(uid);
   auto body = Request("POST", resources::kPods.Path(ns, pod, "binding"), binding.dump());
   if (!body) return std::move(body).take_error();
   return ApiOk();
@@ -413,6 +418,15 @@ ApiResult<Json> Client::RecordEvent(const Json& involved, std::string_view type,
               {"namespace", Namespace(involved)},
               {"uid", Uid(involved)},
               {"resourceVersion", ResourceVersion(involved)}};
+  const std::string key = EventKey(
+      component, ref["kind"].get<std::string>(), ref["namespace"].get<std::string>(),
+      ref["name"].get<std::string>(), ref["uid"].get<std::string>(), type, reason, message);
+  if (auto repeat = impl_->events().Observe(key)) {
+    Json bump = {{"count", repeat->count}, {"lastTimestamp", stamp}};
+    auto patched = Patch(resources::kEvents, repeat->ns, repeat->name, PatchType::kMerge, bump);
+    if (patched || patched.error().code != 404) return patched;
+    impl_->events().Forget(key);  // expired or deleted: record it afresh
+  }
   Json event = {{"apiVersion", "v1"},
                 {"kind", "Event"},
                 {"metadata", {{"name", Name(involved) + suffix}, {"namespace", ns}}},
@@ -424,7 +438,9 @@ ApiResult<Json> Client::RecordEvent(const Json& involved, std::string_view type,
                 {"firstTimestamp", stamp},
                 {"lastTimestamp", stamp},
                 {"count", 1}};
-  return Create(resources::kEvents, ns, event);
+  auto created = Create(resources::kEvents, ns, event);
+  if (created) impl_->events().Created(key, ns, Name(event));
+  return created;
 }
 
 ApiStatus Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& options,

@@ -103,9 +103,13 @@ class Client {
   // `resource_version` non-empty: delete only that version (409 otherwise).
   ApiStatus Delete(const Resource& r, std::string_view ns, std::string_view name,
                    std::string_view resource_version = "");
-  // POST pods/<pod>/binding. 409 when the pod is already bound.
-  ApiStatus Bind(std::string_view ns, std::string_view pod, std::string_view node);
-  // Creates a core/v1 Event about `involved` (type "Normal" or "Warning").
+  // POST pods/<pod>/binding. 409 when the pod is already bound, or when `uid` is set and the pod
+  // of that name has another UID (a Binding's metadata.uid is a precondition).
+  ApiStatus Bind(std::string_view ns, std::string_view pod, std::string_view node,
+                 std::string_view uid = "");
+  // Creates a core/v1 Event about `involved` (type "Normal" or "Warning"). A repeat of an Event
+  // this client created (same component, object, type, reason and message) raises that Event's
+  // count and lastTimestamp instead (k8s/event_correlator.h); the answer is the patched Event.
   ApiResult<Json> RecordEvent(const Json& involved, std::string_view type, std::string_view reason,
                               std::string_view message, std::string_view component);
 

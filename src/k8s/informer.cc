@@ -41,6 +41,7 @@ Informer::Cached Informer::Freeze(const ObjectRef& obj) const {
   return Cached{nullptr, obj->dump(), ResourceVersion(*obj)};
 }
 
+// c.raw is our own dump of a value ParseJson already bounded, so it is parsed directly.
 ObjectRef Informer::Thaw(const Cached& c) {
   if (c.obj) return c.obj;
   return std::make_shared<const Json>(Json::parse(c.raw, nullptr, /*allow_exceptions=*/false));

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "protocol/go_json.h"
 
@@ -137,8 +138,9 @@ Result<std::vector<MigAllocation>> DecodeMigAllocations(std::string_view value) 
   std::vector<MigAllocation> out;
   if (value.empty()) return out;
   try {
-    Json j = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Error{"MIG allocations: not valid JSON: " + Quote(value)};
+    Result<Json> parsed = ParseJson<Json>(value);
+    if (!parsed) return Error{"MIG allocations: " + parsed.error() + ": " + Quote(value)};
+    Json& j = *parsed;
     if (j.is_null()) return out;
     if (!j.is_array()) return Error{"MIG allocations: want a JSON list, got " + Describe(j)};
     std::set<std::pair<int64_t, int64_t>> slots;

@@ -4,8 +4,10 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <span>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "protocol/go_json.h"
 
@@ -305,12 +307,34 @@ Status ReadDevice(const Json& v, const std::string& where, DeviceInfo* d) {
   return ReadObject(v, fields, where, "");
 }
 
+// Values Go would accept that describe no real GPU: a negative size adds slots, memory or cores
+// that do not exist, and a UUID listed twice lets one pod take the same GPU twice.
+Status CheckDevices(const std::vector<DeviceInfo>& devices) {
+  std::set<std::string_view> ids;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceInfo& d = devices[i];
+    const std::string where = "device " + std::to_string(i);
+    for (auto [field, v] :
+         {std::pair{"count", d.count}, {"devmem", d.devmem}, {"devcore", d.devcore}}) {
+      if (v < 0) {
+        return Error{where + ": field \"" + field + "\": must not be negative, got " +
+                     std::to_string(v)};
+      }
+    }
+    if (!d.id.empty() && !ids.insert(d.id).second) {
+      return Error{where + ": field \"id\": duplicate " + Quote(d.id) + " (a GPU listed twice)"};
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value) {
   try {
-    Json j = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Error{"node register: not valid JSON: " + Quote(value)};
+    Result<Json> parsed = ParseJson<Json>(value);
+    if (!parsed) return Error{"node register: " + parsed.error() + ": " + Quote(value)};
+    Json& j = *parsed;
     std::vector<DeviceInfo> out;
     if (j.is_null()) return out;
     if (!j.is_array()) return Error{"node register: want a JSON list, got " + Describe(j)};
@@ -319,6 +343,7 @@ Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value) {
       Status s = ReadDevice(j[i], "device " + std::to_string(i), &out.emplace_back());
       if (!s) return std::move(s).take_error();
     }
+    if (Status s = CheckDevices(out); !s) return Error{"node register: " + s.error()};
     return out;
   } catch (const std::exception& e) {
     // Not expected: every access above is type-checked first. Kept so nothing escapes.
@@ -397,6 +422,7 @@ Result<std::vector<DeviceInfo>> DecodeNodeRegisterLegacy(std::string_view value)
     Status s = ParseLegacyEntry(entry, &out.emplace_back());
     if (!s) return std::move(s).take_error();
   }
+  if (Status s = CheckDevices(out); !s) return Error{"node register: " + s.error()};
   return out;
 }
 

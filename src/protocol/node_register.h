@@ -40,7 +40,9 @@ struct MigProfile {
 };
 
 // One physical device as registered on the node. Field types follow HAMi's Go struct, so the
-// decoder rejects exactly the values Go would (index uint, count/devmem/devcore int32, numa int).
+// decoder rejects the values Go would (index uint, count/devmem/devcore int32, numa int), and
+// also, in both encodings, a negative count/devmem/devcore or a device id listed twice: they
+// would add capacity that does not exist (issue 19).
 struct DeviceInfo {
   std::string id{};                        // device UUID, e.g. "GPU-0fc3eda5-..."
   uint64_t index = 0;                      // position on the node

@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "protocol/go_json.h"
 #include "protocol/node_register.h"  // AppendGoJsonString
@@ -91,8 +92,9 @@ Result<PairScores> DecodePairScores(std::string_view value) {
   PairScores out;
   if (value.empty()) return out;
   try {
-    Json j = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Error{"pair scores: not valid JSON: " + Quote(value)};
+    Result<Json> parsed = ParseJson<Json>(value);
+    if (!parsed) return Error{"pair scores: " + parsed.error() + ": " + Quote(value)};
+    Json& j = *parsed;
     if (j.is_null()) return out;
     if (!j.is_array()) return Error{"pair scores: want a JSON list, got " + Describe(j)};
     for (size_t i = 0; i < j.size(); ++i) {

@@ -19,10 +19,17 @@ Status DecodeDevice(std::string_view part, const std::string& where, ContainerDe
     return Error{entry + ": want 4 comma-separated fields (UUID,Type,UsedMem,UsedCores), got " +
                  std::to_string(f.size())};
   }
+  // A negative size would free memory or cores that are in use (anyone who creates pods writes
+  // this annotation), so it is malformed here although Go's ParseInt takes it.
   auto mem = ParseGoInt32(f[2]);
   if (!mem) return Error{entry + ": field \"usedmem\": want an int32, got " + Quote(f[2])};
+  if (*mem < 0)
+    return Error{entry + ": field \"usedmem\": must not be negative, got " + Quote(f[2])};
   auto cores = ParseGoInt32(f[3]);
   if (!cores) return Error{entry + ": field \"usedcores\": want an int32, got " + Quote(f[3])};
+  if (*cores < 0) {
+    return Error{entry + ": field \"usedcores\": must not be negative, got " + Quote(f[3])};
+  }
   d->uuid = std::string(f[0]);
   d->type = std::string(f[1]);
   d->usedmem = *mem;

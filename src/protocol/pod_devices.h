@@ -39,7 +39,7 @@ std::string EncodePodDevices(const PodDevices& pod);
 
 // Splits on ':'; parts without ',' (the empty tail after the last ':' included) are skipped. A
 // part with fewer than 4 comma fields is an error; fields past the 4th are ignored; fields 3 and
-// 4 must be int32 (Go strconv.ParseInt: an optional sign, digits).
+// 4 must be non-negative int32 (Go strconv.ParseInt: an optional sign, digits).
 Result<ContainerDevices> DecodeContainerDevices(std::string_view value);
 
 // Splits on ';' keeping every segment, so the trailing ';' yields one more, empty container:

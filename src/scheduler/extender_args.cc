@@ -1,5 +1,6 @@
 #include "scheduler/extender_args.h"
 
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace hami::scheduler {
@@ -20,9 +21,9 @@ const json* FindKeyInsensitive(const json& obj, std::string_view key) {
 namespace {
 
 Result<json> ParseObject(std::string_view body, std::string_view what) {
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Error{std::string(what) + ": body is not JSON"};
-  if (!doc.is_object()) return Error{std::string(what) + ": want a JSON object"};
+  Result<json> doc = ParseJson(body);
+  if (!doc) return Error{std::string(what) + ": body is " + doc.error()};
+  if (!doc->is_object()) return Error{std::string(what) + ": want a JSON object"};
   return doc;
 }
 

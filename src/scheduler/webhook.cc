@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "device/pod_view.h"
 #include "device/schedule.h"
@@ -180,20 +181,31 @@ bool QuotaFits(const device::Registry& registry, const json& pod, const std::str
 
 HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& registry,
                                 const WebhookOptions& options, const QuotaLookup& quota) {
-  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // A review that cannot be read is answered as webhook servers (controller-runtime) do: HTTP 200
+  // with an AdmissionReview whose status carries code 400, so kube-apiserver logs the reason.
+  // Without a readable request.uid the reply's uid is "": kube-apiserver rejects a uid that does
+  // not match its request and applies the webhook's failurePolicy (docs/INPUT_LIMITS.md).
+  Result<json> parsed = ParseJson(body);
+  if (!parsed) return Reply(200, "", "", Errored(400, "admission review: " + parsed.error()));
+  json& review = *parsed;
   std::string api_version =
       review.is_object() && review.contains("apiVersion") && review["apiVersion"].is_string()
           ? review["apiVersion"].get<std::string>()
           : "";
-  if (!review.is_object() || !review.contains("request") || !review["request"].is_object() ||
-      !review["request"].contains("object") || !review["request"]["object"].is_object()) {
-    return Reply(400, api_version, "",
+  const json* request_field =
+      review.is_object() && review.contains("request") && review["request"].is_object()
+          ? &review["request"]
+          : nullptr;
+  std::string uid =
+      request_field && request_field->contains("uid") && (*request_field)["uid"].is_string()
+          ? (*request_field)["uid"].get<std::string>()
+          : "";
+  if (!request_field || !request_field->contains("object") ||
+      !(*request_field)["object"].is_object()) {
+    return Reply(200, api_version, uid,
                  Errored(400, "admission review: want an object with request.object"));
   }
-  const json& request = review["request"];
-  std::string uid = request.contains("uid") && request["uid"].is_string()
-                        ? request["uid"].get<std::string>()
-                        : "";
+  const json& request = *request_field;
   json pod = request["object"];
   const json* spec = pod.contains("spec") && pod["spec"].is_object() ? &pod["spec"] : nullptr;
   auto list_size = [&](const char* list) -> size_t {

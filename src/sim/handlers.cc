@@ -4,6 +4,7 @@
 #include <thread>
 #include <variant>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "k8s/object.h"
 #include "sim/patch.h"
@@ -146,8 +147,9 @@ ApiResult<std::monostate> ValidateBody(const ResourceType& type, const Json& obj
 }
 
 ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
-  Json obj = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (obj.is_discarded()) return BadRequest("the request body is not valid JSON");
+  Result<Json> parsed = ParseJson<Json>(body);
+  if (!parsed) return BadRequest("the request body is " + parsed.error());
+  Json& obj = *parsed;
   if (auto ok = ValidateBody(type, obj); !ok) return std::move(ok).take_error();
   return obj;
 }
@@ -289,8 +291,8 @@ void Patch(Store& store, const Target& t, const httplib::Request& req, httplib::
 ApiResult<DeletePreconditions> ParseDeleteOptions(const std::string& body) {
   DeletePreconditions pre;
   if (Trim(body).empty()) return pre;
-  Json opts = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (opts.is_discarded() || !opts.is_object()) {
+  Json opts = ParseJsonOrNull<Json>(body);
+  if (!opts.is_object()) {
     return BadRequest("the DeleteOptions body is not a JSON object");
   }
   auto it = opts.find("preconditions");
@@ -333,8 +335,8 @@ void DeleteCollection(Store& store, const Target& t, const httplib::Request& req
 
 // POST pods/<name>/binding: sets spec.nodeName once; a bound pod gets 409.
 void Bind(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  Json binding = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (binding.is_discarded() || !binding.is_object()) {
+  Json binding = ParseJsonOrNull<Json>(req.body);
+  if (!binding.is_object()) {
     return ReplyError(res, BadRequest("the Binding body is not a JSON object"));
   }
   auto target = binding.find("target");
@@ -345,7 +347,23 @@ void Bind(Store& store, const Target& t, const httplib::Request& req, httplib::R
                       "Binding " + Quote(t.name) + " is invalid: target.name: Required value"});
   }
   std::string node = (*target)["name"].get<std::string>();
+  // metadata.uid and resourceVersion of a Binding are preconditions on the pod, as in
+  // kube-apiserver: a bind meant for a deleted pod must not bind its same-named successor.
+  const std::string want_uid = k8s::FieldString(binding, "metadata.uid");
+  const std::string want_rv = k8s::FieldString(binding, "metadata.resourceVersion");
   auto obj = store.Update(*t.type, t.ns, t.name, [&](const Json& cur) -> ApiResult<Json> {
+    auto precondition = [&](const char* what, const std::string& want, const std::string& have) {
+      return ApiError{409, k8s::kReasonConflict,
+                      "Operation cannot be fulfilled on pods/binding " + Quote(t.name) +
+                          ": Precondition failed: " + what + " in precondition: " + want + ", " +
+                          what + " in object meta: " + have};
+    };
+    if (!want_uid.empty() && want_uid != k8s::Uid(cur)) {
+      return precondition("UID", want_uid, k8s::Uid(cur));
+    }
+    if (!want_rv.empty() && want_rv != k8s::ResourceVersion(cur)) {
+      return precondition("ResourceVersion", want_rv, k8s::ResourceVersion(cur));
+    }
     std::string bound = k8s::FieldString(cur, "spec.nodeName");
     if (!bound.empty()) {
       return ApiError{409, k8s::kReasonConflict,

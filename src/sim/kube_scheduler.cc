@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "common/time_format.h"
@@ -108,7 +109,7 @@ std::string ReplyError(const httplib::Result& r, std::string_view verb, json* bo
   const std::string what = "extender " + std::string(verb);
   if (!r) return what + ": " + httplib::to_string(r.error());
   if (r->status != 200) return what + ": HTTP " + std::to_string(r->status);
-  *body = json::parse(r->body, nullptr, false);
+  *body = ParseJsonOrNull(r->body);
   if (!body->is_object()) return what + ": response is not a JSON object";
   const json* e = scheduler::FindKeyInsensitive(*body, "Error");
   return e != nullptr && e->is_string() ? e->get<std::string>() : "";

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace hami::sim {
@@ -176,10 +177,11 @@ Json StrategicMerge(const Json& target, const Json& patch) {
 
 k8s::ApiResult<nlohmann::json> ApplyPatch(const nlohmann::json& target, PatchType type,
                                           std::string_view patch_body) {
-  Json patch = Json::parse(patch_body, nullptr, /*allow_exceptions=*/false);
-  if (patch.is_discarded()) {
-    return k8s::ApiError{400, k8s::kReasonBadRequest, "the patch body is not valid JSON"};
+  Result<Json> parsed = ParseJson<Json>(patch_body);
+  if (!parsed) {
+    return k8s::ApiError{400, k8s::kReasonBadRequest, "the patch body is " + parsed.error()};
   }
+  Json& patch = *parsed;
   switch (type) {
     case PatchType::kMerge: {
       if (!patch.is_object()) {

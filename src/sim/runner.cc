@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "device/policy.h"
@@ -91,7 +92,7 @@ Result<Admission> Admit(httplib::Client& http, const json& pod, const std::strin
   if (res->status != 200) {
     return Error{"webhook: HTTP " + std::to_string(res->status) + ": " + res->body};
   }
-  json answer = json::parse(res->body, nullptr, false);
+  json answer = ParseJsonOrNull(res->body);
   const json* response =
       answer.is_object() && answer.contains("response") ? &answer["response"] : nullptr;
   if (!response || !response->is_object()) return Error{"webhook: no response in " + res->body};

@@ -132,6 +132,21 @@ rejects encode node-lock '{"timestamp":"2026-08-21T02:11:12Z","namespace":"a,b",
 rejects encode node-lock '{"timestamp":"2026-08-21T02:11:12Z","namespace":"a"}'
 rejects encode node-lock '{"namespace":"a","pod":"p"}'
 
+# --- deep JSON nesting: 100,000 levels (too long for argv, so on stdin) used to segfault ---
+deep=$(mktemp)
+printf '%.0s[' $(seq 100000) >"$deep"
+printf '%.0s]' $(seq 100000) >>"$deep"
+for verb_kind in "decode node-register" "decode mig-allocations" "decode pair-score" \
+  "encode node-register" "encode pod-devices" "encode handshake" "encode node-lock" \
+  "encode reason"; do
+  # shellcheck disable=SC2086 # verb and kind are two words on purpose
+  rejects $verb_kind - <"$deep"
+  # shellcheck disable=SC2086
+  err=$("$hamictl" $verb_kind - <"$deep" 2>&1 >/dev/null)
+  [[ $err == *"nested deeper than 10000 levels"* ]] || fail "$verb_kind of deep JSON: ${err:0:200}"
+done
+rm -f "$deep"
+
 # --- usage errors ---
 expect_exit 2 decode no-such-kind x
 expect_exit 2 encode no-such-kind '{}'

@@ -330,5 +330,39 @@ TEST(NamespaceQuotaFor, CombinesLimitsAndUsage) {
   EXPECT_TRUE(NamespaceQuotaFor(registry, {}, {}).empty());
 }
 
+// Issue 19: a negative size (an annotation anyone who creates pods can write) must not create
+// free memory, and huge sizes must not wrap to negative totals.
+TEST(UsageIndex, NeverBelowWhatIsHeld) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a"}));
+  index.UpsertPod(Alloc("ns/holder", "n1", {D("a", 4000, 10)}));
+  index.UpsertPod(Alloc("ns/evil", "n1", {D("a", -99999, -50)}));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 4000);
+  EXPECT_EQ(Row(index, "n1", 0).usedcores, 10);
+  EXPECT_TRUE(index.RemovePod("ns/evil"));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 4000);
+  index.UpsertPod(Alloc("ns/big1", "n1", {D("a", 2147483647, 0)}));
+  index.UpsertPod(Alloc("ns/big2", "n1", {D("a", 2147483647, 0)}));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 2147483647);
+  EXPECT_TRUE(index.RemovePod("ns/big1"));
+  EXPECT_TRUE(index.RemovePod("ns/big2"));
+  EXPECT_EQ(Row(index, "n1", 0).usedmem, 4000);
+}
+
+TEST(CollapsePodDevices, SumsSaturateAndIgnoreNegatives) {
+  protocol::PodDevices pod = {{{"a", "NVIDIA", 2147483647, 60}, {"a", "NVIDIA", 2147483647, 60}},
+                              {{"a", "NVIDIA", -5, -5}}};
+  auto deltas = CollapsePodDevices(pod, 0, false);
+  ASSERT_EQ(deltas.size(), 1u);
+  EXPECT_EQ(deltas[0].usedmem, 2147483647);
+  EXPECT_EQ(deltas[0].usedcores, 120);
+  std::vector<DeviceUsage> rows = {Gpu("a")};
+  rows[0].usedmem = 4000;
+  ApplyDeltas({D("a", -99999, 0)}, +1, &rows);
+  EXPECT_EQ(rows[0].usedmem, 4000);
+  ApplyDeltas({D("a", 2147483647, 0)}, +1, &rows);
+  EXPECT_EQ(rows[0].usedmem, 2147483647);
+}
+
 }  // namespace
 }  // namespace hami::device

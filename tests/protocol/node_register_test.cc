@@ -135,9 +135,9 @@ TEST(NodeRegisterJson, DecoderIsLenientLikeGo) {
       {" [ { \"count\" : 3 } ] ", {.count = 3}},
       // A null element is a zero device.
       {"[null]", {}},
-      // Range edges.
-      {R"([{"count":2147483647,"devmem":-2147483648,"index":18446744073709551615}])",
-       {.index = 18446744073709551615ull, .count = 2147483647, .devmem = -2147483647 - 1}},
+      // Range edges (a negative size is refused: RejectsNegativeSizesAndDuplicateIds).
+      {R"([{"count":2147483647,"devmem":2147483647,"index":18446744073709551615}])",
+       {.index = 18446744073709551615ull, .count = 2147483647, .devmem = 2147483647}},
   };
   for (const auto& c : cases) {
     auto r = DecodeNodeRegister(c.in);
@@ -318,6 +318,45 @@ TEST(NodeRegisterLegacy, RejectsMalformed) {
     ASSERT_FALSE(r) << c.in;
     EXPECT_NE(r.error().find(c.want), std::string::npos) << c.in << " -> " << r.error();
   }
+}
+
+// 100,000 levels of `[` (200 KB, under the annotation size limit) crashed the decoder's caller.
+TEST(DeepNesting, NodeRegisterIsACleanError) {
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = DecodeNodeRegister(deep);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("node register: nested deeper than 10000 levels"), std::string::npos)
+      << r.error().substr(0, 200);
+}
+
+// Go accepts these, but each adds capacity that does not exist (issue 19).
+TEST(NodeRegister, RejectsNegativeSizesAndDuplicateIds) {
+  struct Case {
+    const char* in;
+    const char* want;
+  };
+  const Case cases[] = {
+      {R"([{"id":"GPU-a","count":10,"devmem":-16384,"devcore":100,"health":true}])",
+       R"(node register: device 0: field "devmem": must not be negative, got -16384)"},
+      {R"([{"id":"GPU-a","count":-1,"devmem":16384,"devcore":100,"health":true}])",
+       R"(node register: device 0: field "count": must not be negative, got -1)"},
+      {R"([{"id":"GPU-a","count":10,"devmem":16384,"devcore":-100,"health":true}])",
+       R"(node register: device 0: field "devcore": must not be negative, got -100)"},
+      {R"([{"id":"GPU-a","count":10,"devmem":16384},{"id":"GPU-a","index":1,"count":10,"devmem":16384}])",
+       R"(node register: device 1: field "id": duplicate "GPU-a" (a GPU listed twice))"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeNodeRegister(c.in);
+    ASSERT_FALSE(r) << c.in;
+    EXPECT_EQ(r.error(), c.want) << c.in;
+  }
+  auto legacy = DecodeNodeRegisterLegacy("GPU-a,10,-5,100,DCU,0,true:");
+  ASSERT_FALSE(legacy);
+  EXPECT_NE(legacy.error().find(R"(field "devmem": must not be negative)"), std::string::npos)
+      << legacy.error();
+  legacy = DecodeNodeRegisterLegacy("GPU-a,10,5,100,DCU,0,true:GPU-a,10,5,100,DCU,0,true:");
+  ASSERT_FALSE(legacy);
+  EXPECT_NE(legacy.error().find(R"(duplicate "GPU-a")"), std::string::npos) << legacy.error();
 }
 
 }  // namespace

@@ -78,5 +78,14 @@ TEST(PairScore, RejectsMalformedNamingEntryAndField) {
   }
 }
 
+// 100,000 levels of `[` (200 KB, under the annotation size limit) crashed the decoder's caller.
+TEST(DeepNesting, PairScoresIsACleanError) {
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = DecodePairScores(deep);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("pair scores: nested deeper than 10000 levels"), std::string::npos)
+      << r.error().substr(0, 200);
+}
+
 }  // namespace
 }  // namespace hami::protocol

@@ -61,6 +61,10 @@ TEST(PodDevices, RejectsMalformedNamingContainerDeviceAndField) {
       {"a,N,,0:;", R"(field "usedmem": want an int32, got "")"},
       {"a,N,+-1,0:;", R"(field "usedmem")"},
       {"a,N, 1,0:;", R"(field "usedmem")"},
+      // Negative sizes would free memory or cores another pod holds (issue 19).
+      {"GPU-a,NVIDIA,-99999,0:;",
+       R"(container 0 device 0 "GPU-a,NVIDIA,-99999,0": field "usedmem": must not be negative, got "-99999")"},
+      {"GPU-a,NVIDIA,100,-1:;", R"(field "usedcores": must not be negative, got "-1")"},
   };
   for (const auto& c : cases) {
     auto r = DecodePodDevices(c.in);
@@ -102,9 +106,9 @@ TEST(PodDevices, SpecExamplesRoundTrip) {
 
 TEST(PodDevices, LenientPartsLikeGo) {
   // Parts without ',' are skipped; fields past the 4th are ignored; Go's ParseInt takes a sign.
-  auto r = DecodePodDevices("junk:a,N,+5,-1,extra:::;");
+  auto r = DecodePodDevices("junk:a,N,+5,1,extra:::;");
   ASSERT_TRUE(r) << r.error();
-  EXPECT_EQ(*r, (PodDevices{{Dev("a", "N", 5, -1)}, {}}));
+  EXPECT_EQ(*r, (PodDevices{{Dev("a", "N", 5, 1)}, {}}));
   auto c = DecodeContainerDevices("a,N,1,2:b,N,3,4:");
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(*c, (ContainerDevices{Dev("a", "N", 1, 2), Dev("b", "N", 3, 4)}));

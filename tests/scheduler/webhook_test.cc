@@ -140,13 +140,50 @@ TEST(WebhookTest, EchoesVersionAndUid) {
   EXPECT_EQ(o.review["response"]["patchType"], "JSONPatch");
 }
 
-TEST(WebhookTest, MalformedIs400) {
+// As webhook servers answer (controller-runtime): HTTP 200 and an AdmissionReview whose status
+// carries 400, so kube-apiserver logs the reason; the uid is echoed when it can be read.
+TEST(WebhookTest, MalformedIsStatus400InA200Review) {
   device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
-  for (const char* body : {"", "{", "[]", R"({"request":{}})", R"({"request":{"object":1}})"}) {
-    HttpReply r = HandleAdmissionReview(body, registry, {}, nullptr);
-    EXPECT_EQ(r.status, 400) << body;
-    EXPECT_FALSE(json::parse(r.body)["response"]["allowed"].get<bool>()) << body;
+  struct Case {
+    const char* body;
+    const char* uid;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"", "", "admission review: not valid JSON"},
+        Case{"{", "", "admission review: not valid JSON"}, Case{"[]", "", "request.object"},
+        Case{R"({"request":{}})", "", "request.object"},
+        Case{R"({"request":{"uid":"u-9","object":1}})", "u-9", "request.object"}}) {
+    HttpReply r = HandleAdmissionReview(c.body, registry, {}, nullptr);
+    EXPECT_EQ(r.status, 200) << c.body;
+    json review = json::parse(r.body);
+    EXPECT_EQ(review["kind"], "AdmissionReview") << c.body;
+    EXPECT_EQ(review["apiVersion"], "admission.k8s.io/v1") << c.body;
+    const json& resp = review["response"];
+    EXPECT_EQ(resp["uid"], c.uid) << c.body;
+    EXPECT_FALSE(resp["allowed"].get<bool>()) << c.body;
+    EXPECT_EQ(resp["status"]["code"], 400) << c.body;
+    EXPECT_NE(resp["status"]["message"].get<std::string>().find(c.message), std::string::npos)
+        << r.body;
   }
+}
+
+// 100,000 levels in a container limit crashed the scheduler as it copied the pod.
+TEST(WebhookTest, DeepNestingIsStatus400) {
+  device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string body = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)"
+                     R"("request":{"uid":"u-1","object":{"spec":{"containers":[{"name":"c",)"
+                     R"("resources":{"limits":{"nvidia.com/gpu":)" +
+                     deep + "}}}]}}}}";
+  HttpReply r = HandleAdmissionReview(body, registry, {}, nullptr);
+  EXPECT_EQ(r.status, 200);
+  json resp = json::parse(r.body)["response"];
+  EXPECT_FALSE(resp["allowed"].get<bool>());
+  EXPECT_EQ(resp["status"]["code"], 400);
+  EXPECT_NE(resp["status"]["message"].get<std::string>().find("nested deeper than 10000"),
+            std::string::npos)
+      << r.body;
 }
 
 TEST(WebhookTest, BadPercentageIs500) {
