@@ -425,7 +425,9 @@ void HandleResourceRequest(Store& store, const HandlerConfig& config, const http
                            httplib::Response& res) {
   auto target = ParseTarget(req.path);
   if (!target) return ReplyError(res, target.error());
-  if (IsProtobufContentType(req.get_header_value("Content-Type")) && req.method != "PATCH") {
+  bool writes_body = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
+  if (writes_body && !req.body.empty() &&
+      IsProtobufContentType(req.get_header_value("Content-Type"))) {
     // helm writes its release Secrets, and deletes old ones, in protobuf: serve its JSON twin.
     auto decoded = DecodeProtobuf(req.body);
     if (!decoded) return ReplyError(res, decoded.error());

@@ -130,6 +130,10 @@ TEST(DecodeProtobuf, HandlersServeProtobufWrites) {
   EXPECT_EQ(res.status, 200) << res.body;
   EXPECT_FALSE(store.Get(secrets, "ns", "rel"));
   EXPECT_EQ(call("POST", "/api/v1/namespaces/ns/secrets", "garbage").status, 400);
+  // A protobuf Content-Type without a body (a GET, a DELETE without options) is no body.
+  EXPECT_EQ(call("GET", "/api/v1/namespaces/ns/secrets", "").status, 200);
+  ASSERT_EQ(call("POST", "/api/v1/namespaces/ns/secrets", HelmSecret("rel")).status, 201);
+  EXPECT_EQ(call("DELETE", "/api/v1/namespaces/ns/secrets/rel", "").status, 200);
 }
 
 }  // namespace
