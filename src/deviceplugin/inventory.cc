@@ -2,7 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -10,6 +14,11 @@
 
 namespace hami::deviceplugin {
 namespace {
+
+// What the register annotation can carry: `index` and the MiB of `devmem` are Go int32 there.
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxMemoryMib = std::numeric_limits<int32_t>::max();
+constexpr const char* kEntryFields[] = {"index", "uuid", "model", "memory", "numa", "health"};
 
 std::string Path(size_t i, const char* field) {
   return "devices[" + std::to_string(i) + "]." + field;
@@ -25,18 +34,33 @@ Result<std::string> Scalar(const YAML::Node& entry, size_t i, const char* field)
 
 Result<GpuDevice> ParseEntry(const YAML::Node& entry, size_t i) {
   if (!entry.IsMap()) return Error{"devices[" + std::to_string(i) + "]: want a mapping"};
+  for (const auto& kv : entry) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (std::find(std::begin(kEntryFields), std::end(kEntryFields), key) ==
+        std::end(kEntryFields)) {
+      return Error{"devices[" + std::to_string(i) + "]: unknown field " + Quote(key) +
+                   " (want index, uuid, model, memory, numa or health)"};
+    }
+  }
   GpuDevice d;
   d.index = i;
   auto index = Scalar(entry, i, "index");
   if (!index) return std::move(index).take_error();
   if (!index->empty()) {
     auto v = ParseUint64(*index);
-    if (!v) return Error{Path(i, "index") + ": want a non-negative integer, got " + Quote(*index)};
+    if (!v || *v > static_cast<uint64_t>(kMaxIndex)) {
+      return Error{Path(i, "index") + ": want an integer from 0 to " + std::to_string(kMaxIndex) +
+                   ", got " + Quote(*index)};
+    }
     d.index = *v;
   }
   auto uuid = Scalar(entry, i, "uuid");
   if (!uuid) return std::move(uuid).take_error();
   if (uuid->empty()) return Error{Path(i, "uuid") + ": required"};
+  // The pod annotation hami.io/vgpu-devices-allocated separates fields with these.
+  if (uuid->find_first_of(",:;") != std::string::npos) {
+    return Error{Path(i, "uuid") + ": must not contain ',', ':' or ';', got " + Quote(*uuid)};
+  }
   d.uuid = *uuid;
   auto model = Scalar(entry, i, "model");
   if (!model) return std::move(model).take_error();
@@ -45,8 +69,9 @@ Result<GpuDevice> ParseEntry(const YAML::Node& entry, size_t i) {
   auto memory = Scalar(entry, i, "memory");
   if (!memory) return std::move(memory).take_error();
   auto mib = ParseInt64(*memory);
-  if (!mib || *mib <= 0) {
-    return Error{Path(i, "memory") + ": want a positive integer (MiB), got " + Quote(*memory)};
+  if (!mib || *mib <= 0 || *mib > kMaxMemoryMib) {
+    return Error{Path(i, "memory") + ": want an integer from 1 to " +
+                 std::to_string(kMaxMemoryMib) + " (MiB), got " + Quote(*memory)};
   }
   d.memory_mib = *mib;
   auto numa = Scalar(entry, i, "numa");
@@ -78,16 +103,26 @@ Result<std::vector<GpuDevice>> ParseInventory(std::string_view yaml_text) {
     return Error{"inventory: invalid YAML: " + std::string(e.what())};
   }
   if (!root.IsMap()) return Error{"inventory: want a mapping with a `devices` list"};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (key != "devices") {
+      return Error{"inventory: unknown key " + Quote(key) + " (the only key is `devices`)"};
+    }
+  }
   const YAML::Node list = root["devices"];
   if (!list || list.IsNull()) return std::vector<GpuDevice>{};
   if (!list.IsSequence()) return Error{"devices: want a list"};
   std::vector<GpuDevice> out;
   std::set<std::string> seen;
+  std::set<uint64_t> seen_index;
   for (size_t i = 0; i < list.size(); ++i) {
     auto d = ParseEntry(list[i], i);
     if (!d) return std::move(d).take_error();
     if (!seen.insert(d->uuid).second) {
       return Error{Path(i, "uuid") + ": duplicate " + Quote(d->uuid)};
+    }
+    if (!seen_index.insert(d->index).second) {
+      return Error{Path(i, "index") + ": duplicate " + std::to_string(d->index)};
     }
     out.push_back(std::move(*d));
   }

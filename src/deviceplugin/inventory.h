@@ -3,7 +3,9 @@
 //   devices:
 //     - {index: 0, uuid: GPU-a, model: Tesla V100-PCIE-32GB, memory: 32768, numa: 1, health: true}
 // `memory` is MiB. `index` defaults to the list position, `numa` to 0, `health` to true; `uuid`,
-// `model` and a positive `memory` are required.
+// `model` and a positive `memory` are required. `index` and `memory` must fit the register
+// annotation's int32 (at most 2147483647); a `uuid` must not hold `,`, `:` or `;` (the pod
+// annotation's separators); an unknown key, at the top or in an entry, is an error.
 #ifndef HAMI_DEVICEPLUGIN_INVENTORY_H_
 #define HAMI_DEVICEPLUGIN_INVENTORY_H_
 
@@ -17,7 +19,8 @@
 namespace hami::deviceplugin {
 
 // Parses the YAML text. Errors name the entry and field, e.g.
-// `devices[1].memory: want a positive integer (MiB), got "lots"`. Duplicate UUIDs are an error.
+// `devices[1].memory: want an integer from 1 to 2147483647 (MiB), got "lots"`. Duplicate UUIDs
+// and duplicate indices are errors.
 Result<std::vector<GpuDevice>> ParseInventory(std::string_view yaml_text);
 
 // Re-reads the file on every Discover(), so editing it simulates hot-plug or a health change.

@@ -136,6 +136,11 @@ int Run(const Flags& f) {
   const sigset_t stop_signals = BlockStopSignals();
   k8s::Client client(*rest);
   std::unique_ptr<Discovery> discovery = MakeDiscovery(f);
+  // GPUs that cannot be listed at start (a bad inventory file, no driver) end the plugin before
+  // anything is published; later failures keep the last published value.
+  if (auto first = discovery->Discover(); !first) {
+    return std::cerr << discovery->Name() << ": " << first.error() << "\n", 1;
+  }
   RegisterPublisher publisher(
       discovery.get(), *config,
       [&](std::string_view key, std::string_view value) -> Status {

@@ -1,11 +1,15 @@
 #include "deviceplugin/plugin.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -41,6 +45,24 @@ std::optional<FileId> Identify(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   return FileId{st.st_ino,
                 static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+// Whether a unix socket can be bound at `path`, with the OS error when not: gRPC's BuildAndStart
+// only says that it failed. The probe's file is removed again.
+Status ProbeListen(const std::string& path) {
+  auto fail = [&](int err) { return Error{"cannot serve on " + path + ": " + std::strerror(err)}; };
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return fail(ENAMETOOLONG);
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(errno);
+  int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return fail(err);
+  ::unlink(path.c_str());
+  return OkStatus();
 }
 
 std::vector<std::vector<std::string>> Ids(
@@ -152,6 +174,7 @@ class Plugin::Impl {
 
   Status StartServer() {
     ::unlink(socket_.c_str());
+    if (Status probe = ProbeListen(socket_); !probe) return probe;
     auto service = std::make_unique<Service>(this);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
@@ -236,9 +259,10 @@ class Plugin::Impl {
     }
   }
 
+  // Serves first: a node's GPUs are published only once kubelet can reach the plugin for them.
   Status Start() {
-    if (auto r = publisher_->Tick(); !r) HAMI_ERROR("node register: {}", r.error());
     if (Status s = StartServer(); !s) return s;
+    if (auto r = publisher_->Tick(); !r) HAMI_ERROR("node register: {}", r.error());
     if (auto kubelet = Identify(options_.kubelet_socket)) {
       if (Status s = Register(); s) {
         registered_for_ = kubelet;

@@ -1,6 +1,7 @@
 #include "deviceplugin/register.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace hami::deviceplugin {
 
@@ -32,7 +33,11 @@ std::vector<protocol::DeviceInfo> BuildDeviceInfos(const std::vector<GpuDevice>&
     info.id = d.uuid;
     info.index = d.index;
     info.count = config.device_split_count;
-    info.devmem = static_cast<int32_t>(static_cast<double>(mib) * config.device_memory_scaling);
+    // Saturates: a scaled size past int32 (the annotation's devmem) must not wrap to a negative.
+    const double scaled = static_cast<double>(mib) * config.device_memory_scaling;
+    info.devmem = scaled >= static_cast<double>(std::numeric_limits<int32_t>::max())
+                      ? std::numeric_limits<int32_t>::max()
+                      : static_cast<int32_t>(scaled);
     info.devcore = static_cast<int32_t>(100 * config.device_core_scaling);
     info.type = RegisterType(d.model);
     info.numa = d.numa;

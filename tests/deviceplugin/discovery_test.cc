@@ -66,11 +66,38 @@ TEST(Inventory, ErrorsNameEntryAndField) {
            {"devices: 3", "devices: want a list"},
            {"[1, 2]", "inventory"},
            {"devices: [", "invalid YAML"},
+           // Issue 19: each published something wrong, or nothing with exit status 0.
+           {"devices:\n- {uuid: a, model: m, memory: 4294967296}",
+            R"(devices[0].memory: want an integer from 1 to 2147483647 (MiB), got "4294967296")"},
+           {"devices:\n- {uuid: a, model: m, memory: 2147483648}", "devices[0].memory"},
+           {"devices:\n- {uuid: a, model: m, memory: 1, index: 99999999999}",
+            R"(devices[0].index: want an integer from 0 to 2147483647, got "99999999999")"},
+           {"device:\n- {uuid: a, model: m, memory: 1}",
+            R"(inventory: unknown key "device" (the only key is `devices`))"},
+           {"devices: []\nextra: 1", R"(inventory: unknown key "extra")"},
+           {"devices:\n- {uuid: a, model: m, memroy: 1}", R"(devices[0]: unknown field "memroy")"},
+           {"devices:\n- {uuid: a, model: m, memory: 1, index: 0}\n"
+            "- {uuid: b, model: m, memory: 1, index: 0}",
+            "devices[1].index: duplicate 0"},
+           {"devices:\n- {uuid: a, model: m, memory: 1}\n- {uuid: b, model: m, memory: 1, index: "
+            "0}",
+            "devices[1].index: duplicate 0"},
+           {"devices:\n- {uuid: 'GPU-a,NVIDIA,-99999,0', model: m, memory: 1}",
+            R"(devices[0].uuid: must not contain ',', ':' or ';', got "GPU-a,NVIDIA,-99999,0")"},
+           {"devices:\n- {uuid: 'GPU-a:0', model: m, memory: 1}", "devices[0].uuid: must not"},
+           {"devices:\n- {uuid: 'GPU-a;', model: m, memory: 1}", "devices[0].uuid: must not"},
        }) {
     auto r = ParseInventory(c.yaml);
     ASSERT_FALSE(r) << c.yaml;
     EXPECT_NE(r.error().find(c.want), std::string::npos) << r.error();
   }
+}
+
+TEST(Inventory, LimitsAreInclusive) {
+  auto r = ParseInventory("devices:\n- {uuid: a, model: m, memory: 2147483647, index: 2147483647}");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ((*r)[0].memory_mib, 2147483647);
+  EXPECT_EQ((*r)[0].index, 2147483647u);
 }
 
 TEST(Inventory, DiscoveryRereadsTheFile) {

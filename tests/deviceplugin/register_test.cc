@@ -60,6 +60,18 @@ TEST(Register, ScalingSplitModeHealthAndPreconfiguredMemory) {
   EXPECT_EQ(BuildDeviceInfos(devices, c).size(), 1u);  // no memory known: skipped
 }
 
+// A scaled size past int32 used to wrap (4294967296 MiB was published as -2147483648).
+TEST(Register, ScaledMemorySaturatesAtInt32) {
+  PluginConfig c;
+  c.device_memory_scaling = 2;
+  std::vector<GpuDevice> devices = {{0, "GPU-a", "A10", 2147483647, 0, true},
+                                    {1, "GPU-b", "A10", 1073741824, 0, true}};
+  auto infos = BuildDeviceInfos(devices, c);
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(infos[0].devmem, 2147483647);
+  EXPECT_EQ(infos[1].devmem, 2147483647);
+}
+
 TEST(Register, FilterDevicesByUuidAndIndex) {
   PluginConfig c;
   c.filter_uuids = {"GPU-b"};
