@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
   AddFlags(app, f);
   CLI11_PARSE(app, argc, argv);
   hami::log::SetVerbosity(f.verbosity);
+  // One without the other used to serve plain HTTP silently.
+  if (f.server.cert_file.empty() != f.server.key_file.empty()) {
+    return Fail(f.server.cert_file.empty() ? "--key_file needs --cert_file (HTTPS takes both)"
+                                           : "--cert_file needs --key_file (HTTPS takes both)");
+  }
 
   hami::device::DeviceConfig config = hami::device::DefaultDeviceConfig();
   if (!f.device_config_file.empty()) {
