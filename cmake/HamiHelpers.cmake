@@ -14,6 +14,8 @@ function(hami_add_module_tests)
   endif()
   add_executable(${ARG_NAME}_test ${sources})
   target_link_libraries(${ARG_NAME}_test PRIVATE ${ARG_LIBS} GTest::gtest_main GTest::gmock)
+  # Shared test support: #include "support/<name>.h" (tests/support/).
+  target_include_directories(${ARG_NAME}_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   set_target_properties(${ARG_NAME}_test PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                                                     ${CMAKE_BINARY_DIR}/tests)
   gtest_discover_tests(${ARG_NAME}_test

@@ -23,13 +23,15 @@
 #include "nodelock/release.h"
 #include "protocol/node_lock.h"
 #include "sim/apiserver.h"
+#include "support/allocate_env.h"
 
 namespace {
 
 using hami::k8s::Json;
 namespace res = hami::k8s::resources;
-constexpr const char* kGpu = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
-constexpr const char* kLockKey = "hami.io/mutex.lock";
+using hami::test_support::kLockKey;
+using hami::test_support::kNode;
+constexpr const char* kGpu = hami::test_support::kGpu1;
 
 void Report(const char* what, std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
@@ -52,32 +54,15 @@ std::vector<double> Time(int n, const std::function<bool()>& setup,
   return ms;
 }
 
-bool SetLock(hami::k8s::Client& client, const std::string& pod) {
-  Json lock;
-  lock["metadata"]["annotations"][kLockKey] =
-      hami::protocol::NodeLockValue(hami::RealClock().Now(), hami::Zone::Utc(), "default", pod);
-  return client.Patch(res::kNodes, "", "n1", hami::k8s::PatchType::kMerge, lock).ok();
-}
-
+// A pod as the scheduler leaves it bound to kNode, holding the node lock.
 bool CreateBoundPod(hami::k8s::Client& client, const std::string& name) {
-  const std::string value = std::string(kGpu) + ",NVIDIA,3000,0:;";
-  Json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata",
-               {{"name", name},
-                {"namespace", "default"},
-                {"annotations",
-                 {{"hami.io/bind-phase", "allocating"},
-                  {"hami.io/bind-time", "1716199325"},
-                  {"hami.io/vgpu-node", "n1"},
-                  {"hami.io/vgpu-devices-to-allocate", value}}}}},
-              {"spec", {{"nodeName", "n1"}, {"containers", Json::array({{{"name", "c"}}})}}}};
-  return client.Create(res::kPods, "default", pod) && SetLock(client, name);
+  return hami::test_support::CreateBoundPod(client, name, std::string(kGpu) + ",NVIDIA,3000,0:;")
+      .ok();
 }
 
 void Breakdown(hami::k8s::Client& client, const std::string& hook, int n) {
   auto none = [] { return true; };
-  Report("GET node", Time(n, none, [&] { return client.Get(res::kNodes, "", "n1").ok(); }));
+  Report("GET node", Time(n, none, [&] { return client.Get(res::kNodes, "", kNode).ok(); }));
   Report("GET pod", Time(n, none, [&] { return client.Get(res::kPods, "default", "p0").ok(); }));
   int i = 0;
   Report(
@@ -87,19 +72,21 @@ void Breakdown(hami::k8s::Client& client, const std::string& hook, int n) {
       }));
   std::string seen;  // the lock value as set (what the Allocator read from the node)
   auto lock = [&] {
-    if (!SetLock(client, "p0")) return false;
-    auto node = client.Get(res::kNodes, "", "n1");
-    seen = node ? hami::k8s::Annotation(*node, kLockKey).value_or("") : "";
+    const std::string value =
+        hami::protocol::NodeLockValue(hami::RealClock().Now(), hami::Zone::Utc(), "default", "p0");
+    if (!hami::test_support::SetNodeLock(client, value)) return false;
+    auto read = hami::test_support::NodeLock(client);
+    seen = read && *read ? **read : "";
     return !seen.empty();
   };
   Report("release lock: GET+PATCH", Time(n, lock, [&] {
-           return hami::nodelock::Release(client, "n1", "default", "p0").ok();
+           return hami::nodelock::Release(client, kNode, "default", "p0").ok();
          }));
   const std::string path = "/metadata/annotations/" + hami::k8s::JsonPointerEscape(kLockKey);
   Report("release lock: JSON patch", Time(n, lock, [&] {
            Json ops = Json::array({{{"op", "test"}, {"path", path}, {"value", seen}},
                                    {{"op", "remove"}, {"path", path}}});
-           return client.Patch(res::kNodes, "", "n1", hami::k8s::PatchType::kJsonPatch, ops).ok();
+           return client.Patch(res::kNodes, "", kNode, hami::k8s::PatchType::kJsonPatch, ops).ok();
          }));
   // Allocate recreates <hook>/vgpu/containers/<uid>_<ctr>: new for a new pod (mkdir), present
   // when the same pod UID is allocated again (rmdir first: the slow one on ext4).
@@ -119,16 +106,13 @@ void Breakdown(hami::k8s::Client& client, const std::string& hook, int n) {
 int Bench(int iterations) {
   hami::sim::ApiServer server{hami::sim::ApiServerOptions{}};
   if (!server.Start()) return 1;
-  hami::k8s::RestConfig cfg;
-  cfg.server = server.url();
-  cfg.qps = 0;
-  hami::k8s::Client client(cfg);
-  Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}};
-  if (!client.Create(res::kNodes, "", node)) return 1;
+  auto owned_client = hami::test_support::NewClient(server.url());
+  hami::k8s::Client& client = *owned_client;
+  if (!client.Create(res::kNodes, "", hami::test_support::BareNode())) return 1;
   const std::string hook = std::filesystem::temp_directory_path() / "hami-allocate-bench";
   hami::deviceplugin::AllocateEnv env;
   env.hook_path = hook;
-  hami::deviceplugin::Allocator allocator(&client, "n1", env);
+  hami::deviceplugin::Allocator allocator(&client, kNode, env);
   int i = 0;
   std::string error;
   auto ms = Time(

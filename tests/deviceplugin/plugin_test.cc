@@ -18,8 +18,8 @@
 #include "deviceplugin/register.h"
 #include "fake_kubelet.h"
 #include "k8s/client.h"
-#include "protocol/node_lock.h"
 #include "sim/apiserver.h"
+#include "support/allocate_env.h"
 
 namespace hami::deviceplugin {
 namespace {
@@ -29,9 +29,9 @@ using k8s::Json;
 using testing::FakeKubelet;
 using testing::WaitFor;
 
-constexpr const char* kNode = "node-1";
-constexpr const char* kGpu0 = "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec";
-constexpr const char* kGpu1 = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
+using test_support::kGpu0;
+using test_support::kGpu1;
+using test_support::kNode;
 
 class PluginTest : public ::testing::Test {
  protected:
@@ -45,12 +45,8 @@ class PluginTest : public ::testing::Test {
 
     server_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
     ASSERT_TRUE(server_->Start());
-    k8s::RestConfig cfg;
-    cfg.server = server_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
-    Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}};
-    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", node));
+    client_ = test_support::NewClient(server_->url());
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", test_support::BareNode()));
 
     kubelet_ = std::make_unique<FakeKubelet>(dir_ + "/plugins");
     ASSERT_TRUE(kubelet_->Start());
@@ -87,33 +83,11 @@ class PluginTest : public ::testing::Test {
 
   // A pod as the scheduler leaves it after Filter and Bind, and the node lock it holds.
   void CreateBoundPod(const std::string& name, const std::string& to_allocate, bool lock = true,
-                      std::string phase = "allocating") {
-    Json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata",
-                 {{"name", name},
-                  {"namespace", "default"},
-                  {"annotations",
-                   {{"hami.io/bind-phase", phase},
-                    {"hami.io/bind-time", "1716199325"},
-                    {"hami.io/vgpu-node", kNode},
-                    {"hami.io/vgpu-devices-allocated", to_allocate},
-                    {"hami.io/vgpu-devices-to-allocate", to_allocate}}}}},
-                {"spec",
-                 {{"nodeName", kNode},
-                  {"containers", Json::array({{{"name", "main"},
-                                               {"image", "cuda"},
-                                               // as the webhook sets it from nvidia.com/priority
-                                               {"env", Json::array({{{"name", "CUDA_TASK_PRIORITY"},
-                                                                     {"value", "0"}}})}}})}}}};
-    auto created = client_->Create(k8s::resources::kPods, "default", pod);
+                      const std::string& phase = "allocating") {
+    auto created =
+        test_support::CreateBoundPod(*client_, name, to_allocate, lock, phase, clock_.Now());
     ASSERT_TRUE(created) << created.error().ToString();
     uid_ = k8s::Uid(*created);
-    if (!lock) return;
-    Json patch;
-    patch["metadata"]["annotations"]["hami.io/mutex.lock"] =
-        protocol::NodeLockValue(clock_.Now(), Zone::Utc(), "default", name);
-    ASSERT_TRUE(client_->Patch(k8s::resources::kNodes, "", kNode, k8s::PatchType::kMerge, patch));
   }
 
   k8s::StringMap PodAnnotations(const std::string& name) {

@@ -26,6 +26,7 @@
 #include "k8s/object.h"
 #include "scheduler/test_env.h"
 #include "sim/apiserver.h"
+#include "support/allocate_env.h"
 
 namespace hami::integration {
 namespace {
@@ -36,9 +37,8 @@ using deviceplugin::testing::FakeKubelet;
 using deviceplugin::testing::WaitFor;
 using nlohmann::json;
 
-constexpr const char* kNode = "node-1";
+using test_support::kNode;
 constexpr const char* kRegisterKey = "hami.io/node-nvidia-register";
-constexpr const char* kLockKey = "hami.io/mutex.lock";
 constexpr const char* kToAllocateKey = "hami.io/vgpu-devices-to-allocate";
 constexpr const char* kAllocatedKey = "hami.io/vgpu-devices-allocated";
 constexpr const char* kBindPhaseKey = "hami.io/bind-phase";
@@ -101,12 +101,8 @@ class E2eTest : public ::testing::Test {
     fs::create_directories(dir_ + "/device-plugins");
     ASSERT_TRUE(api_.Start());
     ASSERT_TRUE(api_.WriteKubeconfig(dir_ + "/kubeconfig"));
-    k8s::RestConfig cfg;
-    cfg.server = api_.url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
-    json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}};
-    ASSERT_TRUE(client_->Create(res::kNodes, "", node));
+    client_ = test_support::NewClient(api_.url());
+    ASSERT_TRUE(client_->Create(res::kNodes, "", test_support::BareNode()));
     kubelet_ = std::make_unique<FakeKubelet>(dir_ + "/device-plugins");
     ASSERT_TRUE(kubelet_->Start());
     StartPlugin();
@@ -211,9 +207,9 @@ class E2eTest : public ::testing::Test {
   }
 
   std::optional<std::string> NodeLock() {
-    auto node = client_->Get(res::kNodes, "", kNode);
-    EXPECT_TRUE(node);
-    return node ? k8s::Annotation(*node, kLockKey) : std::nullopt;
+    auto lock = test_support::NodeLock(*client_);
+    EXPECT_TRUE(lock) << lock.error().ToString();
+    return lock ? *lock : std::nullopt;
   }
 
   // kube-scheduler's two extender calls; returns the pod afterwards.
