@@ -111,7 +111,7 @@ void Extender::Event(const json& pod, std::string_view type, std::string_view re
 
 HttpReply Extender::Filter(std::string_view body) {
   Result<ExtenderArgs> args = ParseExtenderArgs(body);
-  if (!args) return Ok(FilterError(args.error()));
+  if (!args) return HttpReply{400, FilterError(args.error())};  // not JSON, too deep, not an object
   if (args->pod.is_null()) return Ok(FilterError("extender args missing pod"));
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;
@@ -312,7 +312,7 @@ void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
 
 HttpReply Extender::Bind(std::string_view body) {
   Result<BindingArgs> args = ParseBindingArgs(body);
-  if (!args) return Ok(EncodeBindingResult(args.error()));
+  if (!args) return HttpReply{400, EncodeBindingResult(args.error())};
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
   auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
   if (!raw) {
@@ -320,6 +320,13 @@ HttpReply Extender::Bind(std::string_view body) {
     // error here says nothing about the pod's allocation.
     return Ok(EncodeBindingResult("get pod " + ns + "/" + args->pod_name + ": " +
                                   raw.error().ToString()));
+  }
+  // The decision was made for the pod with this UID: one deleted and created again under the
+  // same name (a StatefulSet's) is another pod and gets nothing; the Binding carries the UID too.
+  if (!args->pod_uid.empty() && k8s::Uid(*raw) != args->pod_uid) {
+    return Ok(EncodeBindingResult("pod " + ns + "/" + args->pod_name + " has UID " +
+                                  Quote(k8s::Uid(*raw)) + ", not the bind request's " +
+                                  Quote(args->pod_uid)));
   }
   Result<device::PodView> pod = device::ParsePodView(*raw);
   if (!pod) return Ok(EncodeBindingResult(pod.error()));
@@ -352,7 +359,7 @@ HttpReply Extender::Bind(std::string_view body) {
   });
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
   auto bound = k8s::RetryTransient<std::monostate>(
-      [&] { return client_.Bind(ns, args->pod_name, args->node); });
+      [&] { return client_.Bind(ns, args->pod_name, args->node, args->pod_uid); });
   if (!bound) return fail("bind: " + bound.error().ToString(), needs_lock);
   Event(*raw, "Normal", "BindingSucceed",
         "Successfully binding node [" + args->node + "] to " + ns + "/" + args->pod_name);

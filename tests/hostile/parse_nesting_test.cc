@@ -1,0 +1,151 @@
+// Issue 19 item 1 against the real hami-scheduler: 100,000 levels of `[` in a node's register
+// annotation or in a /filter, /bind or /webhook body used to kill it (exit 139). Now the bad node
+// is skipped with an Event while pods go to the other nodes, a bad body gets 400 (the webhook: a
+// 200 AdmissionReview carrying 400), and the process keeps serving. The sim API server (the code
+// of `hami-sim apiserver`) answers a deep POST with 400. hamictl: tests/cli/hamictl_test.sh.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "scheduler_process.h"
+#include "test_env.h"
+
+namespace hami {
+namespace {
+
+using nlohmann::json;
+using scheduler::testing::GpuPod;
+using scheduler::testing::Node;
+using scheduler::testing::SchedulerProcess;
+
+std::string Deep() { return std::string(100000, '[') + std::string(100000, ']'); }
+
+class ParseNestingTest : public scheduler::testing::SimTest {
+ protected:
+  void SetUp() override {
+    scheduler::testing::SimTest::SetUp();
+    if (HasFatalFailure()) return;
+    char dir[] = "/tmp/hami-hostile-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    kubeconfig_ = dir_ + "/kubeconfig";
+    ASSERT_TRUE(api_->WriteKubeconfig(kubeconfig_));
+  }
+  void TearDown() override {
+    unlink(kubeconfig_.c_str());
+    rmdir(dir_.c_str());
+  }
+
+  void StartScheduler() {
+    sched_ = std::make_unique<SchedulerProcess>(
+        HAMI_SCHEDULER_BIN,
+        std::vector<std::string>{"--kubeconfig", kubeconfig_, "--http_bind", "127.0.0.1:0",
+                                 "--metrics-bind-address", "127.0.0.1:0", "--scheduler-name",
+                                 "hami-scheduler"});
+    ASSERT_TRUE(sched_->started());
+    int port = sched_->WaitForPort();
+    ASSERT_GT(port, 0) << sched_->log();
+    http_ = std::make_unique<httplib::Client>("127.0.0.1", port);
+    http_->set_read_timeout(std::chrono::seconds(30));
+  }
+
+  httplib::Result Post(const std::string& path, const std::string& body) {
+    return http_->Post(path.c_str(), body, "application/json");
+  }
+
+  // The scheduler still answers: the process did not die on what came before.
+  void ExpectAlive() {
+    auto res = http_->Get("/healthz");
+    ASSERT_TRUE(res) << "scheduler is gone:\n" << sched_->log();
+    EXPECT_EQ(res->status, 200);
+  }
+
+  std::unique_ptr<SchedulerProcess> sched_;
+  std::unique_ptr<httplib::Client> http_;
+  std::string dir_;
+  std::string kubeconfig_;
+};
+
+TEST_F(ParseNestingTest, DeepRegisterAnnotationSkipsTheNodeWithAnEvent) {
+  ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-bad", Deep())).ok());
+  ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-good")).ok());
+  StartScheduler();
+  ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", GpuPod("p", 3000)).ok());
+  json pod = *client_->Get(k8s::resources::kPods, "default", "p");
+
+  auto res = Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-bad", "node-good"}}}.dump());
+  ASSERT_TRUE(res) << sched_->log();
+  ASSERT_EQ(res->status, 200);
+  json reply = json::parse(res->body);
+  EXPECT_EQ(reply["NodeNames"], json::array({"node-good"})) << reply;
+  EXPECT_TRUE(reply["FailedNodes"].contains("node-bad")) << reply;
+
+  auto events = client_->List(k8s::resources::kEvents, "default", {});
+  ASSERT_TRUE(events.ok());
+  bool found = false;
+  for (const json& e : events->items) {
+    found |= e["involvedObject"]["name"] == "node-bad" &&
+             e["reason"] == "InvalidRegisterAnnotation" &&
+             e["message"].get<std::string>().find("nested deeper than 10000 levels") !=
+                 std::string::npos;
+  }
+  EXPECT_TRUE(found) << events->items.size() << " events";
+  ExpectAlive();
+}
+
+TEST_F(ParseNestingTest, DeepRequestBodiesAreRefused) {
+  ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-1")).ok());
+  StartScheduler();
+
+  auto filter = Post("/filter", R"({"Pod":{},"NodeNames":)" + Deep() + "}");
+  ASSERT_TRUE(filter) << sched_->log();
+  EXPECT_EQ(filter->status, 400);
+  EXPECT_NE(filter->body.find("nested deeper than 10000 levels"), std::string::npos)
+      << filter->body.substr(0, 300);
+  ExpectAlive();
+
+  auto bind = Post("/bind", R"({"PodName":)" + Deep() + R"(,"Node":"node-1"})");
+  ASSERT_TRUE(bind) << sched_->log();
+  EXPECT_EQ(bind->status, 400);
+  EXPECT_NE(bind->body.find("nested deeper than 10000 levels"), std::string::npos)
+      << bind->body.substr(0, 300);
+  ExpectAlive();
+
+  auto webhook =
+      Post("/webhook", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)"
+                       R"("request":{"uid":"u-1","object":{"spec":{"containers":[{"name":"c",)"
+                       R"("resources":{"limits":{"nvidia.com/gpu":)" +
+                           Deep() + "}}}]}}}}");
+  ASSERT_TRUE(webhook) << sched_->log();
+  EXPECT_EQ(webhook->status, 200);
+  json review = json::parse(webhook->body, nullptr, false);
+  EXPECT_EQ(review["response"]["allowed"], false) << webhook->body;
+  EXPECT_EQ(review["response"]["status"]["code"], 400) << webhook->body;
+  ExpectAlive();
+}
+
+TEST_F(ParseNestingTest, SimApiServerRefusesADeepPost) {
+  httplib::Client api(api_->url());
+  json pod = GpuPod("deep", 1000);
+  pod["spec"]["x"] = "DEEP";
+  std::string body = pod.dump();
+  body.replace(body.find("\"DEEP\""), 6, Deep());
+  auto res = api.Post("/api/v1/namespaces/default/pods", body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("nested deeper than 10000 levels"), std::string::npos)
+      << res->body.substr(0, 300);
+  auto after = api.Get("/api/v1/namespaces/default/pods");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+}
+
+}  // namespace
+}  // namespace hami
