@@ -83,4 +83,8 @@ std::optional<int64_t> ParseResourceVersion(std::string_view rv) {
   return v;
 }
 
+uint64_t ResourceVersionNumber(const Json& obj) {
+  return static_cast<uint64_t>(ParseResourceVersion(ResourceVersion(obj)).value_or(0));
+}
+
 }  // namespace hami::k8s

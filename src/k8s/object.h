@@ -39,6 +39,11 @@ std::string FieldString(const Json& obj, std::string_view dotted_path);
 // resourceVersion as a number; nullopt when absent or not a decimal number.
 std::optional<int64_t> ParseResourceVersion(std::string_view rv);
 
+// The object's metadata.resourceVersion as a number for ordering its events (the sim API server
+// and kube-apiserver's etcd both count up); 0 when absent or not a number, which callers treat as
+// "order unknown".
+uint64_t ResourceVersionNumber(const Json& obj);
+
 }  // namespace hami::k8s
 
 #endif  // HAMI_K8S_OBJECT_H_

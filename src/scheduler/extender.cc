@@ -199,7 +199,7 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   if (!patched) return FilterError("patch pod annotations: " + patched.error().ToString());
   // What the API server stored, at its resourceVersion: events older than it are stale.
   device::UsageIndex::Written stored;
-  stored.rv = PodVersion(*patched);
+  stored.rv = k8s::ResourceVersionNumber(*patched);
   Result<device::PodView> view = device::ParsePodView(*patched);
   Result<std::optional<device::PodAllocation>> now =
       view ? device::PodAllocationFromPod(registry_, *view) : alloc;

@@ -152,10 +152,6 @@ Result<size_t> Registrar::RunOnce() {
   return registered;
 }
 
-uint64_t PodVersion(const nlohmann::json& pod) {
-  return static_cast<uint64_t>(k8s::ParseResourceVersion(k8s::ResourceVersion(pod)).value_or(0));
-}
-
 void Registrar::OnPod(const json& pod) {
   Result<device::PodView> view = device::ParsePodView(pod);
   if (!view) return;
@@ -165,7 +161,8 @@ void Registrar::OnPod(const json& pod) {
     return;
   }
   const std::string key = view->Key();
-  const uint64_t rv = PodVersion(pod);
+  // The usage index orders a pod's events by it; 0 (unknown) is always applied.
+  const uint64_t rv = k8s::ResourceVersionNumber(pod);
   if (*alloc) {
     index_.UpsertPod(std::move(**alloc), rv);
   } else {

@@ -56,10 +56,6 @@ struct NvidiaSeen {
 Health CheckNvidiaHealth(NvidiaSeen& seen, int64_t allocatable, std::string_view register_value,
                          Health handshake);
 
-// The pod's metadata.resourceVersion as the usage index orders events by it (0 when absent or
-// not a number: such an event is always applied).
-uint64_t PodVersion(const nlohmann::json& pod);
-
 struct RegistrationOptions {
   std::string node_label_selector{};  // --node-label-selector ("k=v,k2=v2")
   Zone zone = Zone::Local();          // handshake timestamps are local wall-clock times
