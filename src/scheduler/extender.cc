@@ -1,5 +1,7 @@
 #include "scheduler/extender.h"
 
+#include <future>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -92,6 +94,7 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
   if (options_.record_events) {
     events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
   }
+  timer_ = std::thread([this] { TimerLoop(); });
 }
 
 void Extender::FlushEvents() {
@@ -99,9 +102,50 @@ void Extender::FlushEvents() {
 }
 
 void Extender::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stopped_ = true;
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    cv_.notify_all();
+    timer_cv_.notify_all();
+  }
+  if (timer_.joinable() && timer_.get_id() != std::this_thread::get_id()) timer_.join();
+}
+
+Extender::~Extender() { Stop(); }
+
+void Extender::SetExecutor(Executor executor) { executor_ = std::move(executor); }
+
+void Extender::Run(std::function<void()> task) {
+  if (executor_) {
+    executor_(std::move(task));
+  } else {
+    task();
+  }
+}
+
+void Extender::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopped_) {
+    if (retries_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    auto due = retries_.begin()->first;
+    if (std::chrono::steady_clock::now() < due) {
+      timer_cv_.wait_until(lock, due);
+      continue;
+    }
+    std::string node = retries_.begin()->second;
+    retries_.erase(retries_.begin());
+    lock.unlock();
+    Run([this, node] { AttemptLock(node); });
+    lock.lock();
+  }
+  // Shutdown: every queued bind is answered now.
+  std::vector<std::string> nodes;
+  for (const auto& [node, q] : lock_queues_) nodes.push_back(node);
+  lock.unlock();
+  for (const std::string& node : nodes) AttemptLock(node);
 }
 
 void Extender::Event(const json& pod, std::string_view type, std::string_view reason,
@@ -265,40 +309,87 @@ Result<bool> Extender::TryLockOnce(const std::string& node, const std::string& n
   return false;
 }
 
-Status Extender::LockNode(const std::string& node, const std::string& ns, const std::string& pod) {
-  std::unique_lock<std::mutex> lock(mu_);
-  NodeQueue& q = queues_[node];
-  const uint64_t ticket = q.next_ticket++;
-  cv_.wait(lock, [&] { return stopped_ || queues_[node].serving == ticket; });
-  // Our turn (or shutdown): whatever happens, the next in line goes after us.
-  auto done = [&] {
-    ++queues_[node].serving;
-    cv_.notify_all();
-  };
-  if (stopped_) {
-    done();
-    return Error{"scheduler is shutting down"};
+void Extender::LockNodeAsync(const std::string& node, std::string ns, std::string pod,
+                             std::function<void(Status)> then) {
+  auto waiter = std::make_shared<LockWaiter>();
+  waiter->ns = std::move(ns);
+  waiter->pod = std::move(pod);
+  waiter->then = std::move(then);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& q = lock_queues_[node];
+    q.push_back(waiter);
+    first = q.size() == 1;
   }
-  const SystemTime deadline = clock_.Now() + options_.node_lock_retry_timeout;
-  for (;;) {
-    lock.unlock();
-    std::string why;
-    Result<bool> taken = TryLockOnce(node, ns, pod, &why);
-    lock.lock();
-    if (!taken) {
-      done();
-      return std::move(taken).take_error();
+  if (first) AttemptLock(node);
+}
+
+void Extender::AttemptLock(const std::string& node) {
+  std::shared_ptr<LockWaiter> head;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = lock_queues_.find(node);
+    if (it == lock_queues_.end() || it->second.empty()) return;
+    if (stopped_) {
+      // Shutdown: the whole queue is answered at once.
+      std::deque<std::shared_ptr<LockWaiter>> all;
+      all.swap(it->second);
+      lock_queues_.erase(it);
+      std::vector<std::shared_ptr<LockWaiter>> to_answer;
+      for (auto& w : all) {
+        if (!w->answered) {
+          w->answered = true;
+          to_answer.push_back(w);
+        }
+      }
+      lock.unlock();
+      for (auto& w : to_answer) w->then(Error{"scheduler is shutting down"});
+      return;
     }
-    if (*taken) {
-      done();
-      return OkStatus();
+    head = it->second.front();
+    if (!head->first) {
+      head->first = true;
+      head->deadline = clock_.Now() + options_.node_lock_retry_timeout;
     }
-    if (stopped_ || clock_.Now() >= deadline) {
-      done();
-      return Error{why};
-    }
-    cv_.wait_for(lock, options_.lock_poll_interval, [&] { return stopped_; });
   }
+  std::string why;
+  Result<bool> taken = TryLockOnce(node, head->ns, head->pod, &why);
+  if (!taken) return FinishLock(node, head, std::move(taken).take_error());
+  if (*taken) return FinishLock(node, head, OkStatus());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_ && clock_.Now() < head->deadline) {
+      retries_.emplace(std::chrono::steady_clock::now() + options_.lock_poll_interval, node);
+      timer_cv_.notify_all();
+      return;
+    }
+  }
+  FinishLock(node, head, Error{why});
+}
+
+void Extender::FinishLock(const std::string& node, const std::shared_ptr<LockWaiter>& waiter,
+                          Status status) {
+  bool next = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (waiter->answered) {
+      // Answered by the shutdown while this attempt ran: a lock it took is given back.
+      lock.unlock();
+      if (status.ok()) ReleaseNodeLock(node, waiter->ns, waiter->pod);
+      return;
+    }
+    waiter->answered = true;
+    auto it = lock_queues_.find(node);
+    if (it != lock_queues_.end() && !it->second.empty() && it->second.front() == waiter) {
+      it->second.pop_front();
+      next = !it->second.empty();
+      if (!next) lock_queues_.erase(it);
+    }
+  }
+  // The next in line starts trying while this bind writes its pod.
+  if (next) Run([this, node] { AttemptLock(node); });
+  waiter->then(std::move(status));
 }
 
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
@@ -311,6 +402,26 @@ void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
 }
 
 HttpReply Extender::Bind(std::string_view body) {
+  std::promise<HttpReply> reply;
+  std::future<HttpReply> got = reply.get_future();
+  BindAsync(std::string(body), [&reply](HttpReply r) { reply.set_value(std::move(r)); });
+  return got.get();
+}
+
+void Extender::BindAsync(std::string body, std::function<void(HttpReply)> done) {
+  std::optional<BindStart> prepared;
+  HttpReply early = PrepareBind(body, &prepared);
+  if (!prepared) return done(std::move(early));
+  auto start = std::make_shared<BindStart>(std::move(*prepared));
+  auto rest = [this, start, done = std::move(done)](Status locked) {
+    done(BindLocked(*start, locked));
+  };
+  if (!start->needs_lock) return rest(OkStatus());
+  // Waiting for the lock holds no thread: the rest of the bind runs once it is taken.
+  LockNodeAsync(start->args.node, start->ns, start->args.pod_name, std::move(rest));
+}
+
+HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>* start) {
   Result<BindingArgs> args = ParseBindingArgs(body);
   if (!args) return HttpReply{400, EncodeBindingResult(args.error())};
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
@@ -337,15 +448,21 @@ HttpReply Extender::Bind(std::string_view body) {
       for (const auto& [vendor, req] : reqs->containers[i]) needs_lock |= req.nums > 0;
     }
   }
+  *start = BindStart{std::move(*args), ns, std::move(*raw), needs_lock};
+  return HttpReply{};
+}
+
+HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
+  const BindingArgs* args = &start.args;
+  const std::string& ns = start.ns;
+  const json* raw = &start.raw;
+  const bool needs_lock = start.needs_lock;
   auto fail = [&](const std::string& message, bool release) {
     if (release) ReleaseNodeLock(args->node, ns, args->pod_name);
     Event(*raw, "Warning", "BindingFailed", message);
     return Ok(EncodeBindingResult(message));
   };
-  if (needs_lock) {
-    Status locked = LockNode(args->node, ns, args->pod_name);
-    if (!locked) return fail(locked.error(), false);
-  }
+  if (!locked) return fail(locked.error(), false);
   json patch = {
       {"metadata",
        {{"annotations",

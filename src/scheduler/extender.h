@@ -13,19 +13,23 @@
 // Binding; on a failure after the lock it releases the lock. A bind to a node another live pod
 // holds waits in a per-node FIFO (polling the lock) up to node_lock_retry_timeout instead of
 // failing into kube-scheduler's backoff; an expired lock or one whose owner pod is gone is taken
-// over.
+// over. The wait holds no thread (BindAsync): a timer hands each next attempt to the executor.
 #ifndef HAMI_SCHEDULER_EXTENDER_H_
 #define HAMI_SCHEDULER_EXTENDER_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -73,21 +77,56 @@ class Extender {
   Extender(const Extender&) = delete;
   Extender& operator=(const Extender&) = delete;
 
+  ~Extender();  // Stop()s
+
+  // Runs a task on some thread (the HTTP server's workers); empty = on the calling thread.
+  using Executor = std::function<void(std::function<void()>)>;
+  // Before the first bind.
+  void SetExecutor(Executor executor);
+
   HttpReply Filter(std::string_view body);
+  // Calls `done` exactly once with the reply, possibly later and on another thread: a bind
+  // waiting for the node lock holds no thread, its attempts run on the executor.
+  void BindAsync(std::string body, std::function<void(HttpReply)> done);
+  // BindAsync, waited for.
   HttpReply Bind(std::string_view body);
 
-  // Wakes queued binds so they fail at once (shutdown).
+  // Answers queued binds at once with an error (shutdown).
   void Stop();
   // Events are sent in the background (event_queue.h); blocks until the queued ones are sent.
   void FlushEvents();
 
  private:
-  struct NodeQueue {
-    uint64_t next_ticket = 0;
-    uint64_t serving = 0;
+  // What a bind knows once it read its pod, before it takes the lock.
+  struct BindStart {
+    BindingArgs args;
+    std::string ns;
+    nlohmann::json raw;
+    bool needs_lock = false;
   };
-  // Takes the lock for ns/pod on `node`, waiting in the node's FIFO; error says why not.
-  Status LockNode(const std::string& node, const std::string& ns, const std::string& pod);
+  // A bind in a node's lock queue.
+  struct LockWaiter {
+    std::string ns, pod;
+    SystemTime deadline{};  // set when it becomes first in line
+    bool first = false;
+    bool answered = false;
+    std::function<void(Status)> then;
+  };
+  // The part of a bind before the lock: a reply when it ends there, else *start is set.
+  HttpReply PrepareBind(std::string_view body, std::optional<BindStart>* start);
+  // The part after the lock (`locked`: the lock's outcome).
+  HttpReply BindLocked(const BindStart& start, const Status& locked);
+  // Queues ns/pod for the lock of `node` and calls `then` with the outcome once taken, failed,
+  // or timed out (node_lock_retry_timeout from its turn).
+  void LockNodeAsync(const std::string& node, std::string ns, std::string pod,
+                     std::function<void(Status)> then);
+  // One attempt for the first in `node`'s queue; schedules a retry or answers it.
+  void AttemptLock(const std::string& node);
+  // Pops `waiter` (if still first) and answers it; the next in line gets an attempt.
+  void FinishLock(const std::string& node, const std::shared_ptr<LockWaiter>& waiter,
+                  Status status);
+  void Run(std::function<void()> task);
+  void TimerLoop();
   // One attempt: true when taken, false when busy (message in *why), error when it cannot be.
   Result<bool> TryLockOnce(const std::string& node, const std::string& ns, const std::string& pod,
                            std::string* why);
@@ -111,7 +150,11 @@ class Extender {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, NodeQueue> queues_;
+  std::map<std::string, std::deque<std::shared_ptr<LockWaiter>>> lock_queues_;
+  std::multimap<std::chrono::steady_clock::time_point, std::string> retries_;  // node by due time
+  std::condition_variable timer_cv_;
+  Executor executor_;
+  std::thread timer_;
   bool stopped_ = false;
   std::set<std::string> filtering_;     // pods with a filter in flight (one at a time per pod)
   std::unique_ptr<EventQueue> events_;  // null when events are off

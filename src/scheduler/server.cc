@@ -166,9 +166,13 @@ Status Server::Start() {
   api.Route("POST", "/filter", filter_route, [this](net::Request req, net::Responder r) {
     Filter(std::move(req.body), std::move(r));
   });
+  // A bind waiting for the node lock holds no worker: its attempts are posted to the pool.
+  extender_->SetExecutor([&api](std::function<void()> task) { api.Post(std::move(task)); });
   api.Route("POST", "/bind", other_route, [this](net::Request req, net::Responder r) {
     auto start = std::chrono::steady_clock::now();
-    Reply(r, extender_->Bind(req.body), request_metrics_.bind, start);
+    extender_->BindAsync(std::move(req.body), [this, r, start](HttpReply reply) {
+      Reply(r, reply, request_metrics_.bind, start);
+    });
   });
   api.Route("POST", "/webhook", other_route, [this](net::Request req, net::Responder r) {
     auto start = std::chrono::steady_clock::now();

@@ -188,8 +188,9 @@ TEST_F(HttpListenerTest, GzipBodyGets415AndALargeLengthGets413) {
 }
 
 // 70 binds to a node whose lock a live pod holds: they queue for the lock (in turn, each
-// waiting up to --node-lock-retry-timeout once it is first in line), /healthz answers
-// meanwhile, and every bind gets its answer when its wait times out.
+// waiting up to --node-lock-retry-timeout once it is first in line) without holding a worker
+// (more binds than the 64 workers), so /healthz and a /filter answer meanwhile, and every bind
+// gets its answer when its wait times out.
 TEST_F(HttpListenerTest, SeventyBindsToALockedNode) {
   json holder = scheduler::testing::GpuPod("holder", 1000);
   ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", holder).ok());
@@ -216,6 +217,11 @@ TEST_F(HttpListenerTest, SeventyBindsToALockedNode) {
     ASSERT_TRUE(binds.back()->Send(Post("/bind", args.dump())));
   }
   EXPECT_TRUE(HealthzWithin1s(port_));
+  RawClient f(port_);
+  ASSERT_TRUE(f.Send(Post("/filter", FilterBody("p"))));
+  auto fr = f.Read(std::chrono::seconds(2));
+  ASSERT_TRUE(fr) << "a /filter waited behind the binds";
+  EXPECT_EQ(fr->status, 200);
   for (size_t i = 0; i < binds.size(); ++i) {
     auto r = binds[i]->Read(std::chrono::seconds(60));
     ASSERT_TRUE(r) << i;
