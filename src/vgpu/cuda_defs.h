@@ -63,6 +63,9 @@ struct CUmemLocation {
   int id;
 };
 
+// CUmemPool_attribute: bytes a pool keeps after a free (cuuint64_t).
+inline constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+
 // The leading fields of CUmemPoolProps (libvgpu reads only the location).
 struct CUmemPoolProps {
   int allocType;

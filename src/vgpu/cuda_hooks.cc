@@ -200,78 +200,172 @@ void UnlockDiscovery(int fd) {
   close(fd);
 }
 
-// Container index of the device a stream belongs to (its context's device); the current context's
+// CUDA ordinal of the device a stream belongs to (its context's device); the current context's
 // for the default streams (0, CU_STREAM_LEGACY = 1, CU_STREAM_PER_THREAD = 2).
-int StreamNvmlIndex(Runtime* rt, CUstream stream) {
+CUdevice StreamCudaDevice(CUstream stream) {
+  CUdevice dev = 0;
+  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
   if (reinterpret_cast<std::uintptr_t>(stream) > 2) {
     auto get_ctx = VGPU_REAL_CUDA(cuStreamGetCtx);
     auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
     auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
-    auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
     CUcontext ctx = nullptr;
     if (get_ctx != nullptr && push != nullptr && pop != nullptr && get_dev != nullptr &&
         get_ctx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr && push(ctx) == CUDA_SUCCESS) {
-      CUdevice dev = 0;
       bool ok = get_dev(&dev) == CUDA_SUCCESS;
       CUcontext popped = nullptr;
       pop(&popped);
-      if (ok) return NvmlIndexOf(rt, dev);
+      if (ok) return dev;
     }
   }
-  return CurrentNvmlIndex(rt);
+  if (get_dev == nullptr || get_dev(&dev) != CUDA_SUCCESS) dev = 0;
+  return dev;
 }
 
-// A pool's device, as recorded when it was created or fetched; the stream's when unknown.
-int PoolNvmlIndex(Runtime* rt, CUmemoryPool pool, CUstream stream) {
+std::uint64_t PoolKey(CUmemoryPool pool) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
+}
+
+// A pool's device, as recorded when it was created or fetched; -1 when never seen.
+int PoolNvmlIndex(Runtime* rt, std::uint64_t pool) {
   AllocEntry entry{};
-  auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
-  if (pool != nullptr && rt->pools.Erase(key, &entry)) {
-    rt->pools.Insert(entry);
-    return entry.dev;
-  }
-  return StreamNvmlIndex(rt, stream);
+  pthread_mutex_lock(&rt->pool_mu);
+  bool known = pool != 0 && rt->pools.Erase(pool, &entry);
+  if (known) rt->pools.Insert(entry);
+  pthread_mutex_unlock(&rt->pool_mu);
+  return known ? entry.dev : -1;
 }
 
-void RememberPool(Runtime* rt, CUmemoryPool pool, int dev) {
-  auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
-  AllocEntry old{};
-  rt->pools.Erase(key, &old);
-  if (dev >= 0) rt->pools.Insert(AllocEntry{key, 0, dev, 0});
+// Records (dev >= 0) or forgets (dev < 0) a pool; a recorded release threshold is kept.
+void RememberPool(Runtime* rt, std::uint64_t pool, int dev) {
+  pthread_mutex_lock(&rt->pool_mu);
+  AllocEntry entry{pool, 0, dev, 0};
+  rt->pools.Erase(pool, &entry);
+  entry.dev = dev;
+  if (dev >= 0) rt->pools.Insert(entry);
+  pthread_mutex_unlock(&rt->pool_mu);
+}
+
+// Pools keep freed memory up to their release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), and
+// the driver still holds it: that part of a free stays charged to the pool ("kept") until the
+// pool reuses it, is trimmed, lowers its threshold or is destroyed.
+void ChargeKept(Runtime* rt, std::uint64_t pool, int dev, std::uint64_t bytes) {
+  if (bytes == 0 || dev < 0) return;
+  rt->region.Charge(dev, bytes, ChargeKind::kData, nullptr, nullptr, /*enforce=*/false);
+  rt->exact_net[dev].fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  pthread_mutex_lock(&rt->pool_mu);
+  AllocEntry kept{pool, 0, dev, 0};
+  rt->pool_kept.Erase(pool, &kept);
+  kept.bytes += bytes;
+  rt->pool_kept.Insert(kept);
+  pthread_mutex_unlock(&rt->pool_mu);
+}
+
+// Gives back the charge of what `pool` keeps beyond `keep_at_most` bytes, or takes up to
+// `reuse` bytes for an allocation that reuses them (returns how many).
+std::uint64_t ReleaseKept(Runtime* rt, std::uint64_t pool, std::uint64_t keep_at_most,
+                          std::uint64_t reuse = 0) {
+  pthread_mutex_lock(&rt->pool_mu);
+  AllocEntry kept{};
+  std::uint64_t taken = 0;
+  if (rt->pool_kept.Erase(pool, &kept)) {
+    if (kept.bytes > keep_at_most) taken = kept.bytes - keep_at_most;
+    if (reuse > 0) taken = kept.bytes < reuse ? kept.bytes : reuse;
+    kept.bytes -= taken;
+    if (kept.bytes > 0) rt->pool_kept.Insert(kept);
+  }
+  pthread_mutex_unlock(&rt->pool_mu);
+  if (taken > 0) {
+    rt->region.Uncharge(kept.dev, taken, ChargeKind::kData);
+    rt->exact_net[kept.dev].fetch_sub(static_cast<std::int64_t>(taken), std::memory_order_relaxed);
+  }
+  return taken;
+}
+
+// After `bytes` were freed into `pool`: the part it keeps (up to its threshold) stays charged.
+void KeepFreed(Runtime* rt, std::uint64_t pool, int dev, std::uint64_t bytes) {
+  pthread_mutex_lock(&rt->pool_mu);
+  AllocEntry info{}, kept{};
+  std::uint64_t threshold = 0, held = 0;
+  if (rt->pools.Erase(pool, &info)) {
+    threshold = info.bytes;
+    rt->pools.Insert(info);
+  }
+  if (rt->pool_kept.Erase(pool, &kept)) {
+    held = kept.bytes;
+    rt->pool_kept.Insert(kept);
+  }
+  pthread_mutex_unlock(&rt->pool_mu);
+  std::uint64_t room = threshold > held ? threshold - held : 0;
+  ChargeKept(rt, pool, dev, room < bytes ? room : bytes);
+}
+
+// An asynchronous allocation from `pool` on container device `dev`: memory the pool keeps is
+// reused first (its kept charge moves to the allocation), the rest is charged as usual.
+template <typename Call>
+CUresult PoolAlloc(Runtime* rt, std::uint64_t pool, int dev, CUdeviceptr* dptr, size_t bytes,
+                   CUstream stream, Call call) {
+  std::uint64_t reused = pool != 0 ? ReleaseKept(rt, pool, 0, bytes) : 0;
+  CUresult r = ChargedAlloc(
+      rt, &rt->allocs, dev, bytes, kAllocAsync,
+      [&](std::uint64_t* key) {
+        CUresult rc = call();
+        if (rc == CUDA_SUCCESS) *key = *dptr;
+        return rc;
+      },
+      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
+  if (r != CUDA_SUCCESS) {
+    ChargeKept(rt, pool, dev, reused);
+  } else if (pool != 0) {
+    rt->async_pool.Insert(AllocEntry{*dptr, pool, dev, 0});
+  }
+  return r;
 }
 
 CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                           CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
-  // Charged to the stream's device, where the driver allocates it, not the current context's.
-  return ChargedAlloc(
-      rt, &rt->allocs, StreamNvmlIndex(rt, stream), bytes, kAllocAsync,
-      [&](std::uint64_t* key) {
-        CUresult r = real(dptr, bytes, stream);
-        if (r == CUDA_SUCCESS) *key = *dptr;
-        return r;
-      },
-      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
+  // Charged to the stream's device, where the driver allocates it (from that device's current
+  // pool), not the current context's.
+  CUdevice cuda_dev = StreamCudaDevice(stream);
+  CUmemoryPool pool = nullptr;
+  auto get_pool = VGPU_REAL_CUDA(cuDeviceGetMemPool);
+  if (get_pool == nullptr || get_pool(&pool, cuda_dev) != CUDA_SUCCESS) pool = nullptr;
+  return PoolAlloc(rt, PoolKey(pool), NvmlIndexOf(rt, cuda_dev), dptr, bytes, stream,
+                   [&] { return real(dptr, bytes, stream); });
 }
 
 CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytes,
                              CUmemoryPool pool, CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
-  return ChargedAlloc(
-      rt, &rt->allocs, PoolNvmlIndex(rt, pool, stream), bytes, kAllocAsync,
-      [&](std::uint64_t* key) {
-        CUresult r = real(dptr, bytes, pool, stream);
-        if (r == CUDA_SUCCESS) *key = *dptr;
-        return r;
-      },
-      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
+  int dev = PoolNvmlIndex(rt, PoolKey(pool));
+  if (dev < 0) dev = NvmlIndexOf(rt, StreamCudaDevice(stream));
+  return PoolAlloc(rt, PoolKey(pool), dev, dptr, bytes, stream,
+                   [&] { return real(dptr, bytes, pool, stream); });
 }
 
+// Frees an asynchronous allocation; what its pool keeps of it stays charged.
 CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
   Runtime* rt = Rt();
   if (real == nullptr) return kNoDriver;
-  return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr, stream); });
+  AllocEntry pooled{};
+  bool in_pool = rt->async_pool.size() > 0 && rt->async_pool.Erase(dptr, &pooled);
+  AllocEntry entry{};
+  bool tracked = rt->allocs.Erase(dptr, &entry);
+  CUresult r = real(dptr, stream);
+  if (r != CUDA_SUCCESS) {
+    if (tracked) rt->allocs.Insert(entry);
+    if (in_pool) rt->async_pool.Insert(pooled);
+    return r;
+  }
+  if (!tracked) return r;
+  rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+  rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
+                                     std::memory_order_relaxed);
+  if (in_pool) KeepFreed(rt, pooled.bytes, entry.dev, entry.bytes);
+  return r;
 }
 
 // When the driver's resolver hands out a pointer that is not one of its exported entry points
@@ -416,6 +510,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemFree_v2);
   if (real == nullptr) return kNoDriver;
+  AllocEntry pooled{};
+  if (rt->async_pool.size() > 0) rt->async_pool.Erase(dptr, &pooled);
   return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr); });
 }
 
@@ -611,7 +707,7 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   CUresult r = real(pool, props);
   if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr &&
       props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    RememberPool(rt, *pool, NvmlIndexOf(rt, props->location.id));
+    RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, props->location.id));
   }
   return r;
 }
@@ -621,7 +717,37 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   auto real = VGPU_REAL_CUDA(cuMemPoolDestroy);
   if (real == nullptr) return kNoDriver;
   CUresult r = real(pool);
-  if (r == CUDA_SUCCESS) RememberPool(rt, pool, -1);
+  if (r == CUDA_SUCCESS) {
+    ReleaseKept(rt, PoolKey(pool), 0);
+    RememberPool(rt, PoolKey(pool), -1);
+  }
+  return r;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemPoolSetAttribute);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, attr, value);
+  if (r == CUDA_SUCCESS && attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD && value != nullptr) {
+    std::uint64_t threshold = *static_cast<const cuuint64_t*>(value);
+    pthread_mutex_lock(&rt->pool_mu);
+    AllocEntry entry{PoolKey(pool), 0, -1, 0};
+    rt->pools.Erase(entry.key, &entry);
+    entry.bytes = threshold;
+    rt->pools.Insert(entry);
+    pthread_mutex_unlock(&rt->pool_mu);
+    ReleaseKept(rt, PoolKey(pool), threshold);
+  }
+  return r;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemPoolTrimTo);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, keep);
+  if (r == CUDA_SUCCESS) ReleaseKept(rt, PoolKey(pool), keep);
   return r;
 }
 
@@ -630,7 +756,7 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   auto real = VGPU_REAL_CUDA(cuDeviceGetDefaultMemPool);
   if (real == nullptr) return kNoDriver;
   CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, *pool, NvmlIndexOf(rt, dev));
+  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
   return r;
 }
 
@@ -639,7 +765,7 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   auto real = VGPU_REAL_CUDA(cuDeviceGetMemPool);
   if (real == nullptr) return kNoDriver;
   CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, *pool, NvmlIndexOf(rt, dev));
+  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
   return r;
 }
 

@@ -39,6 +39,8 @@
   X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
   X(cuMemPoolDestroy, CUresult, (CUmemoryPool pool))                                               \
+  X(cuMemPoolSetAttribute, CUresult, (CUmemoryPool pool, int attr, void* value))                   \
+  X(cuMemPoolTrimTo, CUresult, (CUmemoryPool pool, size_t keep))                                   \
   X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
   X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                             \
   X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \

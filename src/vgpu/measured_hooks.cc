@@ -133,8 +133,10 @@ CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_st* desc) 
         if (r == CUDA_SUCCESS) *key = Key(*array);
         return r;
       },
-      [](std::uint64_t key) { VGPU_REAL_CUDA(cuArrayDestroy)
-                              (reinterpret_cast<CUarray>(key)); });
+      [](std::uint64_t key) {
+        VGPU_REAL_CUDA(cuArrayDestroy)
+        (reinterpret_cast<CUarray>(key));
+      });
 }
 
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc) {
@@ -148,8 +150,10 @@ CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* de
         if (r == CUDA_SUCCESS) *key = Key(*array);
         return r;
       },
-      [](std::uint64_t key) { VGPU_REAL_CUDA(cuArrayDestroy)
-                              (reinterpret_cast<CUarray>(key)); });
+      [](std::uint64_t key) {
+        VGPU_REAL_CUDA(cuArrayDestroy)
+        (reinterpret_cast<CUarray>(key));
+      });
 }
 
 CUresult cuArrayDestroy(CUarray array) {
@@ -296,8 +300,10 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
         if (r == CUDA_SUCCESS) *key = Key(*module);
         return r;
       },
-      [](std::uint64_t key) { VGPU_REAL_CUDA(cuModuleUnload)
-                              (reinterpret_cast<CUmodule>(key)); });
+      [](std::uint64_t key) {
+        VGPU_REAL_CUDA(cuModuleUnload)
+        (reinterpret_cast<CUmodule>(key));
+      });
 }
 
 CUresult cuModuleUnload(CUmodule module) {
@@ -321,8 +327,10 @@ CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void* jit_optio
         if (r == CUDA_SUCCESS) *key = Key(*library);
         return r;
       },
-      [](std::uint64_t key) { VGPU_REAL_CUDA(cuLibraryUnload)
-                              (reinterpret_cast<CUlibrary>(key)); });
+      [](std::uint64_t key) {
+        VGPU_REAL_CUDA(cuLibraryUnload)
+        (reinterpret_cast<CUlibrary>(key));
+      });
 }
 
 CUresult cuLibraryUnload(CUlibrary library) {

@@ -73,12 +73,13 @@ void ForkChild() {
     g_rt->vmm.Clear();
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
-    for (AllocTable* t :
-         {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools}) {
+    for (AllocTable* t : {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools,
+                          &g_rt->pool_kept, &g_rt->async_pool}) {
       t->ResetLockAfterFork();
       t->Clear();
     }
     pthread_mutex_init(&g_rt->vmm_mu, nullptr);
+    pthread_mutex_init(&g_rt->pool_mu, nullptr);
     pthread_mutex_init(&g_rt->measure_mu, nullptr);
     for (auto& net : g_rt->exact_net) net.store(0);
     for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
@@ -323,6 +324,8 @@ Runtime* Rt() {
       g_rt->vmm_map_counts.Init(kVmmTableCapacity, max);
       g_rt->vmm_released.Init(kVmmTableCapacity, max);
       g_rt->pools.Init(kVmmTableCapacity, max);
+      g_rt->pool_kept.Init(kVmmTableCapacity, max);
+      g_rt->async_pool.Init(kAllocTableCapacity, max);
     }
     InitLocked(g_rt);
     t_initialising = false;

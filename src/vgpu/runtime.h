@@ -35,7 +35,13 @@ struct Runtime {
   AllocTable vmm_maps;
   AllocTable vmm_map_counts;
   AllocTable vmm_released;  // handle -> charge, released but still mapped
-  AllocTable pools;         // memory pool -> container index of its device (`dev`)
+  // Memory pools: pool -> its device (`dev`) and release threshold (`bytes`); pool -> bytes
+  // freed into it that it keeps (still charged); async pointer -> its pool (`bytes`). Guarded by
+  // pool_mu.
+  AllocTable pools;
+  AllocTable pool_kept;
+  AllocTable async_pool;
+  pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;  // guards the three tables above together
   AllocTable measured;  // array / context / module / context-limit handle -> measured charge
   pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER;  // one measured call at a time

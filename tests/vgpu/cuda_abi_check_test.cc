@@ -42,6 +42,7 @@ static_assert(offsetof(v::CUlaunchConfig, blockDimZ) == offsetof(::CUlaunchConfi
 static_assert(offsetof(v::CUlaunchConfig, hStream) == offsetof(::CUlaunchConfig, hStream));
 static_assert(offsetof(v::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs));
 static_assert(offsetof(v::CUmemPoolProps, location) == offsetof(::CUmemPoolProps, location));
+static_assert(v::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD == ::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
 static_assert(v::CU_LIMIT_STACK_SIZE == ::CU_LIMIT_STACK_SIZE);
 static_assert(v::CU_LIMIT_PRINTF_FIFO_SIZE == ::CU_LIMIT_PRINTF_FIFO_SIZE);
 static_assert(v::CU_LIMIT_MALLOC_HEAP_SIZE == ::CU_LIMIT_MALLOC_HEAP_SIZE);

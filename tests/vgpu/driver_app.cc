@@ -42,6 +42,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void*);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuDeviceGetMemPool(CUmemoryPool*, CUdevice);
 CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -673,6 +676,46 @@ void AsyncDevice() {
   CHECK_EQ(cuMemAllocAsync(&p, 1900 * kMiB, stream1), CUDA_SUCCESS);  // device 1 given back
 }
 
+// poolkeep <limit>: a pool with the release threshold at its maximum keeps freed memory; the
+// charge stays until the pool reuses, trims or lowers its threshold.
+void PoolKeep(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  const size_t chunk = static_cast<size_t>(limit * 6 / 10);
+  UseDevice(0);
+  CUmemoryPool pool = nullptr, other = nullptr;
+  CHECK_EQ(cuDeviceGetMemPool(&pool, 0), CUDA_SUCCESS);
+  cuuint64_t max = ~cuuint64_t{0};
+  CHECK_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max), CUDA_SUCCESS);
+  CUdeviceptr p = 0, q = 0;
+  CHECK_EQ(cuMemAllocAsync(&p, chunk, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(fake_cuda_physical_used(0), chunk);  // the pool keeps it
+  CHECK_EQ(FreeBytes(), limit - chunk);
+  // The same pool reuses what it keeps; another pool cannot have it.
+  CHECK_EQ(cuMemAllocAsync(&p, chunk, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - chunk);
+  CHECK_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  CUmemPoolProps props{};
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CHECK_EQ(cuMemPoolCreate(&other, &props), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocFromPoolAsync(&q, chunk, other, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_physical_used(0), chunk);
+  CHECK_EQ(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+  CHECK_EQ(fake_cuda_physical_used(0), 0u);
+  CHECK_EQ(FreeBytes(), limit);
+  CHECK_EQ(cuMemAllocFromPoolAsync(&q, chunk, other, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);  // threshold 0: given back at once
+  CHECK_EQ(FreeBytes(), limit);
+  // Lowering the threshold gives back what is kept above it.
+  CHECK_EQ(cuMemAllocAsync(&p, chunk, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - chunk);
+  cuuint64_t zero = 0;
+  CHECK_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -847,6 +890,8 @@ int main(int argc, char** argv) {
     ReleaseMapped(argv);
   } else if (s == "asyncdevice") {
     AsyncDevice();
+  } else if (s == "poolkeep" && argc == 3) {
+    PoolKeep(argv);
   } else if (s == "bigkernel") {
     BigKernel();
   } else if (s == "launch") {

@@ -463,10 +463,6 @@ int StreamDevice(CUstream stream) {
   auto h = reinterpret_cast<std::uintptr_t>(stream);
   return h > 2 ? static_cast<int>(h & 0xff) : t_current;
 }
-int PoolDevice(CUmemoryPool pool, CUstream stream) {
-  auto h = reinterpret_cast<std::uintptr_t>(pool);
-  return h != 0 ? static_cast<int>(h & 0xff) : StreamDevice(stream);
-}
 CUresult cuStreamGetCtx(CUstream stream, CUcontext* ctx) {
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + StreamDevice(stream)));
   return CUDA_SUCCESS;
@@ -484,8 +480,90 @@ CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
   if (ctx != nullptr) *ctx = t_ctx;
   return cuCtxSetCurrent(t_ctx_stack[--t_ctx_depth]);
 }
+// Pools keep freed memory up to their release threshold (the driver still holds it) and reuse it
+// for their next allocations; cuMemPoolTrimTo gives it back.
+struct FakePool {
+  unsigned long long threshold = 0;
+  unsigned long long kept = 0;
+};
+std::map<unsigned long long, FakePool> g_pools;               // pool handle -> state
+std::map<unsigned long long, unsigned long long> g_ptr_pool;  // async pointer -> its pool
+unsigned long long PoolOf(CUmemoryPool pool, CUstream stream) {
+  auto h = reinterpret_cast<std::uintptr_t>(pool);
+  return h != 0 ? h : 0x3000 + static_cast<unsigned>(StreamDevice(stream));
+}
+CUresult PoolAllocate(const char* name, CUdeviceptr* d, size_t n, unsigned long long pool) {
+  int phys = Physical(static_cast<int>(pool & 0xff));
+  if (phys < 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long reuse = 0;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    FakePool& p = g_pools[pool];
+    reuse = p.kept < n ? p.kept : n;
+    p.kept -= reuse;
+    M().used[phys] -= reuse;
+  }
+  CUresult r = Allocate(name, d, n, static_cast<int>(pool & 0xff));
+  std::lock_guard<std::mutex> lock(M().mu);
+  if (r != CUDA_SUCCESS) {
+    g_pools[pool].kept += reuse;
+    M().used[phys] += reuse;
+  } else {
+    g_ptr_pool[*d] = pool;
+  }
+  return r;
+}
+CUresult PoolFree(const char* name, CUdeviceptr d) {
+  unsigned long long pool = 0, size = 0;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    auto it = g_ptr_pool.find(d);
+    auto alloc = M().allocs.find(d);
+    if (it != g_ptr_pool.end() && alloc != M().allocs.end()) {
+      pool = it->second;
+      size = alloc->second.second;
+      g_ptr_pool.erase(it);
+    }
+  }
+  CUresult r = Release(name, d);
+  if (r != CUDA_SUCCESS || pool == 0) return r;
+  int phys = Physical(static_cast<int>(pool & 0xff));  // before the lock: it takes it too
+  std::lock_guard<std::mutex> lock(M().mu);
+  FakePool& p = g_pools[pool];
+  unsigned long long room = p.threshold > p.kept ? p.threshold - p.kept : 0;
+  unsigned long long keep = room < size ? room : size;
+  p.kept += keep;
+  M().used[phys] += keep;
+  return r;
+}
+void TrimPool(unsigned long long pool, unsigned long long keep) {
+  int phys = Physical(static_cast<int>(pool & 0xff));
+  std::lock_guard<std::mutex> lock(M().mu);
+  FakePool& p = g_pools[pool];
+  unsigned long long excess = p.kept > keep ? p.kept - keep : 0;
+  p.kept -= excess;
+  M().used[phys] -= excess;
+}
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value) {
+  if (attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) return CUDA_SUCCESS;
+  auto h = reinterpret_cast<std::uintptr_t>(pool);
+  unsigned long long threshold = *static_cast<cuuint64_t*>(value);
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    g_pools[h].threshold = threshold;
+  }
+  TrimPool(h, threshold);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  TrimPool(reinterpret_cast<std::uintptr_t>(pool), keep);
+  return CUDA_SUCCESS;
+}
+// Created pools: 0x3000 + ordinal + 0x100 * n (the low byte stays the ordinal).
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  *pool = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(0x3000 + props->location.id));
+  static std::atomic<unsigned> next{1};
+  *pool = reinterpret_cast<CUmemoryPool>(
+      static_cast<std::uintptr_t>(0x3000 + 0x100 * next++ + props->location.id));
   return CUDA_SUCCESS;
 }
 CUresult cuMemPoolDestroy(CUmemoryPool) { return CUDA_SUCCESS; }
@@ -497,20 +575,20 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   return cuDeviceGetMemPool(pool, dev);
 }
 CUresult cuMemAllocAsync(CUdeviceptr* d, size_t n, CUstream stream) {
-  return Allocate("cuMemAllocAsync", d, n, StreamDevice(stream));
+  return PoolAllocate("cuMemAllocAsync", d, n, PoolOf(nullptr, stream));
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t n, CUstream stream) {
-  return Allocate("cuMemAllocAsync_ptsz", d, n, StreamDevice(stream));
+  return PoolAllocate("cuMemAllocAsync_ptsz", d, n, PoolOf(nullptr, stream));
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* d, size_t n, CUmemoryPool pool, CUstream stream) {
-  return Allocate("cuMemAllocFromPoolAsync", d, n, PoolDevice(pool, stream));
+  return PoolAllocate("cuMemAllocFromPoolAsync", d, n, PoolOf(pool, stream));
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool pool,
                                       CUstream stream) {
-  return Allocate("cuMemAllocFromPoolAsync_ptsz", d, n, PoolDevice(pool, stream));
+  return PoolAllocate("cuMemAllocFromPoolAsync_ptsz", d, n, PoolOf(pool, stream));
 }
-CUresult cuMemFreeAsync(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync", d); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream) { return Release("cuMemFreeAsync_ptsz", d); }
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream) { return PoolFree("cuMemFreeAsync", d); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream) { return PoolFree("cuMemFreeAsync_ptsz", d); }
 
 #define FAKE_LAUNCH(name, ...) \
   CUresult name(__VA_ARGS__) { \
