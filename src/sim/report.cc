@@ -184,6 +184,7 @@ Report BuildReport(const ReportInput& in) {
   out.scenario_name = in.scenario_name;
   out.timed_out = in.timed_out;
   out.setup_seconds = in.setup_seconds;
+  out.setup_error = in.setup_error;
   out.rbac_enforced = in.rbac_enforced;
   out.forbidden_requests = in.forbidden_requests;
   out.forbidden = in.forbidden;
@@ -277,6 +278,7 @@ nlohmann::json ReportToJson(const Report& r) {
             {"bind_latency_p99_ms", r.bind.p99_ms},
             {"latency",
              {{"schedule", stats(r.schedule)}, {"bind", stats(r.bind)}, {"e2e", stats(r.e2e)}}},
+            {"setup_error", r.setup_error},
             {"rbac_enforced", r.rbac_enforced},
             {"forbidden_requests", r.forbidden_requests}};
   json forbidden = json::array();
@@ -470,6 +472,7 @@ class TextWriter {
     out_ << "  wall time: " << Fixed(r_.wall_seconds, 2) << " s (setup "
          << Fixed(r_.setup_seconds, 2) << " s before it), " << Fixed(r_.pods_per_second, 1)
          << " pods/s" << (r_.timed_out ? "  TIMED OUT" : "") << "\n";
+    if (!r_.setup_error.empty()) out_ << "  SETUP FAILED: " << r_.setup_error << "\n";
     std::vector<std::vector<std::string>> rows = {{"latency (ms)", "p50", "p90", "p99", "max"}};
     for (const auto& [name, s] :
          {std::pair<const char*, const LatencyStats&>{"schedule", r_.schedule},

@@ -61,6 +61,9 @@ struct ReportInput {
   SystemTime settled_at{};
   double setup_seconds = 0;  // API server, kubelets and scheduler start, before the first pod
   bool timed_out = false;
+  // Why the cluster never came up ("" when it did): under `run --manifests` a missing rule can
+  // stop it, and the run still reports.
+  std::string setup_error;
   // `run --manifests`: RBAC was enforced on the components; what it denied.
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;
@@ -122,6 +125,7 @@ struct Report {
   double pods_per_second = 0;  // (running + succeeded) / wall_seconds
   bool timed_out = false;
   LatencyStats schedule, bind, e2e;
+  std::string setup_error;  // "" unless the cluster never came up
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;  // every 403 RBAC answered
   std::vector<rbac::ForbiddenRequest> forbidden;

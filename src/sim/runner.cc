@@ -175,6 +175,10 @@ class Runner::Impl {
   }
   Status StartCluster();
   Status CreateRbacObjects();
+  // How long setup waits for `usual`; under --manifests at most the scenario's timeout, since a
+  // missing rule can keep nodes or the scheduler from ever coming up.
+  std::chrono::seconds SetupWait(std::chrono::seconds usual) const;
+  Report SetupFailedReport(const std::string& error);
   Status WaitForNodes(size_t want);
   Status CreateNamespaces(k8s::Client& client);
   void CreatePods(SteadyClock::time_point start);
@@ -255,8 +259,12 @@ Status Runner::Impl::StartCluster() {
   server_ = std::make_unique<scheduler::Server>(NewClient(scheduler_token), scenario_.device_config,
                                                 server);
   if (auto st = server_->Start(); !st) return Error{"hami-scheduler: " + st.error()};
-  for (auto deadline = SteadyClock::now() + std::chrono::seconds(60); !server_->synced();) {
-    if (SteadyClock::now() > deadline) return Error{"hami-scheduler: no registration pass in 60 s"};
+  const std::chrono::seconds sync_wait = SetupWait(std::chrono::seconds(60));
+  for (auto deadline = SteadyClock::now() + sync_wait; !server_->synced();) {
+    if (SteadyClock::now() > deadline) {
+      return Error{"hami-scheduler: no registration pass in " + std::to_string(sync_wait.count()) +
+                   " s"};
+    }
     std::this_thread::sleep_for(Ms(10));
   }
 
@@ -273,6 +281,35 @@ Status Runner::Impl::StartCluster() {
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(scheduler_token), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
   return CreateNamespaces(*admin_);
+}
+
+std::chrono::seconds Runner::Impl::SetupWait(std::chrono::seconds usual) const {
+  if (!options_.manifests) return usual;
+  return std::max(
+      std::chrono::seconds(1),
+      std::min(usual, std::chrono::duration_cast<std::chrono::seconds>(scenario_.timeout)));
+}
+
+// A cluster that did not come up under --manifests: every pod uncreated, the setup error, and
+// the requests RBAC refused (the likely cause).
+Report Runner::Impl::SetupFailedReport(const std::string& error) {
+  ReportInput in;
+  in.scenario_name = scenario_.name;
+  in.nodes = nodes_;
+  in.split_count = scenario_.device_config.nvidia.device_split_count;
+  in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
+  in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
+  for (PodObservation o : observed_) {
+    o.message = "the cluster did not come up: " + error;
+    in.pods.push_back(std::move(o));
+  }
+  in.first_created = in.settled_at = std::chrono::system_clock::now();
+  in.timed_out = true;
+  in.setup_error = error;
+  in.rbac_enforced = true;
+  in.forbidden_requests = api_->forbidden_count();
+  in.forbidden = api_->ForbiddenRequests();
+  return BuildReport(in);
 }
 
 // The ServiceAccounts, roles and bindings of --manifests, as `helm install` would create them
@@ -313,7 +350,8 @@ Status Runner::Impl::CreateRbacObjects() {
 // The scheduler registers a node once its device plugin has published the GPUs.
 Status Runner::Impl::WaitForNodes(size_t want) {
   k8s::Client& client = *admin_;
-  auto deadline = SteadyClock::now() + std::chrono::seconds(120);
+  const std::chrono::seconds wait = SetupWait(std::chrono::seconds(120));
+  auto deadline = SteadyClock::now() + wait;
   size_t have = 0;
   while (SteadyClock::now() < deadline) {
     auto nodes = client.ListAll(k8s::resources::kNodes, "", k8s::ListOptions{});
@@ -325,7 +363,7 @@ Status Runner::Impl::WaitForNodes(size_t want) {
     std::this_thread::sleep_for(Ms(20));
   }
   return Error{"kubelets: " + std::to_string(have) + " of " + std::to_string(want) +
-               " nodes published their GPUs within 120 s"};
+               " nodes published their GPUs within " + std::to_string(wait.count()) + " s"};
 }
 
 Status Runner::Impl::CreateNamespaces(k8s::Client& client) {
@@ -481,7 +519,11 @@ Result<Report> Runner::Impl::Run() {
     observed_[i].workload = planned_[i].workload;
   }
   const auto setup_start = SteadyClock::now();
-  if (auto st = StartCluster(); !st) return Error{st.error()};
+  if (auto st = StartCluster(); !st) {
+    if (!options_.manifests || !api_) return Error{st.error()};
+    HAMI_WARN("hami-sim: setup failed under RBAC: {}", st.error());
+    return SetupFailedReport(st.error());
+  }
   ReportInput in;
   in.setup_seconds = std::chrono::duration<double>(SteadyClock::now() - setup_start).count();
 

@@ -263,3 +263,58 @@ TEST(RbacRun, ARemovedRuleIsExactlyTheForbiddenRequestAndTheRunStillEnds) {
 
 }  // namespace
 }  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+// A rule whose absence keeps the cluster from coming up (the device plugin may not publish its
+// node's GPUs): the run gives up at the scenario's timeout and still reports, with the refusal.
+TEST(RbacRun, SetupBlockedByAMissingRuleStillReportsWithinTheTimeout) {
+  const std::string rendered = RenderChart();
+  if (rendered.empty()) {
+    GTEST_SKIP() << "helm not found at " << HelmPath() << " (scripts/bootstrap installs it)";
+  }
+  auto manifests = ParseManifests(rendered);
+  ASSERT_TRUE(manifests) << manifests.error();
+  bool removed = false;
+  for (json& obj : manifests->objects) {
+    if (obj["kind"] != "ClusterRole" || obj["metadata"]["name"] != "hami-device-plugin") continue;
+    for (json& rule : obj["rules"]) {
+      if (rule["resources"] != json::array({"nodes"})) continue;
+      rule["verbs"] = json::array({"get"});  // patch removed
+      removed = true;
+    }
+  }
+  ASSERT_TRUE(removed);
+  auto scenario = ParseScenario(R"(
+name: blocked
+timing: {kubeletLatency: 0s, timeout: 2s}
+nodes: [{name: n1, gpus: [{model: Tesla T4, memory: 15360}]}]
+workloads: [{name: w, containers: [{name: c, resources: {nvidia.com/gpu: 1}}]}]
+)");
+  ASSERT_TRUE(scenario.ok()) << scenario.error();
+  RunOptions options;
+  options.manifests = std::move(*manifests);
+  Runner runner(std::move(*scenario), options);
+  const auto start = std::chrono::steady_clock::now();
+  auto report = runner.Run();
+  runner.Stop();
+  // Not the 120 s setup wait of a run without RBAC: the 2 s timeout, plus the kubelet's own
+  // publish retries (about 4 s) and the shutdown.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  ASSERT_TRUE(report) << report.error();
+  const std::string text = RenderText(*report, false);
+  EXPECT_TRUE(report->timed_out);
+  EXPECT_NE(report->setup_error.find("nodes published their GPUs within 2 s"), std::string::npos)
+      << report->setup_error;
+  EXPECT_NE(text.find("SETUP FAILED"), std::string::npos) << text;
+  EXPECT_EQ(report->pods_total, 1);
+  EXPECT_EQ(report->pods_running, 0);
+  std::vector<rbac::ForbiddenRequest> want = {
+      {"system:serviceaccount:kube-system:hami-device-plugin", "patch", "nodes", "", ""}};
+  EXPECT_EQ(report->forbidden, want) << text;
+  EXPECT_EQ(ReportToJson(*report)["setup_error"], report->setup_error);
+}
+
+}  // namespace
+}  // namespace hami::sim
