@@ -318,3 +318,48 @@ workloads: [{name: w, containers: [{name: c, resources: {nvidia.com/gpu: 1}}]}]
 
 }  // namespace
 }  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+// The command line: `hami-sim run SCENARIO --manifests FILE --report FILE` writes the RBAC
+// fields; a manifests file that cannot be read is a usage error (exit 2).
+TEST(RbacRun, CommandLineWritesTheRbacFieldsToTheReport) {
+  const std::string rendered = RenderChart();
+  if (rendered.empty()) {
+    GTEST_SKIP() << "helm not found at " << HelmPath() << " (scripts/bootstrap installs it)";
+  }
+  const fs::path dir = fs::temp_directory_path() / ("hami-rbac-cli-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path manifests = dir / "hami.yaml";
+  std::ofstream(manifests) << rendered;
+  const fs::path report = dir / "report.json";
+  const std::string sim = HAMI_SIM_BIN;
+  const std::string demo = (SourceRoot() / "examples/demo.yaml").string();
+  const std::string run = "'" + sim + "' run '" + demo + "' --kubelet-latency 0ms --no-color";
+  int rc = std::system((run + " --manifests '" + manifests.string() + "' --report '" +
+                        report.string() + "' >'" + (dir / "out.txt").string() + "' 2>&1")
+                           .c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::ifstream in(report);
+  json j = json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "no JSON report at " << report;
+  EXPECT_EQ(j["rbac_enforced"], true);
+  EXPECT_EQ(j["forbidden_requests"], 0);
+  EXPECT_EQ(j["forbidden"], json::array());
+  EXPECT_EQ(j["pods_running"], 11);
+  std::stringstream out;
+  out << std::ifstream(dir / "out.txt").rdbuf();
+  EXPECT_NE(out.str().find("forbidden requests: 0"), std::string::npos) << out.str();
+
+  rc = std::system(
+      (run + " --manifests '" + (dir / "missing.yaml").string() + "' >/dev/null 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hami::sim
