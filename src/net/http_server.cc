@@ -576,8 +576,9 @@ void HttpServer::Impl::Dispatch(Conn& c, Request request) {
   Responder responder(std::move(state));
   const Handler& handler = entry->second.handler;
   if (entry->second.options.inline_handler) {
+    // Its reply is delivered by the loop after this read: delivering it here would parse the
+    // next pipelined request from inside this call, a recursion as deep as the client likes.
     handler(std::move(request), std::move(responder));
-    Deliver();
     return;
   }
   std::lock_guard<std::mutex> lock(work_mu_);

@@ -124,6 +124,22 @@ TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrder) {
   }
 }
 
+TEST_F(HttpServerTest, ThousandsOfPipelinedInlineRequestsAreAnsweredWithoutRecursion) {
+  Start();
+  RawClient c(port_);
+  std::string batch;
+  for (int i = 0; i < 5000; ++i) batch += "GET /healthz HTTP/1.1\r\n\r\n";
+  std::thread writer([&] { c.Send(batch); });
+  int answered = 0;
+  while (answered < 5000) {
+    auto r = c.Read();
+    if (!r) break;
+    ++answered;
+  }
+  writer.join();
+  EXPECT_EQ(answered, 5000);
+}
+
 TEST_F(HttpServerTest, AHandlerThatRepliesLaterHoldsNoWorker) {
   HttpServerOptions o;
   o.workers = 1;
