@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "vgpu/charge.h"
 #include "vgpu/hooks.h"
 #include "vgpu/log.h"
 #include "vgpu/memory_math.h"
@@ -18,98 +19,10 @@
 namespace hami::vgpu {
 namespace {
 
-// Returned when the real driver could not be loaded at all.
-constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 // Graph launches carry no grid; a constant cost is fine because the limiter calibrates its rate
 // against measured utilisation (only consistency between launches matters).
 constexpr std::uint64_t kGraphLaunchCost = 1 << 16;
 constexpr std::uint64_t kMaxContextCharge = 2ULL << 30;
-// Device argument of Precharge for memory that is not device memory (VMM host locations).
-constexpr int kHostMemory = -2;
-
-// Reserves `bytes` on container device `dev` before the real allocation. *charged tells the
-// caller whether an uncharge/record is due afterwards. dev == kHostMemory charges nothing.
-CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
-  *charged = false;
-  if (dev == kHostMemory) return CUDA_SUCCESS;
-  if (!rt->accounting) {
-    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes,
-                                                  rt->limits_broken ? "limits file unusable"
-                                                                    : "shared region unusable")
-                              : CUDA_SUCCESS;
-  }
-  std::uint64_t usage = 0;
-  std::uint64_t limit = 0;
-  ChargeResult result = rt->region.Charge(dev, bytes, ChargeKind::kData, &usage, &limit);
-  if (result == ChargeResult::kOverLimit) {
-    VGPU_ERROR("Device %d OOM %lu / %lu", dev, static_cast<unsigned long>(SatAdd(usage, bytes)),
-               static_cast<unsigned long>(limit));
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  if (result == ChargeResult::kUnaccounted) {
-    return AnyMemoryLimit(rt) ? RefuseUnaccounted(dev, bytes, "device or slot not accounted")
-                              : CUDA_SUCCESS;
-  }
-  *charged = true;
-  return CUDA_SUCCESS;
-}
-
-// Remembers the charge of `key`; false (after logging) when the table cannot hold it, in which
-// case the caller releases the allocation and refuses it.
-bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind) {
-  if (table->Insert(AllocEntry{key, bytes, dev, kind})) {
-    Rt()->exact_net[dev].fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
-    return true;
-  }
-  VGPU_ERROR("allocation 0x%llx cannot be tracked (table full or duplicate); refused",
-             static_cast<unsigned long long>(key));
-  return false;
-}
-
-// Runs `call` (the real allocation, which stores the new key) between a precharge and the
-// bookkeeping; undoes the charge when the driver fails, and undoes the allocation (`release`)
-// when it cannot be tracked.
-template <typename Call, typename Release>
-CUresult ChargedAlloc(Runtime* rt, AllocTable* table, int dev, std::uint64_t bytes, int kind,
-                      Call call, Release release) {
-  bool charged = false;
-  CUresult r = Precharge(rt, dev, bytes, &charged);
-  if (r != CUDA_SUCCESS) return r;
-  std::uint64_t key = 0;
-  r = call(&key);
-  if (!charged) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
-  } else if (!Record(table, key, dev, bytes, kind)) {
-    release(key);
-    rt->region.Uncharge(dev, bytes, ChargeKind::kData);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return r;
-}
-
-void FreeNow(std::uint64_t ptr) {
-  auto free_fn = VGPU_REAL_CUDA(cuMemFree_v2);
-  if (free_fn != nullptr) free_fn(ptr);
-}
-
-// Forgets `key` before the real release (so a concurrent allocation reusing the address cannot
-// be confused with it) and restores it if the driver refuses the release.
-template <typename Call>
-CUresult TrackedRelease(Runtime* rt, AllocTable* table, std::uint64_t key, Call call) {
-  AllocEntry entry{};
-  bool tracked = table->Erase(key, &entry);
-  CUresult r = call();
-  if (!tracked) return r;
-  if (r == CUDA_SUCCESS) {
-    rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
-    rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
-                                       std::memory_order_relaxed);
-  } else {
-    table->Insert(entry);
-  }
-  return r;
-}
 
 std::uint64_t Threads(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                       unsigned bz) {
@@ -169,11 +82,6 @@ std::int32_t NewPid(const PidSet& before, const PidSet& after) {
   return found;
 }
 
-void FreeAsyncNow(std::uint64_t ptr, CUstream stream) {
-  auto free_async = VGPU_REAL_CUDA(cuMemFreeAsync);
-  if (free_async != nullptr) free_async(ptr, stream);
-}
-
 // A BSD lock on the region file (independent of the POSIX record lock of its creation; released
 // by the kernel when a holder dies). Waits at most kDiscoveryWaitMs, then discovers unlocked.
 constexpr int kDiscoveryWaitMs = 10000;
@@ -198,174 +106,6 @@ void UnlockDiscovery(int fd) {
   if (fd < 0) return;
   flock(fd, LOCK_UN);
   close(fd);
-}
-
-// CUDA ordinal of the device a stream belongs to (its context's device); the current context's
-// for the default streams (0, CU_STREAM_LEGACY = 1, CU_STREAM_PER_THREAD = 2).
-CUdevice StreamCudaDevice(CUstream stream) {
-  CUdevice dev = 0;
-  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
-  if (reinterpret_cast<std::uintptr_t>(stream) > 2) {
-    auto get_ctx = VGPU_REAL_CUDA(cuStreamGetCtx);
-    auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
-    auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
-    CUcontext ctx = nullptr;
-    if (get_ctx != nullptr && push != nullptr && pop != nullptr && get_dev != nullptr &&
-        get_ctx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr && push(ctx) == CUDA_SUCCESS) {
-      bool ok = get_dev(&dev) == CUDA_SUCCESS;
-      CUcontext popped = nullptr;
-      pop(&popped);
-      if (ok) return dev;
-    }
-  }
-  if (get_dev == nullptr || get_dev(&dev) != CUDA_SUCCESS) dev = 0;
-  return dev;
-}
-
-std::uint64_t PoolKey(CUmemoryPool pool) {
-  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
-}
-
-// A pool's device, as recorded when it was created or fetched; -1 when never seen.
-int PoolNvmlIndex(Runtime* rt, std::uint64_t pool) {
-  AllocEntry entry{};
-  pthread_mutex_lock(&rt->pool_mu);
-  bool known = pool != 0 && rt->pools.Erase(pool, &entry);
-  if (known) rt->pools.Insert(entry);
-  pthread_mutex_unlock(&rt->pool_mu);
-  return known ? entry.dev : -1;
-}
-
-// Records (dev >= 0) or forgets (dev < 0) a pool; a recorded release threshold is kept.
-void RememberPool(Runtime* rt, std::uint64_t pool, int dev) {
-  pthread_mutex_lock(&rt->pool_mu);
-  AllocEntry entry{pool, 0, dev, 0};
-  rt->pools.Erase(pool, &entry);
-  entry.dev = dev;
-  if (dev >= 0) rt->pools.Insert(entry);
-  pthread_mutex_unlock(&rt->pool_mu);
-}
-
-// Pools keep freed memory up to their release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), and
-// the driver still holds it: that part of a free stays charged to the pool ("kept") until the
-// pool reuses it, is trimmed, lowers its threshold or is destroyed.
-void ChargeKept(Runtime* rt, std::uint64_t pool, int dev, std::uint64_t bytes) {
-  if (bytes == 0 || dev < 0) return;
-  rt->region.Charge(dev, bytes, ChargeKind::kData, nullptr, nullptr, /*enforce=*/false);
-  rt->exact_net[dev].fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
-  pthread_mutex_lock(&rt->pool_mu);
-  AllocEntry kept{pool, 0, dev, 0};
-  rt->pool_kept.Erase(pool, &kept);
-  kept.bytes += bytes;
-  rt->pool_kept.Insert(kept);
-  pthread_mutex_unlock(&rt->pool_mu);
-}
-
-// Gives back the charge of what `pool` keeps beyond `keep_at_most` bytes, or takes up to
-// `reuse` bytes for an allocation that reuses them (returns how many).
-std::uint64_t ReleaseKept(Runtime* rt, std::uint64_t pool, std::uint64_t keep_at_most,
-                          std::uint64_t reuse = 0) {
-  pthread_mutex_lock(&rt->pool_mu);
-  AllocEntry kept{};
-  std::uint64_t taken = 0;
-  if (rt->pool_kept.Erase(pool, &kept)) {
-    if (kept.bytes > keep_at_most) taken = kept.bytes - keep_at_most;
-    if (reuse > 0) taken = kept.bytes < reuse ? kept.bytes : reuse;
-    kept.bytes -= taken;
-    if (kept.bytes > 0) rt->pool_kept.Insert(kept);
-  }
-  pthread_mutex_unlock(&rt->pool_mu);
-  if (taken > 0) {
-    rt->region.Uncharge(kept.dev, taken, ChargeKind::kData);
-    rt->exact_net[kept.dev].fetch_sub(static_cast<std::int64_t>(taken), std::memory_order_relaxed);
-  }
-  return taken;
-}
-
-// After `bytes` were freed into `pool`: the part it keeps (up to its threshold) stays charged.
-void KeepFreed(Runtime* rt, std::uint64_t pool, int dev, std::uint64_t bytes) {
-  pthread_mutex_lock(&rt->pool_mu);
-  AllocEntry info{}, kept{};
-  std::uint64_t threshold = 0, held = 0;
-  if (rt->pools.Erase(pool, &info)) {
-    threshold = info.bytes;
-    rt->pools.Insert(info);
-  }
-  if (rt->pool_kept.Erase(pool, &kept)) {
-    held = kept.bytes;
-    rt->pool_kept.Insert(kept);
-  }
-  pthread_mutex_unlock(&rt->pool_mu);
-  std::uint64_t room = threshold > held ? threshold - held : 0;
-  ChargeKept(rt, pool, dev, room < bytes ? room : bytes);
-}
-
-// An asynchronous allocation from `pool` on container device `dev`: memory the pool keeps is
-// reused first (its kept charge moves to the allocation), the rest is charged as usual.
-template <typename Call>
-CUresult PoolAlloc(Runtime* rt, std::uint64_t pool, int dev, CUdeviceptr* dptr, size_t bytes,
-                   CUstream stream, Call call) {
-  std::uint64_t reused = pool != 0 ? ReleaseKept(rt, pool, 0, bytes) : 0;
-  CUresult r = ChargedAlloc(
-      rt, &rt->allocs, dev, bytes, kAllocAsync,
-      [&](std::uint64_t* key) {
-        CUresult rc = call();
-        if (rc == CUDA_SUCCESS) *key = *dptr;
-        return rc;
-      },
-      [&](std::uint64_t key) { FreeAsyncNow(key, stream); });
-  if (r != CUDA_SUCCESS) {
-    ChargeKept(rt, pool, dev, reused);
-  } else if (pool != 0) {
-    rt->async_pool.Insert(AllocEntry{*dptr, pool, dev, 0});
-  }
-  return r;
-}
-
-CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
-                          CUstream stream) {
-  Runtime* rt = Rt();
-  if (real == nullptr) return kNoDriver;
-  // Charged to the stream's device, where the driver allocates it (from that device's current
-  // pool), not the current context's.
-  CUdevice cuda_dev = StreamCudaDevice(stream);
-  CUmemoryPool pool = nullptr;
-  auto get_pool = VGPU_REAL_CUDA(cuDeviceGetMemPool);
-  if (get_pool == nullptr || get_pool(&pool, cuda_dev) != CUDA_SUCCESS) pool = nullptr;
-  return PoolAlloc(rt, PoolKey(pool), NvmlIndexOf(rt, cuda_dev), dptr, bytes, stream,
-                   [&] { return real(dptr, bytes, stream); });
-}
-
-CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytes,
-                             CUmemoryPool pool, CUstream stream) {
-  Runtime* rt = Rt();
-  if (real == nullptr) return kNoDriver;
-  int dev = PoolNvmlIndex(rt, PoolKey(pool));
-  if (dev < 0) dev = NvmlIndexOf(rt, StreamCudaDevice(stream));
-  return PoolAlloc(rt, PoolKey(pool), dev, dptr, bytes, stream,
-                   [&] { return real(dptr, bytes, pool, stream); });
-}
-
-// Frees an asynchronous allocation; what its pool keeps of it stays charged.
-CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
-  Runtime* rt = Rt();
-  if (real == nullptr) return kNoDriver;
-  AllocEntry pooled{};
-  bool in_pool = rt->async_pool.size() > 0 && rt->async_pool.Erase(dptr, &pooled);
-  AllocEntry entry{};
-  bool tracked = rt->allocs.Erase(dptr, &entry);
-  CUresult r = real(dptr, stream);
-  if (r != CUDA_SUCCESS) {
-    if (tracked) rt->allocs.Insert(entry);
-    if (in_pool) rt->async_pool.Insert(pooled);
-    return r;
-  }
-  if (!tracked) return r;
-  rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
-  rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
-                                     std::memory_order_relaxed);
-  if (in_pool) KeepFreed(rt, pooled.bytes, entry.dev, entry.bytes);
-  return r;
 }
 
 // When the driver's resolver hands out a pointer that is not one of its exported entry points
@@ -679,102 +419,6 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   }
   pthread_mutex_unlock(&rt->vmm_mu);
   return r;
-}
-
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync), dptr, bytes, stream);
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync_ptsz), dptr, bytes, stream);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
-                                 CUstream stream) {
-  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytes, pool, stream);
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
-                                      CUstream stream) {
-  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
-                             stream);
-}
-
-CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemPoolCreate);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, props);
-  if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr &&
-      props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, props->location.id));
-  }
-  return r;
-}
-
-CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemPoolDestroy);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool);
-  if (r == CUDA_SUCCESS) {
-    ReleaseKept(rt, PoolKey(pool), 0);
-    RememberPool(rt, PoolKey(pool), -1);
-  }
-  return r;
-}
-
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemPoolSetAttribute);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, attr, value);
-  if (r == CUDA_SUCCESS && attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD && value != nullptr) {
-    std::uint64_t threshold = *static_cast<const cuuint64_t*>(value);
-    pthread_mutex_lock(&rt->pool_mu);
-    AllocEntry entry{PoolKey(pool), 0, -1, 0};
-    rt->pools.Erase(entry.key, &entry);
-    entry.bytes = threshold;
-    rt->pools.Insert(entry);
-    pthread_mutex_unlock(&rt->pool_mu);
-    ReleaseKept(rt, PoolKey(pool), threshold);
-  }
-  return r;
-}
-
-CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemPoolTrimTo);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, keep);
-  if (r == CUDA_SUCCESS) ReleaseKept(rt, PoolKey(pool), keep);
-  return r;
-}
-
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuDeviceGetDefaultMemPool);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
-  return r;
-}
-
-CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuDeviceGetMemPool);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
-  return r;
-}
-
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync), dptr, stream);
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync_ptsz), dptr, stream);
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
