@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -145,6 +146,43 @@ TEST_F(ParseNestingTest, SimApiServerRefusesADeepPost) {
   auto after = api.Get("/api/v1/namespaces/default/pods");
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
+}
+
+// An API server (or whatever answers in its place) can send deep JSON too: the client's reads of
+// responses and of watch lines refuse it with an error instead of building the value.
+TEST(ParseNestingClientTest, DeepApiResponsesAreErrors) {
+  httplib::Server api;
+  api.Get("/api/v1/pods", [](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_param("watch")) {
+      res.set_content(R"({"type":"ADDED","object":)" + Deep() + "}\n", "application/json");
+    } else {
+      res.set_content(R"({"kind":"PodList","items":)" + Deep() + "}", "application/json");
+    }
+  });
+  int port = api.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { api.listen_after_bind(); });
+  k8s::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  cfg.qps = 0;
+  auto client_ptr = std::make_unique<k8s::Client>(cfg);
+  k8s::Client& client = *client_ptr;
+  auto list = client.List(k8s::resources::kPods, "", {});
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.error().message.find("nested deeper than 10000 levels"), std::string::npos)
+      << list.error().message.substr(0, 200);
+  int events = 0;
+  k8s::WatchOptions options;
+  options.timeout_seconds = 1;
+  auto watched = client.Watch(k8s::resources::kPods, "", options, [&](const k8s::WatchEvent&) {
+    ++events;
+    return true;
+  });
+  EXPECT_FALSE(watched.ok());
+  EXPECT_EQ(events, 0);
+  client_ptr.reset();  // closes its kept-alive connections, which the server would wait out
+  api.stop();
+  serving.join();
 }
 
 }  // namespace
