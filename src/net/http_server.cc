@@ -245,7 +245,11 @@ Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   std::string port_text = std::to_string(port);
-  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
+  // "[::1]" (the bracketed form of host:port) names the address inside the brackets.
+  std::string name = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                         ? host.substr(1, host.size() - 2)
+                         : host;
+  int rc = getaddrinfo(name.empty() ? nullptr : name.c_str(), port_text.c_str(), &hints, &res);
   if (rc != 0) {
     return Error{options_.name + ": cannot resolve " + Quote(host) + ": " + gai_strerror(rc)};
   }

@@ -296,6 +296,18 @@ TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
   EXPECT_TRUE(idle.WaitClosed());
 }
 
+TEST(HttpServerListenTest, BindsBracketedIpv6AndNamesTheErrorOtherwise) {
+  HttpServer v6(HttpServerOptions{});
+  auto port = v6.Listen("[::1]", 0);
+  if (!port) GTEST_SKIP() << "no IPv6 loopback here: " << port.error();
+  EXPECT_GT(*port, 0);
+  HttpServer again(HttpServerOptions{});
+  auto taken = again.Listen("[::1]", *port);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.error().find("cannot listen on"), std::string::npos) << taken.error();
+  EXPECT_NE(taken.error().find("in use"), std::string::npos) << taken.error();
+}
+
 TEST_F(HttpServerTest, ASendAfterStopIsHarmless) {
   Start();
   RawClient c(port_);
