@@ -63,6 +63,23 @@ struct CUmemLocation {
   int id;
 };
 
+// CUDA_EXTERNAL_MEMORY_HANDLE_DESC (cuImportExternalMemory), read for the imported size.
+using CUexternalMemory = struct CUextMemory_st*;
+struct CudaExternalMemoryHandleDesc {
+  int type;
+  union {
+    int fd;
+    struct {
+      void* handle;
+      const void* name;
+    } win32;
+    const void* nvSciBufObject;
+  } handle;
+  unsigned long long size;
+  unsigned int flags;
+  unsigned int reserved[16];
+};
+
 // CUmemPool_attribute: bytes a pool keeps after a free (cuuint64_t).
 inline constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 

@@ -421,6 +421,34 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return r;
 }
 
+// Memory allocated by another API (Vulkan, OpenGL, OpenCL) and imported into CUDA is charged at
+// its imported size on the current device while the import lives.
+CUresult cuImportExternalMemory(CUexternalMemory* ext, const CudaExternalMemoryHandleDesc* desc) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuImportExternalMemory);
+  if (real == nullptr) return kNoDriver;
+  if (desc == nullptr || ext == nullptr) return real(ext, desc);
+  return ChargedAlloc(
+      rt, &rt->vmm, CurrentNvmlIndex(rt), desc->size, kAllocVmm,
+      [&](std::uint64_t* key) {
+        CUresult r = real(ext, desc);
+        if (r == CUDA_SUCCESS) *key = reinterpret_cast<std::uintptr_t>(*ext);
+        return r;
+      },
+      [](std::uint64_t key) {
+        auto destroy = VGPU_REAL_CUDA(cuDestroyExternalMemory);
+        if (destroy != nullptr) destroy(reinterpret_cast<CUexternalMemory>(key));
+      });
+}
+
+CUresult cuDestroyExternalMemory(CUexternalMemory ext) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDestroyExternalMemory);
+  if (real == nullptr) return kNoDriver;
+  return TrackedRelease(rt, &rt->vmm, reinterpret_cast<std::uintptr_t>(ext),
+                        [&] { return real(ext); });
+}
+
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemGetInfo_v2);

@@ -37,6 +37,9 @@
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
      unsigned long long flags))                                                                    \
   X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
+  X(cuImportExternalMemory, CUresult,                                                              \
+    (CUexternalMemory * ext, const CudaExternalMemoryHandleDesc* desc))                            \
+  X(cuDestroyExternalMemory, CUresult, (CUexternalMemory ext))                                     \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
   X(cuMemPoolDestroy, CUresult, (CUmemoryPool pool))                                               \
   X(cuMemPoolSetAttribute, CUresult, (CUmemoryPool pool, int attr, void* value))                   \

@@ -43,6 +43,10 @@ static_assert(offsetof(v::CUlaunchConfig, hStream) == offsetof(::CUlaunchConfig,
 static_assert(offsetof(v::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs));
 static_assert(offsetof(v::CUmemPoolProps, location) == offsetof(::CUmemPoolProps, location));
 static_assert(v::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD == ::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+static_assert(sizeof(v::CudaExternalMemoryHandleDesc) ==
+              sizeof(::CUDA_EXTERNAL_MEMORY_HANDLE_DESC));
+static_assert(offsetof(v::CudaExternalMemoryHandleDesc, size) ==
+              offsetof(::CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size));
 static_assert(v::CU_LIMIT_STACK_SIZE == ::CU_LIMIT_STACK_SIZE);
 static_assert(v::CU_LIMIT_PRINTF_FIFO_SIZE == ::CU_LIMIT_PRINTF_FIFO_SIZE);
 static_assert(v::CU_LIMIT_MALLOC_HEAP_SIZE == ::CU_LIMIT_MALLOC_HEAP_SIZE);

@@ -42,6 +42,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
+CUresult cuImportExternalMemory(CUexternalMemory*, const CudaExternalMemoryHandleDesc*);
+CUresult cuDestroyExternalMemory(CUexternalMemory);
 CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void*);
 CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
 CUresult cuDeviceGetMemPool(CUmemoryPool*, CUdevice);
@@ -716,6 +718,25 @@ void PoolKeep(char** argv) {
   CHECK_EQ(FreeBytes(), limit);
 }
 
+// import <limit>: external memory imported into CUDA is charged at its size while imported.
+void Import(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  UseDevice(0);
+  CudaExternalMemoryHandleDesc desc{};
+  desc.type = 1;  // opaque fd
+  desc.handle.fd = 3;
+  desc.size = 2 * limit;
+  CUexternalMemory ext = nullptr;
+  int before = fake_cuda_calls("cuImportExternalMemory");
+  CHECK_EQ(cuImportExternalMemory(&ext, &desc), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_calls("cuImportExternalMemory"), before);  // nothing imported
+  desc.size = limit / 4;
+  CHECK_EQ(cuImportExternalMemory(&ext, &desc), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - limit / 4);
+  CHECK_EQ(cuDestroyExternalMemory(ext), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -892,6 +913,8 @@ int main(int argc, char** argv) {
     AsyncDevice();
   } else if (s == "poolkeep" && argc == 3) {
     PoolKeep(argv);
+  } else if (s == "import" && argc == 3) {
+    Import(argv);
   } else if (s == "bigkernel") {
     BigKernel();
   } else if (s == "launch") {

@@ -419,6 +419,16 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (r == CUDA_SUCCESS) *handle = ptr;  // The handle is the model's key.
   return r;
 }
+// Imported external memory (allocated by Vulkan & co. outside this model): a handle only.
+CUresult cuImportExternalMemory(CUexternalMemory* ext, const CudaExternalMemoryHandleDesc* desc) {
+  static std::atomic<unsigned long long> next{1};
+  if (desc == nullptr || desc->size == 0) return CUDA_ERROR_INVALID_VALUE;
+  *ext = reinterpret_cast<CUexternalMemory>(static_cast<std::uintptr_t>(0x500000 + next++ * 64));
+  Count("cuImportExternalMemory");
+  return CUDA_SUCCESS;
+}
+CUresult cuDestroyExternalMemory(CUexternalMemory) { return CUDA_SUCCESS; }
+
 // As the driver does: a handle released while mapped keeps its memory until its last unmap.
 std::map<unsigned long long, int> g_map_count;            // handle -> live mappings
 std::map<unsigned long long, unsigned long long> g_maps;  // mapped address -> handle
