@@ -478,26 +478,18 @@ Result<std::map<std::string, std::string>> KubeletFleet::Impl::AllocateContainer
                    ", Available: " + std::to_string(creq->devices_ids_size())};
     }
   }
-  std::string error;
-  // An Allocate that failed before it knew the pod (an API error reading the node or the pod)
-  // left nothing behind, so it is tried again; any other failure is the pod's.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1beta1::AllocateResponse resp;
-    grpc::Status s = node.stub->Allocate(&ctx, req, &resp);
-    if (s.ok()) {
-      std::map<std::string, std::string> envs;
-      if (resp.container_responses_size() > 0) {
-        for (const auto& [k, v] : resp.container_responses(0).envs()) envs[k] = v;
-      }
-      return envs;
-    }
-    error = s.error_message();
-    if (error.rfind("allocate on node ", 0) != 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 << attempt));
+  // One call, as kubelet makes it: a failed Allocate fails the pod (the plugin retries its own
+  // API calls).
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = node.stub->Allocate(&ctx, req, &resp);
+  if (!s.ok()) return Error{s.error_message()};
+  std::map<std::string, std::string> envs;
+  if (resp.container_responses_size() > 0) {
+    for (const auto& [k, v] : resp.container_responses(0).envs()) envs[k] = v;
   }
-  return Error{error};
+  return envs;
 }
 
 void KubeletFleet::Impl::Admit(const std::string& key) {
