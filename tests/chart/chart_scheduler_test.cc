@@ -85,6 +85,25 @@ TEST_F(ChartTest, ImagesAreOursAndFollowTheChart) {
       "registry.k8s.io/kube-scheduler:v1.30.2");
 }
 
+// kube-scheduler runs at the cluster's version, stripped of distribution suffixes as HAMi does;
+// clusters without KubeSchedulerConfiguration v1 (before 1.25) are refused at install.
+TEST_F(ChartTest, KubeSchedulerFollowsTheClusterVersion) {
+  for (const auto& [version, tag] :
+       std::vector<std::pair<std::string, std::string>>{{"v1.31.1+k3s1", "v1.31.1"},
+                                                        {"v1.30.8-eks-2d5f260", "v1.30.8"},
+                                                        {"v1.25.0", "v1.25.0"}}) {
+    const Rendered r = Render("--kube-version " + version);
+    EXPECT_EQ(
+        r.Container("Deployment", "hami-scheduler", "kube-scheduler")["image"].as<std::string>(),
+        "registry.k8s.io/kube-scheduler:" + tag)
+        << version;
+  }
+  const CommandResult old =
+      RunCommand(ShellQuote(helm_) + " template hami " + kChart + " --kube-version v1.24.9");
+  EXPECT_NE(old.exit_code, 0);
+  EXPECT_NE(old.err.find("chart requires kubeVersion: >= 1.25.0-0"), std::string::npos) << old.err;
+}
+
 TEST_F(ChartTest, SchedulerArgsCarryTheValues) {
   const Rendered def = RenderChecked();
   const auto cmd = def.SchedulerCommand();
