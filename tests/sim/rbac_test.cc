@@ -202,8 +202,9 @@ Json RoleObj(const std::string& ns, const std::string& name, Json rules) {
   return Json{
       {"kind", "Role"}, {"metadata", {{"name", name}, {"namespace", ns}}}, {"rules", rules}};
 }
+// `subjects` as a vector: a braced single object would be an object, not a list, under clang.
 Json BindingObj(const std::string& kind, const std::string& ns, const std::string& name,
-                const std::string& role_kind, const std::string& role, Json subjects) {
+                const std::string& role_kind, const std::string& role, std::vector<Json> subjects) {
   Json meta = {{"name", name}};
   if (!ns.empty()) meta["namespace"] = ns;
   return Json{
@@ -211,6 +212,9 @@ Json BindingObj(const std::string& kind, const std::string& ns, const std::strin
       {"metadata", meta},
       {"roleRef", {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", role_kind}, {"name", role}}},
       {"subjects", subjects}};
+}
+Json Subj(const std::string& kind, const std::string& name) {
+  return Json{{"kind", kind}, {"name", name}};
 }
 Json Sa(const std::string& name, const std::string& ns = "") {
   Json s = {{"kind", "ServiceAccount"}, {"name", name}};
@@ -274,11 +278,11 @@ TEST(RbacAuthorize, UsersGroupsAndMissingRoles) {
   Json rules = {{{"verbs", {"list"}}, {"apiGroups", {""}}, {"resources", {"nodes"}}}};
   ASSERT_TRUE(AddObject(p, ClusterRoleObj("nodes", rules)));
   ASSERT_TRUE(AddObject(p, BindingObj("ClusterRoleBinding", "", "a", "ClusterRole", "nodes",
-                                      {{{"kind", "User"}, {"name", "alice"}}})));
+                                      {Subj("User", "alice")})));
   ASSERT_TRUE(AddObject(p, BindingObj("ClusterRoleBinding", "", "b", "ClusterRole", "nodes",
-                                      {{{"kind", "Group"}, {"name", "ops"}}})));
+                                      {Subj("Group", "ops")})));
   ASSERT_TRUE(AddObject(p, BindingObj("ClusterRoleBinding", "", "c", "ClusterRole", "gone",
-                                      {{{"kind", "Group"}, {"name", "system:authenticated"}}})));
+                                      {Subj("Group", "system:authenticated")})));
   EXPECT_TRUE(Authorize(p, As(kAlice, "GET", "/api/v1/nodes")).allowed);
   EXPECT_TRUE(Authorize(p, As({"bob", {"ops"}}, "GET", "/api/v1/nodes")).allowed);
   Decision d = Authorize(p, As({"carol", {"system:authenticated"}}, "GET", "/api/v1/nodes"));
@@ -338,8 +342,7 @@ TEST(RbacObjects, ParseErrorsNameTheField) {
   ASSERT_FALSE(role_no_ns);
   auto crb_to_role = BindingFromObject(BindingObj("ClusterRoleBinding", "", "b", "Role", "r", {}));
   ASSERT_FALSE(crb_to_role);
-  auto bad_subject =
-      BindingObj("RoleBinding", "ns", "b", "Role", "r", {{{"kind", "Robot"}, {"name", "x"}}});
+  auto bad_subject = BindingObj("RoleBinding", "ns", "b", "Role", "r", {Subj("Robot", "x")});
   auto parsed = BindingFromObject(bad_subject);
   ASSERT_FALSE(parsed);
   EXPECT_NE(parsed.error().find("RoleBinding \"b\".subjects[0].kind \"Robot\""), std::string::npos)
