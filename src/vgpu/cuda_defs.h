@@ -80,6 +80,37 @@ struct CudaExternalMemoryHandleDesc {
   unsigned int reserved[16];
 };
 
+// Graphs. CUDA_MEM_ALLOC_NODE_PARAMS and CUgraphNodeParams, read for the bytes a memory
+// allocation node reserves (the pool properties in full here: the node parameters embed them).
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+inline constexpr int CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10;
+struct CudaMemPoolPropsFull {
+  int allocType;
+  int handleTypes;
+  CUmemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+struct CudaMemAllocNodeParams {
+  CudaMemPoolPropsFull poolProps;
+  const void* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+};
+struct CudaGraphNodeParams {
+  int type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    CudaMemAllocNodeParams alloc;
+  };
+  long long reserved2;
+};
+
 // CUmemPool_attribute: bytes a pool keeps after a free (cuuint64_t).
 inline constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 

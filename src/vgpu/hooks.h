@@ -40,6 +40,20 @@
   X(cuImportExternalMemory, CUresult,                                                              \
     (CUexternalMemory * ext, const CudaExternalMemoryHandleDesc* desc))                            \
   X(cuDestroyExternalMemory, CUresult, (CUexternalMemory ext))                                     \
+  X(cuGraphAddMemAllocNode, CUresult,                                                              \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* deps, size_t num_deps,                  \
+     CudaMemAllocNodeParams* params))                                                              \
+  X(cuGraphAddNode, CUresult,                                                                      \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* deps, size_t num_deps,                  \
+     CudaGraphNodeParams* params))                                                                 \
+  X(cuGraphAddNode_v2, CUresult,                                                                   \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* deps, const void* edge_data,            \
+     size_t num_deps, CudaGraphNodeParams* params))                                                \
+  X(cuGraphInstantiateWithFlags, CUresult,                                                         \
+    (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                                 \
+  X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec * exec, CUgraph graph, void* params))     \
+  X(cuGraphExecDestroy, CUresult, (CUgraphExec exec))                                              \
+  X(cuGraphDestroy, CUresult, (CUgraph graph))                                                     \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
   X(cuMemPoolDestroy, CUresult, (CUmemoryPool pool))                                               \
   X(cuMemPoolSetAttribute, CUresult, (CUmemoryPool pool, int attr, void* value))                   \

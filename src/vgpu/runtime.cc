@@ -73,8 +73,9 @@ void ForkChild() {
     g_rt->vmm.Clear();
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
-    for (AllocTable* t : {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools,
-                          &g_rt->pool_kept, &g_rt->async_pool}) {
+    for (AllocTable* t :
+         {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools,
+          &g_rt->pool_kept, &g_rt->async_pool, &g_rt->graph_allocs, &g_rt->graph_execs}) {
       t->ResetLockAfterFork();
       t->Clear();
     }
@@ -325,6 +326,8 @@ Runtime* Rt() {
       g_rt->vmm_released.Init(kVmmTableCapacity, max);
       g_rt->pools.Init(kVmmTableCapacity, max);
       g_rt->pool_kept.Init(kVmmTableCapacity, max);
+      g_rt->graph_allocs.Init(kVmmTableCapacity, max);
+      g_rt->graph_execs.Init(kVmmTableCapacity, max);
       g_rt->async_pool.Init(kAllocTableCapacity, max);
     }
     InitLocked(g_rt);

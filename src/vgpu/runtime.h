@@ -39,6 +39,10 @@ struct Runtime {
   // freed into it that it keeps (still charged); async pointer -> its pool (`bytes`). Guarded by
   // pool_mu.
   AllocTable pools;
+  // Graphs: graph -> bytes its memory allocation nodes reserve (`dev`: their device); executable
+  // graph -> what its instantiation was charged. graph_allocs is guarded by pool_mu.
+  AllocTable graph_allocs;
+  AllocTable graph_execs;
   AllocTable pool_kept;
   AllocTable async_pool;
   pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;

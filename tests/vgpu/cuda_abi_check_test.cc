@@ -47,6 +47,13 @@ static_assert(sizeof(v::CudaExternalMemoryHandleDesc) ==
               sizeof(::CUDA_EXTERNAL_MEMORY_HANDLE_DESC));
 static_assert(offsetof(v::CudaExternalMemoryHandleDesc, size) ==
               offsetof(::CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size));
+static_assert(sizeof(v::CudaMemPoolPropsFull) == sizeof(::CUmemPoolProps));
+static_assert(sizeof(v::CudaMemAllocNodeParams) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS));
+static_assert(offsetof(v::CudaMemAllocNodeParams, bytesize) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize));
+static_assert(sizeof(v::CudaGraphNodeParams) == sizeof(::CUgraphNodeParams));
+static_assert(offsetof(v::CudaGraphNodeParams, alloc) == offsetof(::CUgraphNodeParams, alloc));
+static_assert(v::CU_GRAPH_NODE_TYPE_MEM_ALLOC == ::CU_GRAPH_NODE_TYPE_MEM_ALLOC);
 static_assert(v::CU_LIMIT_STACK_SIZE == ::CU_LIMIT_STACK_SIZE);
 static_assert(v::CU_LIMIT_PRINTF_FIFO_SIZE == ::CU_LIMIT_PRINTF_FIFO_SIZE);
 static_assert(v::CU_LIMIT_MALLOC_HEAP_SIZE == ::CU_LIMIT_MALLOC_HEAP_SIZE);

@@ -44,6 +44,13 @@ CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
 CUresult cuImportExternalMemory(CUexternalMemory*, const CudaExternalMemoryHandleDesc*);
 CUresult cuDestroyExternalMemory(CUexternalMemory);
+CUresult cuGraphAddMemAllocNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                CudaMemAllocNodeParams*);
+CUresult cuGraphAddNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, const void*, size_t,
+                           CudaGraphNodeParams*);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec*, CUgraph, unsigned long long);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
 CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void*);
 CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
 CUresult cuDeviceGetMemPool(CUmemoryPool*, CUdevice);
@@ -737,6 +744,42 @@ void Import(char** argv) {
   CHECK_EQ(FreeBytes(), limit);
 }
 
+// graphmem <limit>: every instantiation of a graph is charged its allocation nodes' bytes; the
+// one past the limit is refused before the driver instantiates it.
+void GraphMem(char** argv) {
+  const unsigned long long limit = Arg(argv, 2);
+  UseDevice(0);
+  auto graph = reinterpret_cast<CUgraph>(static_cast<std::uintptr_t>(0x900000));
+  CudaMemAllocNodeParams params{};
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.poolProps.location.id = 0;
+  params.bytesize = limit * 4 / 10;
+  CUgraphNode node = nullptr;
+  CHECK_EQ(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &params), CUDA_SUCCESS);
+  CUgraphExec e1 = nullptr, e2 = nullptr, e3 = nullptr;
+  CHECK_EQ(cuGraphInstantiateWithFlags(&e1, graph, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuGraphInstantiateWithFlags(&e2, graph, 0), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - 2 * params.bytesize);
+  int before = fake_cuda_calls("cuGraphInstantiateWithFlags");
+  CHECK_EQ(cuGraphInstantiateWithFlags(&e3, graph, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(fake_cuda_calls("cuGraphInstantiateWithFlags"), before);
+  CHECK_EQ(cuGraphExecDestroy(e1), CUDA_SUCCESS);
+  CHECK_EQ(cuGraphInstantiateWithFlags(&e3, graph, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuGraphExecDestroy(e2), CUDA_SUCCESS);
+  CHECK_EQ(cuGraphExecDestroy(e3), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit);
+  CHECK_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  // The generic node API: a memory allocation node of 1.2x the limit.
+  auto other = reinterpret_cast<CUgraph>(static_cast<std::uintptr_t>(0x910000));
+  CudaGraphNodeParams generic{};
+  generic.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  generic.alloc = params;
+  generic.alloc.bytesize = limit * 12 / 10;
+  CHECK_EQ(cuGraphAddNode_v2(&node, other, nullptr, nullptr, 0, &generic), CUDA_SUCCESS);
+  CHECK_EQ(cuGraphInstantiateWithFlags(&e1, other, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(FreeBytes(), limit);
+}
+
 void Launch() {
   UseDevice(0);
   CUlaunchConfig config{};
@@ -915,6 +958,8 @@ int main(int argc, char** argv) {
     PoolKeep(argv);
   } else if (s == "import" && argc == 3) {
     Import(argv);
+  } else if (s == "graphmem" && argc == 3) {
+    GraphMem(argv);
   } else if (s == "bigkernel") {
     BigKernel();
   } else if (s == "launch") {

@@ -419,6 +419,30 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (r == CUDA_SUCCESS) *handle = ptr;  // The handle is the model's key.
   return r;
 }
+// Graphs: handles only (graph memory is not modelled); instantiations are counted.
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph, const CUgraphNode*, size_t,
+                                CudaMemAllocNodeParams* params) {
+  static std::atomic<unsigned long long> next{1};
+  *node = reinterpret_cast<CUgraphNode>(static_cast<std::uintptr_t>(0x700000 + next++ * 64));
+  params->dptr = 0x7e0000000000ULL;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const void*,
+                           size_t n, CudaGraphNodeParams* params) {
+  if (params->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    return cuGraphAddMemAllocNode(node, graph, deps, n, &params->alloc);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph, unsigned long long) {
+  static std::atomic<unsigned long long> next{1};
+  Count("cuGraphInstantiateWithFlags");
+  *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x800000 + next++ * 64));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
+
 // Imported external memory (allocated by Vulkan & co. outside this model): a handle only.
 CUresult cuImportExternalMemory(CUexternalMemory* ext, const CudaExternalMemoryHandleDesc* desc) {
   static std::atomic<unsigned long long> next{1};

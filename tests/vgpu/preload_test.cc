@@ -329,6 +329,10 @@ TEST_F(PreloadTest, ImportedExternalMemoryIsCharged) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"import", std::to_string(kGiB)}));
 }
 
+TEST_F(PreloadTest, GraphMemoryNodesAreChargedPerInstantiation) {
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"graphmem", std::to_string(kGiB)}));
+}
+
 TEST_F(PreloadTest, EveryLaunchPathReachesItsOwnRealEntry) {
   EXPECT_APP_OK(Run({}, {"launch"}));
   cache_ = dir_ + "/limited.cache";
