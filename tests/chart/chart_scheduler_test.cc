@@ -263,9 +263,15 @@ TEST_F(ChartTest, ReplicasAndLeaderElection) {
   EXPECT_EQ(pdb["spec"]["minAvailable"].as<int>(), 1);
   EXPECT_FALSE(pdb["spec"]["maxUnavailable"]);
 
-  // Probes on the port hami-scheduler serves.
+  // Probes on the port hami-scheduler serves. Readiness is /readyz (first registration pass
+  // made) only without leader election: a follower never makes one, so under leader election a
+  // rolling update would wait forever for the new pod; there it is /healthz.
   const YAML::Node c = three.Container("Deployment", "hami-scheduler", "hami-scheduler");
-  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
+  EXPECT_EQ(one.Container("Deployment", "hami-scheduler",
+                          "hami-scheduler")["readinessProbe"]["httpGet"]["path"]
+                .as<std::string>(),
+            "/readyz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"].as<std::string>(), "https");
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
 }
