@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -244,6 +245,36 @@ TEST(KubeletFleetTest, AllocateErrorFailsThePod) {
   EXPECT_EQ(k8s::FieldString(got, "status.reason"), "UnexpectedAdmissionError");
   EXPECT_EQ(k8s::FieldString(got, "status.message"), r.message);
   EXPECT_EQ(k8s::Annotation(got, "hami.io/bind-phase"), "failed");
+}
+
+// Kubelet calls Allocate once: a failed one fails the pod, even when the plugin failed before it
+// knew the pod (here the node lock names a pod that does not exist, so the plugin's read of the
+// lock owner gets 404, which it does not retry either).
+TEST(KubeletFleetTest, AFailedAllocateIsNotCalledAgain) {
+  std::atomic<int> owner_reads{0};
+  ApiServerOptions api;
+  api.fail_request = [&](const std::string& method, const std::string& path) {
+    if (method == "GET" && path == "/api/v1/namespaces/default/pods/ghost") ++owner_reads;
+    return false;
+  };
+  Stack s{api};
+  s.Start(1, 2);
+  json lock;
+  lock["metadata"]["annotations"]["hami.io/mutex.lock"] = "2026-08-21T10:00:05Z,default,ghost";
+  ASSERT_TRUE(
+      s.client->Patch(k8s::resources::kNodes, "", "gpu-0", k8s::PatchType::kMerge, lock).ok());
+  json pod = Workload("orphan", 1000, "");
+  pod["spec"]["nodeName"] = "gpu-0";
+  pod["spec"]["schedulerName"] = "other";
+  s.CreatePod(pod);
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = s.Run("orphan");
+    return r && r->finished;
+  }));
+  PodRunRecord r = *s.Run("orphan");
+  EXPECT_TRUE(r.failed);
+  EXPECT_NE(r.message.find("get lock owner pod default/ghost"), std::string::npos) << r.message;
+  EXPECT_EQ(owner_reads.load(), 1);
 }
 
 TEST(KubeletFleetTest, InjectedApiErrorsLoseNoPod) {
