@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/kinds.h"
+#include "common/flags.h"
 
 namespace {
 
@@ -38,7 +39,14 @@ std::string ReadArg(const std::string& arg) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv_in) {
+  // Go-style -help as --help; flags end at the verb (Go's flag package), so values stay as typed.
+  hami::flags::FlagSet set;
+  set.long_options = {{"help", hami::flags::Arity::kNone}};
+  set.short_options = {{'h', hami::flags::Arity::kNone}};
+  set.stop_at_first_positional = true;
+  const hami::flags::GoStyleArgs args(set, argc, argv_in);
+  const char* const* argv = args.argv();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     Usage(argc < 2 ? stderr : stdout);

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/flags.h"
 #include "common/log.h"
 #include "device/config.h"
 #include "device/policy.h"
@@ -63,6 +64,17 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
 }
 
+// HAMi v2.10.0's scheduler flags (its chart renders --debug, --enable-ascend, --enable-iluvatar)
+// that mean nothing here: accepted, listed in --help, logged when given.
+void AddIgnoredFlags(CLI::App& app, hami::flags::IgnoredFlags& ignored) {
+  ignored.Add(app,
+              {{"debug", false, "HAMi's debug mode (HAMi parses it and never reads it)"},
+               {"profiling", false, "HAMi's pprof endpoints (none here)"},
+               {"enable-ascend", false, "HAMi's Ascend devices (only NVIDIA is scheduled)"},
+               {"enable-iluvatar", false, "HAMi's Iluvatar devices (only NVIDIA is scheduled)"}});
+  ignored.Add(app, hami::flags::KlogFlags());
+}
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "hami-scheduler: %s\n", message.c_str());
   return 1;
@@ -77,8 +89,13 @@ int main(int argc, char** argv) {
   Flags& f = *flags;
   f.server.webhook.force_overwrite_default_scheduler = true;
   AddFlags(app, f);
-  CLI11_PARSE(app, argc, argv);
+  hami::flags::IgnoredFlags ignored;
+  AddIgnoredFlags(app, ignored);
+  // Go-style command lines (-v=4, -http_bind=...) as HAMi's chart and users write them.
+  hami::flags::GoStyleArgs args(app, argc, argv);
+  CLI11_PARSE(app, args.argc(), args.argv());
   hami::log::SetVerbosity(f.verbosity);
+  for (const std::string& m : ignored.Messages()) HAMI_INFO("hami-scheduler: {}", m);
   // One without the other used to serve plain HTTP silently.
   if (f.server.cert_file.empty() != f.server.key_file.empty()) {
     return Fail(f.server.cert_file.empty() ? "--key_file needs --cert_file (HTTPS takes both)"

@@ -151,6 +151,13 @@ rm -f "$deep"
 expect_exit 2 decode no-such-kind x
 expect_exit 2 encode no-such-kind '{}'
 
+# --- Go-style flags: -help is --help; after the verb nothing is rewritten ---
+for h in -help --help -h; do
+  out=$("$hamictl" "$h") || fail "hamictl $h exited $?"
+  [[ $out == *"Usage:"* ]] || fail "hamictl $h printed no usage: ${out:0:200}"
+done
+expect_exit 2 decode -help x
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed" >&2
   exit 1
