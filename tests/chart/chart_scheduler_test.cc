@@ -262,6 +262,10 @@ TEST_F(ChartTest, ReplicasAndLeaderElection) {
   const YAML::Node pdb = three.Get("PodDisruptionBudget", "hami-scheduler");
   EXPECT_EQ(pdb["spec"]["minAvailable"].as<int>(), 1);
   EXPECT_FALSE(pdb["spec"]["maxUnavailable"]);
+  // `enabled: false` turns it off (a `default true` would read false as unset).
+  EXPECT_TRUE(RenderChecked("--set scheduler.podDisruptionBudget.enabled=false")
+                  .OfKind("PodDisruptionBudget")
+                  .empty());
 
   // Probes on the port hami-scheduler serves. Readiness is /readyz (first registration pass
   // made) only without leader election: a follower never makes one, so under leader election a
