@@ -113,6 +113,14 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
   const std::string limits_host = ContainerLimitsHostPath(env.hook_path, pod_uid, container.name);
   out.mounts.push_back({vgpu + "/" + std::string(kLimitsFileName), limits_host, true});
   out.files.push_back({limits_host, LimitsFileContent(out.envs)});
+  // The region file as a file mount of its own (created empty, 0666; libvgpu sizes it): a mount
+  // point cannot be unlinked or renamed from inside, so no process can delete the region, and the
+  // usage of the others with it, to start a fresh one.
+  const std::string cache_name = std::string(cache_id) + ".cache";
+  const std::string cache_host =
+      ContainerCacheHostDir(env.hook_path, pod_uid, container.name) + "/" + cache_name;
+  out.mounts.push_back({vgpu + "/" + cache_name, cache_host, false});
+  out.files.push_back({cache_host, "", 0666});
   return out;
 }
 

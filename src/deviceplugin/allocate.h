@@ -37,6 +37,7 @@ struct MountSpec {
 struct FileSpec {
   std::string host_path;
   std::string content;
+  unsigned mode = 0644;
   bool operator==(const FileSpec&) const = default;
 };
 
@@ -47,7 +48,7 @@ inline constexpr std::string_view kLimitsFileName = "vgpu.limits";
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
-  std::vector<FileSpec> files;  // the limits file
+  std::vector<FileSpec> files;  // the limits file, the (empty) region file
   std::map<std::string, std::string> annotations;
   std::vector<std::string> cdi_devices;
   bool operator==(const ContainerAllocation&) const = default;

@@ -19,9 +19,9 @@ Status WriteOne(const FileSpec& file) {
   fs::create_directories(fs::path(file.host_path).parent_path(), ec);
   if (ec) return Error{"create directory of " + Quote(file.host_path) + ": " + ec.message()};
   const std::string tmp = file.host_path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file.mode & 0777);
   if (fd < 0) return Error{"write " + Quote(tmp) + ": " + std::strerror(errno)};
-  ::fchmod(fd, 0644);
+  ::fchmod(fd, file.mode & 0777);  // whatever the plugin's umask
   size_t done = 0;
   while (done < file.content.size()) {
     ssize_t n = ::write(fd, file.content.data() + done, file.content.size() - done);

@@ -11,9 +11,10 @@
 namespace hami::deviceplugin {
 
 // Writes every file of every container: parent directories created (0755), content written to
-// a temporary file in the same directory, mode 0644 (readable by any container user, writable by
-// nobody but the plugin), then renamed over the target, so libvgpu never reads a half-written
-// file. Errors name the path and the system's reason.
+// a temporary file in the same directory with the file's mode (0644 for the limits file: readable
+// by any container user, writable by nobody but the plugin; 0666 for the region file), then
+// renamed over the target, so libvgpu never reads a half-written file. Errors name the path and
+// the system's reason.
 Status WriteContainerFiles(const std::vector<ContainerAllocation>& containers);
 
 }  // namespace hami::deviceplugin

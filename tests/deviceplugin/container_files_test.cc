@@ -51,6 +51,11 @@ TEST_F(ContainerFilesTest, WritesEveryFileReadOnlyForTheContainerReplacingOldOne
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // The region file: empty, writable by any container user.
+  const std::string cache = dir_ + "/vgpu/containers/uid-1_main/id1.cache";
+  ASSERT_EQ(stat(cache.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
 }
 
 TEST_F(ContainerFilesTest, ErrorNamesThePath) {

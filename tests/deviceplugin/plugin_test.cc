@@ -183,7 +183,7 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
                       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", vgpu + "/cache-1.cache"},
                       {"CUDA_TASK_PRIORITY", "0"},
                       {"LIBCUDA_LOG_LEVEL", "1"}}));
-  ASSERT_EQ(c.mounts_size(), 5);
+  ASSERT_EQ(c.mounts_size(), 6);
   EXPECT_EQ(c.mounts(0).container_path(), vgpu + "/libvgpu.so");
   EXPECT_TRUE(c.mounts(0).read_only());
   EXPECT_EQ(c.mounts(1).container_path(), vgpu);
@@ -195,6 +195,11 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
   EXPECT_EQ(c.mounts(4).container_path(), vgpu + "/vgpu.limits");
   EXPECT_EQ(c.mounts(4).host_path(), vgpu + "/limits/" + uid_ + "_main.limits");
   EXPECT_TRUE(c.mounts(4).read_only());
+  // The region file as its own (writable) file mount, created before kubelet is answered.
+  EXPECT_EQ(c.mounts(5).container_path(), vgpu + "/cache-1.cache");
+  EXPECT_EQ(c.mounts(5).host_path(), vgpu + "/containers/" + uid_ + "_main/cache-1.cache");
+  EXPECT_FALSE(c.mounts(5).read_only());
+  EXPECT_TRUE(fs::exists(c.mounts(5).host_path()));
   std::ifstream limits(c.mounts(4).host_path());
   std::stringstream limits_text;
   limits_text << limits.rdbuf();

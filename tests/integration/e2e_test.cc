@@ -279,13 +279,20 @@ class E2eTest : public ::testing::Test {
     return out;
   }
 
+  // `cache` is the container's CUDA_DEVICE_MEMORY_SHARED_CACHE (<hook>/vgpu/<id>.cache).
   std::vector<Mount> ExpectedMounts(const std::string& pod_uid, const std::string& container,
-                                    bool preload) {
+                                    bool preload, const std::string& cache) {
     const std::string vgpu = hook_ + "/vgpu";
+    const std::string dir = vgpu + "/containers/" + pod_uid + "_" + container;
     std::vector<Mount> m = {{vgpu + "/libvgpu.so", vgpu + "/libvgpu.so", true},
-                            {vgpu, vgpu + "/containers/" + pod_uid + "_" + container, false},
+                            {vgpu, dir, false},
                             {"/tmp/vgpulock", "/tmp/vgpulock", false}};
     if (preload) m.emplace_back("/etc/ld.so.preload", vgpu + "/ld.so.preload", true);
+    // libvgpu's read-only limits file, and the region file as its own mount (docs/vgpu.md).
+    m.emplace_back(vgpu + "/vgpu.limits", vgpu + "/limits/" + pod_uid + "_" + container + ".limits",
+                   true);
+    const std::string name = cache.substr(cache.rfind('/') + 1);
+    m.emplace_back(cache, dir + "/" + name, false);
     return m;
   }
 
@@ -338,7 +345,7 @@ TEST_F(E2eTest, OneGpu3000MiBIsFilteredBoundAndAllocated) {
   ExpectCacheFile(cache);
   const std::string uid = k8s::Uid(bound);
   ASSERT_FALSE(uid.empty());
-  EXPECT_EQ(Mounts(c), ExpectedMounts(uid, "main", /*preload=*/true));
+  EXPECT_EQ(Mounts(c), ExpectedMounts(uid, "main", /*preload=*/true, cache));
   EXPECT_TRUE(c.annotations().empty());
   ExpectHostCacheDir(uid, "main");
 
@@ -375,7 +382,7 @@ TEST_F(E2eTest, TwoGpuContainersAreServedInOrder) {
                                                 {"CUDA_DEVICE_MEMORY_LIMIT_0", "2000m"},
                                                 {"CUDA_DEVICE_SM_LIMIT", "0"},
                                                 {"LIBCUDA_LOG_LEVEL", "1"}}));
-  EXPECT_EQ(Mounts(first.container_responses(0)), ExpectedMounts(uid, "a", true));
+  EXPECT_EQ(Mounts(first.container_responses(0)), ExpectedMounts(uid, "a", true, cache_a));
   auto mid = k8s::Annotations(GetPod("two"));
   EXPECT_EQ(mid[kBindPhaseKey], "allocating");
   EXPECT_EQ(mid[kToAllocateKey], ";;" + allocated.substr(allocated.find(";;") + 2));
@@ -392,7 +399,7 @@ TEST_F(E2eTest, TwoGpuContainersAreServedInOrder) {
                                                 {"CUDA_DEVICE_SM_LIMIT", "30"},
                                                 {"LIBCUDA_LOG_LEVEL", "1"}}));
   // CUDA_DISABLE_CONTROL=true: no /etc/ld.so.preload.
-  EXPECT_EQ(Mounts(second.container_responses(0)), ExpectedMounts(uid, "b", false));
+  EXPECT_EQ(Mounts(second.container_responses(0)), ExpectedMounts(uid, "b", false, cache_b));
   EXPECT_NE(cache_a, cache_b);
   ExpectHostCacheDir(uid, "a");
   ExpectHostCacheDir(uid, "b");
