@@ -18,6 +18,10 @@ namespace hami {
 
 // kube-apiserver's limit on JSON nesting (arrays and objects together).
 inline constexpr size_t kMaxJsonDepth = 10000;
+// An API server's answers wrap objects it accepted at kMaxJsonDepth: a list in two more levels
+// (the list and its items), a watch event in one. Its clients read those with this limit, or one
+// pod at the limit would make every LIST of pods fail.
+inline constexpr size_t kMaxJsonListDepth = kMaxJsonDepth + 2;
 
 // OK when no array or object in `text` opens more than `max_depth` levels deep. Brackets inside
 // strings (escapes included) do not count. A linear scan that allocates nothing; it does not
@@ -26,10 +30,13 @@ Status CheckJsonDepth(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 // Parses `text` as one JSON document of type J (nlohmann::json or nlohmann::ordered_json).
 // Errors: "nested deeper than 10000 levels at byte B" or "not valid JSON". Callers prefix what
-// they were reading, e.g. "node register: " + error.
+// they were reading, e.g. "node register: " + error. `max_depth` is kMaxJsonDepth except where
+// the text wraps objects that were themselves held to it (kMaxJsonListDepth).
 template <typename J = nlohmann::json>
-Result<J> ParseJson(std::string_view text) {
-  if (Status depth = CheckJsonDepth(text); !depth) return std::move(depth).take_error();
+Result<J> ParseJson(std::string_view text, size_t max_depth = kMaxJsonDepth) {
+  if (Status depth = CheckJsonDepth(text, max_depth); !depth) {
+    return std::move(depth).take_error();
+  }
   J j = J::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"not valid JSON"};
   return j;
@@ -37,8 +44,8 @@ Result<J> ParseJson(std::string_view text) {
 
 // ParseJson for callers that treat every unreadable text alike: null when ParseJson fails.
 template <typename J = nlohmann::json>
-J ParseJsonOrNull(std::string_view text) {
-  Result<J> j = ParseJson<J>(text);
+J ParseJsonOrNull(std::string_view text, size_t max_depth = kMaxJsonDepth) {
+  Result<J> j = ParseJson<J>(text, max_depth);
   return j ? std::move(*j) : J();
 }
 

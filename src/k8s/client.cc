@@ -87,7 +87,7 @@ std::string ListQuery(const ListOptions& o) {
 ApiError ErrorFromResponse(long code, const std::string& body) {
   ApiError e;
   e.code = static_cast<int>(code);
-  Json status = hami::ParseJsonOrNull<Json>(body);
+  Json status = hami::ParseJsonOrNull<Json>(body, kMaxJsonListDepth);
   if (status.is_object() && status.value("kind", "") == "Status") {
     e.reason = status.value("reason", "");
     e.message = status.value("message", "");
@@ -108,7 +108,7 @@ ApiError ErrorFromResponse(long code, const std::string& body) {
 }
 
 ApiResult<Json> ParseJson(const std::string& body) {
-  Result<Json> j = hami::ParseJson<Json>(body);
+  Result<Json> j = hami::ParseJson<Json>(body, kMaxJsonListDepth);
   if (!j) return ApiError{0, kReasonTransport, "response is " + j.error() + ": " + Quote(body)};
   return std::move(*j);
 }
@@ -135,7 +135,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
     std::string_view line(sink->buffer.data() + start, nl - start);
     start = nl + 1;
     if (Trim(line).empty()) continue;
-    Json j = hami::ParseJsonOrNull<Json>(line);
+    Json j = hami::ParseJsonOrNull<Json>(line, kMaxJsonListDepth);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
       sink->error = ApiError{0, kReasonTransport, "watch: malformed event " + Quote(line)};
       return 0;

@@ -23,6 +23,12 @@ TEST(JsonTest, OneLevelOverTheLimitIsRefused) {
   EXPECT_EQ(j.error(), "nested deeper than 10000 levels at byte 10000");
 }
 
+TEST(JsonTest, ListsMayWrapObjectsAtTheLimit) {
+  EXPECT_TRUE(ParseJson(Nested(kMaxJsonListDepth), kMaxJsonListDepth));
+  EXPECT_FALSE(ParseJson(Nested(kMaxJsonListDepth + 1), kMaxJsonListDepth));
+  EXPECT_FALSE(ParseJson(Nested(kMaxJsonListDepth)));
+}
+
 // 100,000 levels used to overflow the stack of whoever copied or dumped the value.
 TEST(JsonTest, HundredThousandLevelsAreACleanError) {
   for (std::string text : {Nested(100000), std::string(100000, '{'),

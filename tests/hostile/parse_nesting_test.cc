@@ -13,6 +13,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "scheduler_process.h"
@@ -132,6 +133,35 @@ TEST_F(ParseNestingTest, DeepRequestBodiesAreRefused) {
   ExpectAlive();
 }
 
+// Depth 10,000 itself is accepted, so everything that then copies, prints or stores such a value
+// (the decoders' messages, the sim store, the scheduler's informers) must live with it.
+TEST_F(ParseNestingTest, NestingAtTheLimitIsServed) {
+  auto nested = [](size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  // The register annotation is itself the list: 10,000 levels in all.
+  ASSERT_TRUE(
+      client_->Create(k8s::resources::kNodes, "", Node("node-bad", nested(kMaxJsonDepth))).ok());
+  ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-good")).ok());
+  // A pod whose spec holds 9,998 levels (the pod object and spec are the other two).
+  json deep_pod = GpuPod("deep", 1000);
+  deep_pod["spec"]["x"] = "DEEP";
+  std::string body = deep_pod.dump();
+  body.replace(body.find("\"DEEP\""), 6, nested(kMaxJsonDepth - 2));
+  httplib::Client api(api_->url());
+  auto created = api.Post("/api/v1/namespaces/default/pods", body, "application/json");
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201) << created->body.substr(0, 300);
+  StartScheduler();
+  ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", GpuPod("p", 3000)).ok());
+  json pod = *client_->Get(k8s::resources::kPods, "default", "p");
+  auto res = Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-bad", "node-good"}}}.dump());
+  ASSERT_TRUE(res) << sched_->log();
+  EXPECT_EQ(json::parse(res->body)["NodeNames"], json::array({"node-good"})) << res->body;
+  // 9,999 levels under the body object: read, then refused for its shape.
+  auto filter = Post("/filter", R"({"Pod":{},"NodeNames":)" + nested(kMaxJsonDepth - 1) + "}");
+  ASSERT_TRUE(filter) << sched_->log();
+  ExpectAlive();
+}
+
 TEST_F(ParseNestingTest, SimApiServerRefusesADeepPost) {
   httplib::Client api(api_->url());
   json pod = GpuPod("deep", 1000);
@@ -169,7 +199,7 @@ TEST(ParseNestingClientTest, DeepApiResponsesAreErrors) {
   k8s::Client& client = *client_ptr;
   auto list = client.List(k8s::resources::kPods, "", {});
   ASSERT_FALSE(list.ok());
-  EXPECT_NE(list.error().message.find("nested deeper than 10000 levels"), std::string::npos)
+  EXPECT_NE(list.error().message.find("nested deeper than 10002 levels"), std::string::npos)
       << list.error().message.substr(0, 200);
   int events = 0;
   k8s::WatchOptions options;
