@@ -158,8 +158,24 @@ TEST_F(HttpListenerTest, ChunkedBodyPastTheCapGets413WithBoundedMemory) {
   EXPECT_LT(sent, 100u) << "MiB sent before the server stopped reading";
   EXPECT_TRUE(HealthzWithin1s(port_));
   size_t peak = PeakRssKiB(sched->pid());
+  RecordProperty("peak_rss_kib", static_cast<int>(peak));  // --gtest_output=xml shows it
   EXPECT_GT(peak, 0u);
   EXPECT_LT(peak, kMaxPeakKiB) << peak << " KiB";
+}
+
+// --filter-max-body-bytes sets /filter's cap; /bind keeps its own.
+TEST_F(HttpListenerTest, FilterBodyCapFollowsTheFlag) {
+  auto sched = Start({"--filter-max-body-bytes", "4096"});
+  RawClient c(port_);
+  ASSERT_TRUE(c.Send(Post("/filter", std::string(5000, ' '))));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  RawClient b(port_);
+  ASSERT_TRUE(b.Send(Post("/bind", std::string(5000, ' ') + "{}")));
+  r = b.Read();
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->status, 413) << r->body;
 }
 
 // A body declared gzip (a 474 KB bomb would inflate to 500 MB) is refused with 415, never
@@ -183,6 +199,7 @@ TEST_F(HttpListenerTest, GzipBodyGets415AndALargeLengthGets413) {
   EXPECT_EQ(r->status, 413);
   EXPECT_TRUE(HealthzWithin1s(port_));
   size_t peak = PeakRssKiB(sched->pid());
+  RecordProperty("peak_rss_kib", static_cast<int>(peak));  // --gtest_output=xml shows it
   EXPECT_GT(peak, 0u);
   EXPECT_LT(peak, kMaxPeakKiB) << peak << " KiB";
 }
