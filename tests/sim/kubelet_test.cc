@@ -127,6 +127,21 @@ struct Stack {
     }
     FAIL() << "cannot create " << k8s::Name(pod);
   }
+  // Creates `pod` on gpu-0 as if bound there (no scheduler is asked) and waits until its run
+  // ends; nullopt when it does not.
+  std::optional<PodRunRecord> RunOnGpu0(json pod) {
+    pod["spec"]["nodeName"] = "gpu-0";
+    pod["spec"]["schedulerName"] = "other";
+    CreatePod(pod);
+    const std::string name = k8s::Name(pod);
+    if (!WaitFor([&] {
+          auto r = Run(name);
+          return r && r->finished;
+        })) {
+      return std::nullopt;
+    }
+    return Run(name);
+  }
   std::optional<PodRunRecord> Run(const std::string& name) const {
     for (const PodRunRecord& r : fleet->Records()) {
       if (r.name == name) return r;
@@ -228,14 +243,9 @@ TEST(KubeletFleetTest, AllocateErrorFailsThePod) {
   ann["hami.io/vgpu-devices-to-allocate"] =
       "GPU-00000000-0000-0000-0000-000000000000,NVIDIA,1000,0:"
       "GPU-00000000-0000-0000-0000-000000000001,NVIDIA,1000,0:;";
-  pod["spec"]["nodeName"] = "gpu-0";
-  pod["spec"]["schedulerName"] = "other";
-  s.CreatePod(pod);
-  ASSERT_TRUE(WaitFor([&] {
-    auto r = s.Run("mismatch");
-    return r && r->finished;
-  }));
-  PodRunRecord r = *s.Run("mismatch");
+  std::optional<PodRunRecord> run = s.RunOnGpu0(pod);
+  ASSERT_TRUE(run);
+  const PodRunRecord& r = *run;
   EXPECT_TRUE(r.failed);
   EXPECT_FALSE(r.running);
   EXPECT_EQ(s.fleet->Started(), 1u);  // a failed pod has an outcome too
@@ -263,15 +273,9 @@ TEST(KubeletFleetTest, AFailedAllocateIsNotCalledAgain) {
   lock["metadata"]["annotations"]["hami.io/mutex.lock"] = "2026-08-21T10:00:05Z,default,ghost";
   ASSERT_TRUE(
       s.client->Patch(k8s::resources::kNodes, "", "gpu-0", k8s::PatchType::kMerge, lock).ok());
-  json pod = Workload("orphan", 1000, "");
-  pod["spec"]["nodeName"] = "gpu-0";
-  pod["spec"]["schedulerName"] = "other";
-  s.CreatePod(pod);
-  ASSERT_TRUE(WaitFor([&] {
-    auto r = s.Run("orphan");
-    return r && r->finished;
-  }));
-  PodRunRecord r = *s.Run("orphan");
+  std::optional<PodRunRecord> run = s.RunOnGpu0(Workload("orphan", 1000, ""));
+  ASSERT_TRUE(run);
+  const PodRunRecord& r = *run;
   EXPECT_TRUE(r.failed);
   EXPECT_NE(r.message.find("get lock owner pod default/ghost"), std::string::npos) << r.message;
   EXPECT_EQ(owner_reads.load(), 1);
