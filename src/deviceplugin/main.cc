@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/flags.h"
 #include "common/log.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/inventory.h"
@@ -34,6 +35,7 @@ struct Flags {
   std::string device_inventory;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string sysfs_root = "/sys";
+  std::string mig_strategy = "none";
   int verbosity = 0;
   bool print_register = false;
 };
@@ -67,9 +69,47 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--nvml-library", f.nvml_library, "NVML library to dlopen");
   app.add_option("--sysfs-root", f.sysfs_root, "sysfs mount, for PCI NUMA nodes");
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+  app.add_option("--mig-strategy", f.mig_strategy,
+                 "HAMi's MIG strategy (none, single, mixed); MIG devices are not served here, so "
+                 "GPUs are advertised whole whatever it says (HAMi's chart passes none)")
+      ->check(CLI::IsMember({"none", "single", "mixed"}))
+      ->envname("MIG_STRATEGY");
   app.add_flag("--print-register", f.print_register,
                "discover once, print the hami.io/node-nvidia-register value and exit (no API "
                "server or kubelet needed; tests/gpu uses it)");
+}
+
+// HAMi v2.10.0's nvidia-device-plugin flags that mean nothing here (its chart renders
+// --disable-core-limit): accepted, listed in --help, logged when given.
+void AddIgnoredFlags(CLI::App& app, flags::IgnoredFlags& ignored) {
+  const std::string config = "HAMi reads it from the device config; so do we: ";
+  ignored.Add(
+      app,
+      {{"disable-core-limit", false,
+        "HAMi parses it and never reads it; the device config's nvidia.disableCoreLimit counts"},
+       {"device-split-count", true, config + "nvidia.deviceSplitCount"},
+       {"device-memory-scaling", true, config + "nvidia.deviceMemoryScaling"},
+       {"device-cores-scaling", true, config + "nvidia.deviceCoreScaling"},
+       {"resource-name", true, config + "nvidia.resourceCountName"},
+       {"fail-on-init-error", false, "NVIDIA's plugin option; an init error always ends ours"},
+       {"nvidia-driver-root", true, "NVIDIA's driver root (NVML is found by --nvml-library)"},
+       {"dev-root", true, "NVIDIA's device node root (CDI specs are not generated)"},
+       {"nvidia-dev-root", true, "alias of --dev-root"},
+       {"pass-device-specs", false, "NVIDIA's DeviceSpecs in Allocate (not passed)"},
+       {"device-id-strategy", true, "NVIDIA's uuid|index (GPUs are named by UUID)"},
+       {"gdrcopy-enabled", false, "NVIDIA's GDRCopy injection (not done)"},
+       {"gds-enabled", false, "NVIDIA's NVIDIA_GDS=enabled (not set)"},
+       {"mofed-enabled", false, "NVIDIA's NVIDIA_MOFED=enabled (not set)"},
+       {"cdi-annotation-prefix", true, "NVIDIA's CDI annotation key prefix"},
+       {"nvidia-cdi-hook-path", true, "NVIDIA's CDI hook path (CDI specs are not generated)"},
+       {"nvidia-ctk-path", true, "alias of --nvidia-cdi-hook-path"},
+       {"driver-root-ctr-path", true, "NVIDIA's in-container driver root (CDI)"},
+       {"container-driver-root", true, "alias of --driver-root-ctr-path"},
+       {"device-discovery-strategy", true,
+        "NVIDIA's auto|nvml|tegra (NVML, or --device-inventory)"},
+       {"imex-channel-ids", true, "NVIDIA's IMEX channels (not injected)"},
+       {"imex-required", false, "NVIDIA's IMEX requirement (not injected)"}});
+  ignored.Add(app, flags::KlogFlags());
 }
 
 Result<PluginConfig> LoadConfig(const Flags& f) {
@@ -115,8 +155,15 @@ int PrintRegister(const Flags& f, const PluginConfig& config) {
   return 0;
 }
 
-int Run(const Flags& f) {
+int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   log::SetVerbosity(f.verbosity);
+  for (const std::string& m : ignored.Messages()) HAMI_INFO("hami-device-plugin: {}", m);
+  if (f.mig_strategy != "none") {
+    HAMI_WARN(
+        "hami-device-plugin: --mig-strategy={}: MIG devices are not served; GPUs are "
+        "advertised whole",
+        f.mig_strategy);
+  }
   if (f.print_register) {
     auto config = LoadConfig(f);
     if (!config) return std::cerr << config.error() << "\n", 1;
@@ -185,6 +232,10 @@ int main(int argc, char** argv) {
       "Allocate from the pod annotations the scheduler wrote."};
   hami::deviceplugin::Flags flags;
   hami::deviceplugin::AddFlags(app, flags);
-  CLI11_PARSE(app, argc, argv);
-  return hami::deviceplugin::Run(flags);
+  hami::flags::IgnoredFlags ignored;
+  hami::deviceplugin::AddIgnoredFlags(app, ignored);
+  // Go-style command lines (-v=4, -node-name=x) as HAMi's chart and users write them.
+  hami::flags::GoStyleArgs args(app, argc, argv);
+  CLI11_PARSE(app, args.argc(), args.argv());
+  return hami::deviceplugin::Run(flags, ignored);
 }

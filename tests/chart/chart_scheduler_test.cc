@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,7 +116,7 @@ TEST_F(ChartTest, SchedulerArgsCarryTheValues) {
         "--node-scheduler-policy=binpack", "--gpu-scheduler-policy=spread",
         "--device-config-file=/device-config.yaml", "--leader-elect=true",
         "--leader-elect-resource-name=hami-scheduler",
-        "--leader-elect-resource-namespace=kube-system", "--node-lock-timeout=5m", "--v=4"}) {
+        "--leader-elect-resource-namespace=kube-system", "--node-lock-timeout=5m", "-v=4"}) {
     EXPECT_TRUE(Contains(cmd, flag)) << flag;
   }
   const Rendered r = RenderChecked(
@@ -134,17 +135,26 @@ TEST_F(ChartTest, SchedulerArgsCarryTheValues) {
   EXPECT_EQ(r.SchedulerConfig()["leaderElection"]["resourceName"].as<std::string>(), "gpu-sched");
 }
 
-TEST_F(ChartTest, HamisExtraArgsAreMadeAcceptable) {
-  // HAMi's values pass `--debug` and klog's `-v=4`; our CLI takes `--v=4` and has no --debug.
+TEST_F(ChartTest, HamisExtraArgsPassUnchanged) {
+  // HAMi's values pass `--debug` and klog's `-v=4`; our binaries read them as HAMi's do.
   const Rendered r = RenderChecked(std::string("-f ") + kHamiValues);
   const auto cmd = r.SchedulerCommand();
-  EXPECT_TRUE(Contains(cmd, "--v=4"));
-  EXPECT_FALSE(Contains(cmd, "--debug"));
-  EXPECT_FALSE(Contains(cmd, "-v=4"));
+  EXPECT_TRUE(Contains(cmd, "--debug"));
+  EXPECT_TRUE(Contains(cmd, "-v=4"));
+  EXPECT_FALSE(Contains(cmd, "--v=4"));
   const auto plugin =
       Strings(r.Container("DaemonSet", "hami-device-plugin", "device-plugin")["command"]);
-  EXPECT_TRUE(Contains(plugin, "--v=4"));
-  EXPECT_FALSE(Contains(plugin, "-v=4"));
+  EXPECT_TRUE(Contains(plugin, "-v=4"));
+  EXPECT_FALSE(Contains(plugin, "--v=4"));
+  // The flags HAMi's chart adds from its values, as HAMi renders them.
+  EXPECT_TRUE(Contains(plugin, "--mig-strategy=none"));
+  EXPECT_TRUE(Contains(plugin, "--disable-core-limit=false"));
+  EXPECT_FALSE(Contains(cmd, "--enable-ascend=true"));
+  const auto vendors =
+      Render("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true")
+          .SchedulerCommand();
+  EXPECT_TRUE(Contains(vendors, "--enable-ascend=true"));
+  EXPECT_TRUE(Contains(vendors, "--enable-iluvatar=true"));
 }
 
 #if defined(HAMI_SCHEDULER_BIN) && defined(HAMI_DEVICE_PLUGIN_BIN)
@@ -158,15 +168,25 @@ TEST_F(ChartTest, EveryRenderedFlagIsKnownToTheBinary) {
   for (const std::string& args :
        {std::string(), std::string("-f ") + kHamiValues,
         std::string("--set scheduler.admissionWebhook.enabled=false --set legacyMetrics=true "
-                    "--set scheduler.nodeLabelSelector.a=b")}) {
+                    "--set scheduler.nodeLabelSelector.a=b"),
+        std::string("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true")}) {
     const Rendered r = Render(args);
     const auto check = [&](const std::vector<std::string>& cmd, const std::string& help) {
       ASSERT_FALSE(cmd.empty());
       for (size_t i = 1; i < cmd.size(); ++i) {
-        const std::string flag = cmd[i].substr(0, cmd[i].find('='));
-        ASSERT_EQ(flag.rfind("--", 0), 0u) << cmd[i] << ": not a --flag";
-        EXPECT_NE(help.find(flag), std::string::npos)
-            << cmd[0] << " has no flag " << flag << " (with `" << args << "`)";
+        // Go reads -name and --name alike (so do our binaries); --help lists "--name".
+        ASSERT_EQ(cmd[i].rfind("-", 0), 0u) << cmd[i] << ": not a flag";
+        const size_t dashes = cmd[i].rfind("--", 0) == 0 ? 2 : 1;
+        const std::string flag = "--" + cmd[i].substr(dashes, cmd[i].find('=') - dashes);
+        // The whole name: "--leader-elect" is not found in "--leader-elect-resource-name".
+        bool found = false;
+        for (size_t at = help.find(flag); at != std::string::npos && !found;
+             at = help.find(flag, at + 1)) {
+          const size_t end = at + flag.size();
+          found = end == help.size() || !(std::isalnum(static_cast<unsigned char>(help[end])) ||
+                                          help[end] == '-' || help[end] == '_');
+        }
+        EXPECT_TRUE(found) << cmd[0] << " has no flag " << flag << " (with `" << args << "`)";
       }
     };
     check(r.SchedulerCommand(), sched.out);

@@ -135,24 +135,6 @@ imagePullSecrets:
 {{- end -}}
 
 {{/*
-A HAMi extraArgs list made acceptable to our binaries, as a JSON array: klog's single-dash `-v=N`
-becomes `--v=N` and `--debug` (parsed and unused by HAMi) is dropped, so HAMi's default values
-work unchanged. {{ range (include "hami.args" .Values.x.extraArgs | fromJsonArray) }}
-*/}}
-{{- define "hami.args" -}}
-{{- $out := list -}}
-{{- range . -}}
-{{- $a := . | toString -}}
-{{- if regexMatch "^-v=[0-9]+$" $a -}}
-{{- $out = append $out (printf "-%s" $a) -}}
-{{- else if ne $a "--debug" -}}
-{{- $out = append $out $a -}}
-{{- end -}}
-{{- end -}}
-{{- toJson $out -}}
-{{- end -}}
-
-{{/*
 managedResources of the kube-scheduler extender: every vendor resource this release serves, all
 ignoredByScheduler, in HAMi's order (NVIDIA, Cambricon, Hygon, Metax, then the enabled
 devices.<vendor>.customresources; awsneuron and amd always).
