@@ -66,8 +66,10 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Whether a container of the workload's pod template runs `binary`.
-bool RunsBinary(const json& workload, std::string_view binary) {
+// The command + args of the container of the workload's pod template that runs `binary`, or
+// nullopt when none does.
+std::optional<std::vector<std::string>> ContainerRunning(const json& workload,
+                                                         std::string_view binary) {
   const json* containers = nullptr;
   if (workload.contains("spec") && workload["spec"].contains("template")) {
     const json& tmpl = workload["spec"]["template"];
@@ -76,18 +78,24 @@ bool RunsBinary(const json& workload, std::string_view binary) {
       containers = &tmpl["spec"]["containers"];
     }
   }
-  if (containers == nullptr || !containers->is_array()) return false;
+  if (containers == nullptr || !containers->is_array()) return std::nullopt;
   for (const json& c : *containers) {
     if (!c.is_object()) continue;
     for (const char* key : {"command", "args"}) {
       auto it = c.find(key);
       if (it == c.end() || !it->is_array() || it->empty()) continue;
       const json& first = (*it)[0];
-      if (first.is_string() && EndsWith(first.get<std::string>(), binary)) return true;
-      break;  // args only count when there is no command
+      if (!first.is_string() || !EndsWith(first.get<std::string>(), binary)) break;
+      std::vector<std::string> argv;
+      for (const char* part : {"command", "args"}) {
+        auto p = c.find(part);
+        if (p == c.end() || !p->is_array()) continue;
+        for (const json& a : *p) argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+      }
+      return argv;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 bool IsRbacKind(const std::string& kind) {
@@ -131,11 +139,14 @@ Result<ManifestRbac> ParseManifests(std::string_view yaml_text, const std::strin
     if (kind != "Deployment" && kind != "DaemonSet") continue;
     std::string sa = StringAt(obj, {"spec", "template", "spec", "serviceAccountName"});
     if (sa.empty()) sa = "default";
-    if (kind == "Deployment" && RunsBinary(obj, "hami-scheduler")) {
-      if (scheduler) return Error{where + ": a second Deployment runs hami-scheduler: " + name};
-      scheduler = ServiceAccountRef{ns, sa};
+    if (kind == "Deployment") {
+      if (auto argv = ContainerRunning(obj, "hami-scheduler")) {
+        if (scheduler) return Error{where + ": a second Deployment runs hami-scheduler: " + name};
+        scheduler = ServiceAccountRef{ns, sa};
+        out.scheduler_command = std::move(*argv);
+      }
     }
-    if (kind == "DaemonSet" && RunsBinary(obj, "hami-device-plugin")) {
+    if (kind == "DaemonSet" && ContainerRunning(obj, "hami-device-plugin")) {
       if (device_plugin) {
         return Error{where + ": a second DaemonSet runs hami-device-plugin: " + name};
       }
@@ -149,6 +160,17 @@ Result<ManifestRbac> ParseManifests(std::string_view yaml_text, const std::strin
   out.scheduler = *scheduler;
   out.device_plugin = *device_plugin;
   return out;
+}
+
+std::string FlagValue(const std::vector<std::string>& args, std::string_view name) {
+  const std::string flag = "--" + std::string(name);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+    if (args[i] != flag) continue;
+    if (i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) return args[i + 1];
+    return "true";
+  }
+  return "";
 }
 
 Result<ManifestRbac> LoadManifestsFile(const std::string& path, const std::string& default_ns) {

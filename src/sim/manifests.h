@@ -27,7 +27,13 @@ struct ManifestRbac {
   // that runs hami-scheduler and of the DaemonSet that runs hami-device-plugin.
   ServiceAccountRef scheduler;
   ServiceAccountRef device_plugin;
+  // The hami-scheduler container's command followed by its args (its flags).
+  std::vector<std::string> scheduler_command;
 };
+
+// The value of `--name=value` or `--name value` in `args` ("true" for a bare `--name`), or "" when
+// absent.
+std::string FlagValue(const std::vector<std::string>& args, std::string_view name);
 
 // Reads a multi-document YAML stream. A workload runs a component when one of its pod
 // template's containers has `command[0]` (or, without a command, `args[0]`) ending in

@@ -19,6 +19,7 @@
 #include "device/policy.h"
 #include "k8s/base64.h"
 #include "k8s/client.h"
+#include "k8s/leader_election.h"
 #include "k8s/object.h"
 #include "scheduler/server.h"
 #include "sim/apiserver.h"
@@ -175,6 +176,7 @@ class Runner::Impl {
   }
   Status StartCluster();
   Status CreateRbacObjects();
+  Status StartLeaderElection(k8s::Client& client, scheduler::ServerOptions* server);
   // How long setup waits for `usual`; under --manifests at most the scenario's timeout, since a
   // missing rule can keep nodes or the scheduler from ever coming up.
   std::chrono::seconds SetupWait(std::chrono::seconds usual) const;
@@ -202,6 +204,10 @@ class Runner::Impl {
   std::unique_ptr<KubeletFleet> fleet_;
   std::unique_ptr<scheduler::Server> server_;
   std::unique_ptr<KubeSchedulerLoop> loop_;
+  // --manifests with --leader-elect: kube-scheduler's leader election, which hami-scheduler
+  // follows.
+  std::unique_ptr<k8s::LeaderElector> elector_;
+  std::thread elector_thread_;
   bool stopped_ = false;
 };
 
@@ -255,6 +261,9 @@ Status Runner::Impl::StartCluster() {
   server.extender.gpu_policy = *gpu_policy;
   // Under injected API errors a registration pass can fail; pass often so nodes come back soon.
   if (scenario_.fault_error_rate > 0) server.register_period = std::chrono::seconds(1);
+  if (options_.manifests) {
+    if (auto st = StartLeaderElection(NewClient(scheduler_token), &server); !st) return st;
+  }
   Progress("starting hami-scheduler (extender + admission webhook over loopback HTTP)");
   server_ = std::make_unique<scheduler::Server>(NewClient(scheduler_token), scenario_.device_config,
                                                 server);
@@ -310,6 +319,39 @@ Report Runner::Impl::SetupFailedReport(const std::string& error) {
   in.forbidden_requests = api_->forbidden_count();
   in.forbidden = api_->ForbiddenRequests();
   return BuildReport(in);
+}
+
+// What the chart's scheduler pod does besides the extender, so that its rules are exercised too:
+// with --leader-elect its kube-scheduler holds the lease named by
+// --leader-elect-resource-name (get, create, update), and hami-scheduler follows it (get, and a
+// list + watch by metadata.name) and, as the leader, labels its own pod (POD_NAME/POD_NAMESPACE).
+Status Runner::Impl::StartLeaderElection(k8s::Client& client, scheduler::ServerOptions* server) {
+  const ManifestRbac& m = *options_.manifests;
+  const std::string pod = "hami-scheduler-sim-0";
+  server->pod_name = pod;
+  server->pod_namespace = m.scheduler.ns;
+  if (FlagValue(m.scheduler_command, "leader-elect") != "true") return OkStatus();
+  k8s::LeaderElectionConfig config;
+  config.lease_name = FlagValue(m.scheduler_command, "leader-elect-resource-name");
+  config.lease_namespace = FlagValue(m.scheduler_command, "leader-elect-resource-namespace");
+  if (config.lease_name.empty()) config.lease_name = kSchedulerName;
+  if (config.lease_namespace.empty()) config.lease_namespace = m.scheduler.ns;
+  config.identity = pod + "_kube-scheduler";  // kube-scheduler's <hostname>_<id>
+  elector_ = std::make_unique<k8s::LeaderElector>(client, config);
+  auto won = elector_->TryAcquireOrRenew();
+  if (!won || !*won) {
+    return Error{"kube-scheduler leader election on lease " +
+                 Quote(config.lease_namespace + "/" + config.lease_name) + ": " +
+                 (won ? std::string("not acquired") : won.error().ToString())};
+  }
+  elector_thread_ = std::thread([this] { elector_->Run({}, {}); });
+  server->leader_elect = true;
+  server->lease_name = config.lease_name;
+  server->lease_namespace = config.lease_namespace;
+  server->identity = pod;
+  Progress("kube-scheduler holds lease " + config.lease_namespace + "/" + config.lease_name +
+           "; hami-scheduler follows it and labels its pod " + m.scheduler.ns + "/" + pod);
+  return OkStatus();
 }
 
 // The ServiceAccounts, roles and bindings of --manifests, as `helm install` would create them
@@ -579,6 +621,10 @@ void Runner::Impl::Stop() {
   // Each component waits for its watches to notice the stop (up to a second per informer);
   // stopping them side by side keeps `make demo` short.
   std::vector<std::thread> stoppers;
+  if (elector_) {
+    elector_->Stop();
+    if (elector_thread_.joinable()) elector_thread_.join();
+  }
   if (loop_) stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { loop_->Stop(); }); });
   if (server_) stoppers.emplace_back([&] { timed("hami-scheduler", [&] { server_->Stop(); }); });
   if (fleet_) stoppers.emplace_back([&] { timed("kubelets", [&] { fleet_->Stop(); }); });

@@ -16,8 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/apiserver.h"
 #include "sim/manifests.h"
+#include "sim/resources.h"
 #include "sim/runner.h"
+#include "sim/store.h"
 
 namespace hami::sim {
 namespace {
@@ -120,6 +123,14 @@ TEST(Manifests, WorkloadServiceAccountsAndRbacObjects) {
   EXPECT_EQ(m->objects[1]["metadata"]["namespace"], "kube-system");
   // A quoted "true" stays a string.
   EXPECT_EQ(m->objects[1]["rules"][0]["resourceNames"][0], "true");
+  // The hami-scheduler container's command and args, for its flags.
+  EXPECT_EQ(m->scheduler_command,
+            (std::vector<std::string>{"/usr/local/bin/hami-scheduler", "--scheduler-name=x"}));
+  EXPECT_EQ(FlagValue(m->scheduler_command, "scheduler-name"), "x");
+  EXPECT_EQ(FlagValue(m->scheduler_command, "leader-elect"), "");
+  EXPECT_EQ(FlagValue({"--leader-elect", "--v=4"}, "leader-elect"), "true");
+  EXPECT_EQ(FlagValue({"--leader-elect-resource-name", "l"}, "leader-elect-resource-name"), "l");
+  EXPECT_EQ(FlagValue({"--leader-elect-resource-name=l"}, "leader-elect"), "");
 }
 
 TEST(Manifests, ErrorsSayWhatIsMissing) {
@@ -174,7 +185,8 @@ TEST(RbacReport, JsonAndTextListTheForbiddenRequests) {
 }
 
 // The demo, sped up as in run_test.cc.
-Result<Report> RunDemo(std::optional<ManifestRbac> manifests) {
+// `lease_holder`, when given, gets the holder of kube-system/hami-scheduler's Lease at the end.
+Result<Report> RunDemo(std::optional<ManifestRbac> manifests, std::string* lease_holder = nullptr) {
   auto scenario = LoadScenarioFile((SourceRoot() / "examples/demo.yaml").string());
   if (!scenario) return Error{scenario.error()};
   for (Workload& w : scenario->workloads) {
@@ -186,6 +198,11 @@ Result<Report> RunDemo(std::optional<ManifestRbac> manifests) {
   options.manifests = std::move(manifests);
   Runner runner(std::move(*scenario), options);
   auto report = runner.Run();
+  if (lease_holder != nullptr && runner.api() != nullptr) {
+    auto lease = runner.api()->store().Get(*FindResourceType("coordination.k8s.io", "v1", "leases"),
+                                           "kube-system", "hami-scheduler");
+    if (lease) *lease_holder = (*lease)->json["spec"].value("holderIdentity", "");
+  }
   runner.Stop();
   return report;
 }
@@ -212,8 +229,11 @@ TEST(RbacRun, DemoUnderTheChartsRbacForbidsNothingAndPlacesTheSame) {
   ASSERT_TRUE(manifests) << manifests.error();
   EXPECT_EQ(manifests->scheduler.name, "hami-scheduler");
   EXPECT_EQ(manifests->device_plugin.name, "hami-device-plugin");
-  auto enforced = RunDemo(std::move(*manifests));
+  std::string holder;
+  auto enforced = RunDemo(std::move(*manifests), &holder);
   ASSERT_TRUE(enforced) << enforced.error();
+  // The chart's --leader-elect path ran: kube-scheduler's lease, which hami-scheduler follows.
+  EXPECT_EQ(holder, "hami-scheduler-sim-0_kube-scheduler");
   const std::string text = RenderText(*enforced, false);
   EXPECT_TRUE(enforced->rbac_enforced);
   EXPECT_EQ(enforced->forbidden_requests, 0u) << text;
