@@ -62,7 +62,7 @@ struct ServerOptions {
   // /webhook are capped like kube-apiserver's request bodies (3 MiB).
   size_t filter_max_body = 32 << 20;
   size_t max_body = 3 << 20;
-  size_t http_workers = 64;
+  size_t http_workers = 16;  // no request waits on one: lock and sync waits are parked
   size_t max_connections = 1024;
   // $POD_NAME / $POD_NAMESPACE: with both set, the leader labels the scheduler pods of that
   // namespace with hami.io/scheduler-role (LabelSchedulerPods).

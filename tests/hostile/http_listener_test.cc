@@ -206,7 +206,7 @@ TEST_F(HttpListenerTest, GzipBodyGets415AndALargeLengthGets413) {
 
 // 70 binds to a node whose lock a live pod holds: they queue for the lock (in turn, each
 // waiting up to --node-lock-retry-timeout once it is first in line) without holding a worker
-// (more binds than the 64 workers), so /healthz and a /filter answer meanwhile, and every bind
+// (more binds than the 16 workers), so /healthz and a /filter answer meanwhile, and every bind
 // gets its answer when its wait times out.
 TEST_F(HttpListenerTest, SeventyBindsToALockedNode) {
   json holder = scheduler::testing::GpuPod("holder", 1000);
