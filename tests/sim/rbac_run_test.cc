@@ -18,6 +18,7 @@
 
 #include "sim/apiserver.h"
 #include "sim/manifests.h"
+#include "sim/rbac.h"
 #include "sim/resources.h"
 #include "sim/runner.h"
 #include "sim/store.h"
@@ -379,6 +380,70 @@ TEST(RbacRun, CommandLineWritesTheRbacFieldsToTheReport) {
   ASSERT_TRUE(WIFEXITED(rc));
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+// The constraints on the rendered chart, with our defaults and with HAMi v2.10's values
+// file: no `*` in any rule's verbs, resources or apiGroups; neither ServiceAccount can read
+// Secrets anywhere; the device plugin can neither create nor delete pods. Checked with the
+// authorizer itself, over the chart's objects plus the bootstrap roles it binds.
+TEST(RbacChart, LeastPrivilegeConstraintsHold) {
+  const std::string helm = HelmPath();
+  if (access(helm.c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "helm not found at " << helm << " (scripts/bootstrap installs it)";
+  }
+  const std::vector<std::string> value_files = {
+      "", (SourceRoot() / "tests/chart/hami-v2.10.0-values.yaml").string()};
+  for (const std::string& values : value_files) {
+    std::string cmd = "'" + helm + "' template hami '" + (SourceRoot() / "charts/hami").string() +
+                      "' -n kube-system" + (values.empty() ? "" : " -f '" + values + "'") +
+                      " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string rendered;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) rendered.append(buf, n);
+    ASSERT_EQ(pclose(p), 0) << cmd;
+    auto m = ParseManifests(rendered);
+    ASSERT_TRUE(m) << m.error();
+    rbac::Policy policy;
+    for (const json& obj : rbac::BootstrapObjects()) ASSERT_TRUE(rbac::AddObject(policy, obj));
+    for (const json& obj : m->objects) {
+      if (obj["kind"] == "ServiceAccount") continue;
+      ASSERT_TRUE(rbac::AddObject(policy, obj)) << obj.dump();
+      if (!obj.contains("rules")) continue;
+      for (const json& rule : obj["rules"]) {
+        for (const char* key : {"verbs", "resources", "apiGroups"}) {
+          for (const json& v : rule.value(key, json::array())) {
+            EXPECT_NE(v, "*") << values << ": " << obj["metadata"]["name"] << " " << key;
+          }
+        }
+      }
+    }
+    const rbac::UserInfo scheduler = rbac::ServiceAccountUser(m->scheduler.ns, m->scheduler.name);
+    const rbac::UserInfo plugin =
+        rbac::ServiceAccountUser(m->device_plugin.ns, m->device_plugin.name);
+    auto allowed = [&](const rbac::UserInfo& u, const char* method, const std::string& path) {
+      return rbac::Authorize(policy, rbac::RequestAttributes(u, method, path, {})).allowed;
+    };
+    for (const rbac::UserInfo* u : {&scheduler, &plugin}) {
+      for (const char* path : {"/api/v1/secrets", "/api/v1/namespaces/kube-system/secrets",
+                               "/api/v1/namespaces/kube-system/secrets/hami-scheduler-tls"}) {
+        EXPECT_FALSE(allowed(*u, "GET", path)) << values << ": " << u->name << " GET " << path;
+      }
+    }
+    EXPECT_FALSE(allowed(plugin, "POST", "/api/v1/namespaces/default/pods")) << values;
+    EXPECT_FALSE(allowed(plugin, "DELETE", "/api/v1/namespaces/default/pods/p")) << values;
+    EXPECT_FALSE(allowed(plugin, "DELETE", "/api/v1/namespaces/default/pods")) << values;
+    // And what they do need is there.
+    EXPECT_TRUE(allowed(plugin, "PATCH", "/api/v1/nodes/n1")) << values;
+    EXPECT_TRUE(allowed(scheduler, "POST", "/api/v1/namespaces/default/pods/p/binding")) << values;
+  }
 }
 
 }  // namespace
