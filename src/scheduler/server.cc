@@ -181,7 +181,7 @@ Status Server::Start() {
                                 [this](const std::string& ns) { return Quota(ns); }),
           request_metrics_.webhook, start);
   });
-  RouteHealth(api, [this] { return synced_.load(); });
+  RouteHealth(api, [this] { return ready(); });
   http_->waiter = std::thread([this] { FilterWaiter(); });
   auto bound = api.Listen(host, port);
   if (!bound) return Error{"--http_bind: " + bound.error()};
@@ -197,7 +197,7 @@ Status Server::Start() {
     http_->metrics->Route("GET", "/metrics", metrics_route, [this](net::Request, net::Responder r) {
       r.Send(net::Response{200, "text/plain; version=0.0.4", Metrics()});
     });
-    RouteHealth(*http_->metrics, [this] { return synced_.load(); });
+    RouteHealth(*http_->metrics, [this] { return ready(); });
     auto mbound = http_->metrics->Listen(mhost, mport);
     if (!mbound) return Error{"--metrics-bind-address: " + mbound.error()};
     metrics_port_ = *mbound;
@@ -382,6 +382,7 @@ void Server::Loop() {
     SystemTime due = start + options_.register_period;
     bool leader = IsLeader();
     leader_ = leader;
+    pods_synced_ = pods_->HasSynced();  // after leader_: ready() never sees a leader as follower
     if (leader) {
       if (!RegisterAll()) {
         // Nodes could not be listed: until a pass succeeds every node looks unregistered, so
@@ -403,6 +404,11 @@ void Server::Loop() {
     }
     if (!WaitForNextPass(due)) return;
   }
+}
+
+bool Server::ready() const {
+  if (synced_) return true;
+  return options_.leader_elect && pods_synced_ && !leader_;
 }
 
 void Server::Kick() {

@@ -94,6 +94,11 @@ class Server {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   bool synced() const { return synced_.load(); }
+  // What /readyz answers. The leader (or a scheduler without leader election) is ready once its
+  // first registration pass is made; a follower once its pod informer has synced, since its
+  // kube-scheduler sends it nothing until it leads (so a rolling update of a replicated
+  // scheduler is not stuck on a new pod that never leads).
+  bool ready() const;
 
   // The registration loop sleeps until clock.Now() reaches the next pass. A real clock wakes it
   // by itself; whoever moves a FakeClock calls Kick() so the loop reads the clock again (a kick
@@ -150,6 +155,7 @@ class Server {
   uint64_t passes_ = 0;
   std::atomic<bool> synced_{false};
   std::atomic<bool> leader_{false};  // as of the last pass
+  std::atomic<bool> pods_synced_{false};
   std::atomic<bool> started_{false};
   std::thread loop_;
   int port_ = 0;

@@ -136,6 +136,13 @@ TEST_F(ServerLoopTest, FollowerWaitsAndBecomingLeaderStartsAPassAtOnce) {
   ASSERT_TRUE(server.Start().ok());
   ASSERT_TRUE(server.WaitForPass(0, kWait));
   EXPECT_FALSE(server.synced());
+  // A follower is ready (its informers synced) though it made no pass: a rolling update of a
+  // replicated scheduler must not wait for a pod that never leads.
+  EXPECT_TRUE(server.ready());
+  httplib::Client http("127.0.0.1", server.port());
+  auto readyz = http.Get("/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 200);
   EXPECT_FALSE(Handshake().has_value());
   EXPECT_FALSE(Role("kube-system", "sched-a").has_value());
   // The Lease moves to this host: a pass starts at once, without the clock reaching the period.
