@@ -1,5 +1,6 @@
 // The hami-device-plugin binary: --help, --print-register (seed inventory and fake NVML), and a
-// full run against the in-process sim apiserver that ends cleanly on SIGTERM.
+// full run against the in-process sim apiserver that ends cleanly on SIGTERM, also with the
+// flags HAMi's chart v2.10.0 renders (Go-style -v=4, --mig-strategy, --disable-core-limit).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -43,7 +44,10 @@ TEST(Binary, HelpExplainsEveryFlag) {
   for (const char* flag :
        {"--kubeconfig", "--node-name", "NODE_NAME", "--config-file", "CONFIG_FILE",
         "--node-config-file", "--kubelet-socket", "HOOK_PATH", "--device-list-strategy",
-        "--device-inventory", "-v", "--print-register"}) {
+        "--device-inventory", "-v", "--print-register", "--mig-strategy",
+        // HAMi's flags accepted and ignored (its chart renders --disable-core-limit)
+        "Accepted for HAMi compatibility (ignored)", "--disable-core-limit", "--device-split-count",
+        "--fail-on-init-error", "--logtostderr"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }
@@ -89,7 +93,9 @@ TEST(Binary, PrintRegisterFromNvmlWithConfig) {
   fs::remove_all(dir);
 }
 
-TEST(Binary, ServesUntilSigterm) {
+// Runs the plugin with `flags` (after its kubeconfig, kubelet socket and inventory) until it has
+// registered with kubelet and published the node annotation; then SIGTERM ends it with status 0.
+void ServeUntilSigterm(const std::vector<std::string>& flags) {
   const std::string dir = "/tmp/hami-dp-sig-" + std::to_string(getpid());
   fs::remove_all(dir);
   fs::create_directories(dir + "/plugins");
@@ -104,12 +110,10 @@ TEST(Binary, ServesUntilSigterm) {
   testing::FakeKubelet kubelet(dir + "/plugins");
   ASSERT_TRUE(kubelet.Start());
 
-  std::vector<std::string> args = {kBin,
-                                   "--kubeconfig=" + dir + "/kubeconfig",
-                                   "--node-name=n1",
-                                   "--node-config-file=/nonexistent",
+  std::vector<std::string> args = {kBin, "--kubeconfig=" + dir + "/kubeconfig",
                                    "--kubelet-socket=" + kubelet.socket(),
                                    "--device-inventory=examples/inventory/two-v100.yaml"};
+  args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -131,6 +135,34 @@ TEST(Binary, ServesUntilSigterm) {
   kubelet.Stop();
   server.Stop();
   fs::remove_all(dir);
+}
+
+TEST(Binary, ServesUntilSigterm) {
+  ServeUntilSigterm({"--node-name=n1", "--node-config-file=/nonexistent"});
+}
+
+// HAMi v2.10.0's chart: `--config-file=/device-config.yaml --mig-strategy=none
+// --disable-core-limit=false` then devicePlugin.extraArgs (`-v=4`); NODE_NAME from the pod (here
+// Go's single-dash -node-name).
+TEST(Binary, ServesWithTheFlagsHamisChartRenders) {
+  const std::string config = "/tmp/hami-dp-hami-config-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(config) << "nvidia:\n  resourceCountName: nvidia.com/gpu\n"
+                           "  deviceSplitCount: 10\n";
+  ServeUntilSigterm({"-node-name=n1", "--node-config-file=/nonexistent", "--config-file=" + config,
+                     "--mig-strategy=none", "--disable-core-limit=false", "-v=4"});
+  fs::remove(config);
+}
+
+TEST(Binary, GoStyleFlagErrorsStillFail) {
+  for (const char* args :
+       {" --mig-strategy=bogus", " -v=four", " -no-such-flag=1", " --disable-core-limit=maybe"}) {
+    int status = -1;
+    const std::string out = RunShell(kBin + args + " --print-register 2>&1", &status);
+    EXPECT_NE(status, 0) << args << ": " << out;
+  }
+  int status = -1;
+  const std::string out = RunShell(kBin + " --mig-strategy=bogus 2>&1", &status);
+  EXPECT_NE(out.find("--mig-strategy"), std::string::npos) << out;
 }
 
 }  // namespace
