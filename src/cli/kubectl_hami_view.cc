@@ -1,0 +1,495 @@
+#include "cli/kubectl_hami_view.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "common/strings.h"
+#include "common/time_format.h"
+#include "device/pod_view.h"
+#include "device/usage.h"
+#include "protocol/keys.h"
+#include "protocol/node_lock.h"
+#include "protocol/node_register.h"
+#include "protocol/pod_devices.h"
+#include "protocol/vendor.h"
+
+namespace hami::cli {
+namespace {
+
+using nlohmann::json;
+
+std::optional<int64_t> AgeSeconds(const json& obj, SystemTime now) {
+  if (!obj.is_object()) return std::nullopt;
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return std::nullopt;
+  auto ts = meta->find("creationTimestamp");
+  if (ts == meta->end() || !ts->is_string()) return std::nullopt;
+  auto t = ParseRfc3339(ts->get<std::string>());
+  if (!t.ok()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::seconds>(now - t.value().instant).count();
+}
+
+// The Iluvatar and Ascend chip names ("common words") found in register keys on `nodes`: their
+// keys are built from the chip name, so the vendor table has no fixed entry for them.
+std::vector<protocol::VendorInfo> VendorsFor(const std::vector<json>& nodes) {
+  std::set<std::string> fixed;
+  for (const auto& v : protocol::BuiltinVendors()) fixed.insert(v.register_key);
+  const std::string mark = "\x01";
+  const std::string ilu = protocol::IluvatarVendor(mark).register_key;
+  const std::string asc = protocol::AscendVendor(mark).register_key;
+  std::set<std::string> ilu_words, asc_words;
+  auto match = [&](const std::string& pattern, const std::string& key, std::set<std::string>* out) {
+    size_t at = pattern.find(mark);
+    std::string_view pre = std::string_view(pattern).substr(0, at);
+    std::string_view post = std::string_view(pattern).substr(at + mark.size());
+    if (key.size() > pre.size() + post.size() && key.starts_with(pre) && key.ends_with(post)) {
+      out->insert(key.substr(pre.size(), key.size() - pre.size() - post.size()));
+    }
+  };
+  for (const auto& node : nodes) {
+    for (const auto& [key, value] : device::ObjectAnnotations(node)) {
+      if (fixed.count(key) != 0) continue;
+      match(ilu, key, &ilu_words);
+      match(asc, key, &asc_words);
+    }
+  }
+  return protocol::AllVendors({ilu_words.begin(), ilu_words.end()},
+                              {asc_words.begin(), asc_words.end()});
+}
+
+// The register annotation of one vendor, decoded with the node register codec: a JSON list or
+// the legacy colon form, whichever the value is.
+Result<std::vector<protocol::DeviceInfo>> DecodeRegister(const std::string& value) {
+  std::string_view v = value;
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\n' || v.front() == '\t')) {
+    v.remove_prefix(1);
+  }
+  if (v.starts_with("[") || v == "null") return protocol::DecodeNodeRegister(value);
+  return protocol::DecodeNodeRegisterLegacy(value);
+}
+
+// The pod's allocation for `vendor`: the allocated key, else the to-allocate keys; nullptr when
+// the pod holds none.
+const std::string* AllocationValue(const device::PodView& pod, const protocol::VendorInfo& vendor) {
+  if (!vendor.allocated_key.empty()) {
+    if (const std::string* v = device::FindValue(pod.annotations, vendor.allocated_key)) return v;
+  }
+  if (!vendor.to_allocate_key.empty()) {
+    if (const std::string* v = device::FindValue(pod.annotations, vendor.to_allocate_key)) return v;
+  }
+  for (const auto& key : vendor.to_allocate_read_keys) {
+    if (const std::string* v = device::FindValue(pod.annotations, key)) return v;
+  }
+  return nullptr;
+}
+
+// Allocated: holding an allocation and not Succeeded or Failed (bind phase allocating included).
+bool Holds(const device::PodView& pod) { return pod.phase != "Succeeded" && pod.phase != "Failed"; }
+
+// One pod's usage per device UUID, all vendors, collapsed as the scheduler does.
+std::vector<device::DeviceDelta> PodDeltas(const device::PodView& pod,
+                                           const std::vector<protocol::VendorInfo>& vendors,
+                                           std::vector<std::string>* warnings) {
+  std::vector<device::DeviceDelta> out;
+  std::set<std::string> seen_keys;
+  for (const auto& vendor : vendors) {
+    const std::string* value = AllocationValue(pod, vendor);
+    if (value == nullptr) continue;
+    std::string key = vendor.allocated_key.empty() ? vendor.to_allocate_key : vendor.allocated_key;
+    if (!seen_keys.insert(key).second) continue;
+    auto decoded = protocol::DecodePodDevices(*value);
+    if (!decoded.ok()) {
+      warnings->push_back("pod " + pod.Key() + ": " + key + ": " + decoded.error());
+      continue;
+    }
+    auto deltas =
+        device::CollapsePodDevices(decoded.value(), pod.init_containers.size(), pod.init_done);
+    out.insert(out.end(), deltas.begin(), deltas.end());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.uuid < b.uuid; });
+  return out;
+}
+
+// A MIG device string of v2.8 carries "[t-s]" after the GPU's UUID.
+std::string BaseUuid(const std::string& uuid) { return uuid.substr(0, uuid.find('[')); }
+
+std::optional<std::string> PendingReason(const json& pod) {
+  auto status = pod.find("status");
+  if (status == pod.end() || !status->is_object()) return std::nullopt;
+  auto conditions = status->find("conditions");
+  if (conditions == status->end() || !conditions->is_array()) return std::nullopt;
+  for (const auto& c : *conditions) {
+    if (!c.is_object() || c.value("type", json()) != "PodScheduled") continue;
+    if (c.value("status", json()) != "False") continue;
+    json message = c.value("message", json());
+    if (message.is_string() && !message.get<std::string>().empty()) {
+      return message.get<std::string>();
+    }
+    json reason = c.value("reason", json());
+    if (reason.is_string()) return reason.get<std::string>();
+  }
+  return std::nullopt;
+}
+
+bool RequestsVendor(const device::PodView& pod, const std::vector<protocol::VendorInfo>& vendors) {
+  for (const device::ContainerView* c : pod.AllContainers()) {
+    for (const auto& vendor : vendors) {
+      for (const auto& resource : vendor.ResourceNames()) {
+        if (device::FindValue(c->limits, resource) || device::FindValue(c->requests, resource)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// A column table: every cell padded to its column's width, three spaces apart, no trailing
+// blanks.
+std::string Render(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (row.size() > width.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 3, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i != 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::string Frac(int64_t a, int64_t b) { return std::to_string(a) + "/" + std::to_string(b); }
+
+}  // namespace
+
+std::string ShortAge(std::optional<int64_t> seconds) {
+  if (!seconds) return "<unknown>";
+  int64_t s = std::max<int64_t>(*seconds, 0);
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m";
+  if (s < 48 * 3600) return std::to_string(s / 3600) + "h";
+  if (s < 2 * 365 * 86400) return std::to_string(s / 86400) + "d";
+  return std::to_string(s / (365 * 86400)) + "y";
+}
+
+Result<InspectView> BuildInspect(const std::vector<json>& nodes, const std::vector<json>& pods,
+                                 const std::vector<std::string>& only, SystemTime now) {
+  InspectView view;
+  const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  std::set<std::string> wanted(only.begin(), only.end());
+  std::set<std::string> found;
+  std::map<std::string, std::vector<device::DeviceUsage>> usage;  // by node
+  for (const auto& node : nodes) {
+    std::string name = device::ObjectName(node);
+    if (!wanted.empty() && wanted.count(name) == 0) continue;
+    found.insert(name);
+    device::StringMap annotations = device::ObjectAnnotations(node);
+    NodeRow row;
+    row.name = name;
+    std::vector<device::DeviceUsage>& rows = usage[name];
+    for (const auto& vendor : vendors) {
+      if (vendor.register_key.empty()) continue;
+      if (vendor.register_format != protocol::RegisterFormat::kJson &&
+          vendor.register_format != protocol::RegisterFormat::kLegacyColon) {
+        continue;
+      }
+      const std::string* value = device::FindValue(annotations, vendor.register_key);
+      if (value == nullptr) continue;
+      auto decoded = DecodeRegister(*value);
+      if (!decoded.ok()) {
+        view.warnings.push_back("node " + name + ": " + vendor.register_key + ": " +
+                                decoded.error());
+        continue;
+      }
+      for (const auto& info : decoded.value()) {
+        rows.push_back(device::UsageFromDeviceInfo(info, vendor.vendor_key));
+      }
+      if (row.handshake.empty() && !vendor.handshake_key.empty()) {
+        if (const std::string* hs = device::FindValue(annotations, vendor.handshake_key)) {
+          row.handshake = *hs;
+        }
+      }
+    }
+    if (const std::string* lock = device::FindValue(annotations, protocol::kNodeLockKey)) {
+      row.lock = *lock;
+      auto parsed = protocol::ParseNodeLock(*lock);
+      if (parsed.ok()) {
+        if (parsed.value().owner) {
+          row.lock_holder = parsed.value().owner->ns + "/" + parsed.value().owner->pod;
+        }
+        row.lock_age_seconds =
+            std::chrono::duration_cast<std::chrono::seconds>(now - parsed.value().time.instant)
+                .count();
+      }
+    }
+    // A node with no HAMi device is shown only when named.
+    if (rows.empty() && wanted.empty()) {
+      usage.erase(name);
+      continue;
+    }
+    view.nodes.push_back(std::move(row));
+  }
+  for (const auto& name : only) {
+    if (found.count(name) == 0) return Error{"node " + Quote(name) + ": not found"};
+  }
+
+  // Usage: every holding pod's collapsed deltas on its node's devices.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> holders;  // node, uuid
+  for (const auto& obj : pods) {
+    auto parsed = device::ParsePodView(obj);
+    if (!parsed.ok()) {
+      view.warnings.push_back("pod " + device::ObjectName(obj) + ": " + parsed.error());
+      continue;
+    }
+    const device::PodView& pod = parsed.value();
+    if (!Holds(pod)) continue;
+    std::string node = pod.node_name;
+    if (node.empty()) {
+      if (const std::string* v = device::FindValue(pod.annotations, protocol::kVgpuNodeKey)) {
+        node = *v;
+      }
+    }
+    auto it = usage.find(node);
+    if (it == usage.end()) continue;
+    std::vector<device::DeviceDelta> deltas = PodDeltas(pod, vendors, &view.warnings);
+    for (auto& d : deltas) {
+      d.uuid = BaseUuid(d.uuid);
+      holders[node][d.uuid].insert(pod.Key());
+    }
+    device::ApplyDeltas(deltas, +1, &it->second);
+  }
+
+  for (auto& row : view.nodes) {
+    for (const auto& u : usage[row.name]) {
+      DeviceRow d;
+      d.index = u.index;
+      d.uuid = u.id;
+      d.type = u.type;
+      d.vendor = u.vendor;
+      d.health = u.health;
+      d.mode = u.mode;
+      d.numa = u.numa;
+      d.memory_allocated = u.usedmem;
+      d.memory_total = u.totalmem;
+      d.cores_allocated = u.usedcores;
+      d.cores_total = u.totalcore;
+      d.slices_used = u.used;
+      d.slices_total = u.count;
+      const auto& h = holders[row.name][u.id];
+      d.pods.assign(h.begin(), h.end());
+      row.devices.push_back(std::move(d));
+    }
+  }
+  std::sort(view.nodes.begin(), view.nodes.end(),
+            [](const NodeRow& a, const NodeRow& b) { return a.name < b.name; });
+  return view;
+}
+
+PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods, SystemTime now) {
+  PodsView view;
+  const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  for (const auto& obj : pods) {
+    auto parsed = device::ParsePodView(obj);
+    if (!parsed.ok()) {
+      view.warnings.push_back("pod " + device::ObjectName(obj) + ": " + parsed.error());
+      continue;
+    }
+    const device::PodView& pod = parsed.value();
+    const std::string* vgpu_node = device::FindValue(pod.annotations, protocol::kVgpuNodeKey);
+    if (vgpu_node == nullptr && !RequestsVendor(pod, vendors)) continue;
+    PodRow row;
+    row.ns = pod.namespace_name;
+    row.name = pod.name;
+    row.phase = pod.phase;
+    if (!pod.node_name.empty()) {
+      row.node = pod.node_name;
+    } else if (vgpu_node != nullptr && !vgpu_node->empty()) {
+      row.node = *vgpu_node;
+    }
+    if (const std::string* bp = device::FindValue(pod.annotations, protocol::kBindPhaseKey)) {
+      row.bind_phase = *bp;
+    }
+    for (const auto& d : PodDeltas(pod, vendors, &view.warnings)) {
+      row.devices.push_back({d.uuid, d.vendor, d.usedmem, d.usedcores});
+    }
+    if (pod.node_name.empty()) row.reason = PendingReason(obj);
+    row.age_seconds = AgeSeconds(obj, now);
+    view.pods.push_back(std::move(row));
+  }
+  std::sort(view.pods.begin(), view.pods.end(), [](const PodRow& a, const PodRow& b) {
+    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+  });
+  return view;
+}
+
+std::string InspectJson(const InspectView& view) {
+  using oj = nlohmann::ordered_json;  // keys in the documented order
+  oj nodes = oj::array();
+  for (const auto& n : view.nodes) {
+    oj devices = oj::array();
+    for (const auto& d : n.devices) {
+      oj od;
+      od["index"] = d.index;
+      od["uuid"] = d.uuid;
+      od["type"] = d.type;
+      od["vendor"] = d.vendor;
+      od["health"] = d.health;
+      od["memory"]["allocated"] = d.memory_allocated;
+      od["memory"]["total"] = d.memory_total;
+      od["cores"]["allocated"] = d.cores_allocated;
+      od["cores"]["total"] = d.cores_total;
+      od["slices"]["used"] = d.slices_used;
+      od["slices"]["total"] = d.slices_total;
+      od["pods"] = d.pods;
+      devices.push_back(std::move(od));
+    }
+    oj on;
+    on["name"] = n.name;
+    on["devices"] = std::move(devices);
+    on["handshake"] = n.handshake;
+    on["lock"] = n.lock ? oj(*n.lock) : oj(nullptr);
+    nodes.push_back(std::move(on));
+  }
+  oj out;
+  out["nodes"] = std::move(nodes);
+  return out.dump() + "\n";
+}
+
+std::string PodsJson(const PodsView& view) {
+  using oj = nlohmann::ordered_json;
+  oj pods = oj::array();
+  for (const auto& p : view.pods) {
+    oj devices = oj::array();
+    for (const auto& d : p.devices) {
+      oj od;
+      od["uuid"] = d.uuid;
+      od["vendor"] = d.vendor;
+      od["memory"] = d.memory;
+      od["cores"] = d.cores;
+      devices.push_back(std::move(od));
+    }
+    oj op;
+    op["namespace"] = p.ns;
+    op["name"] = p.name;
+    op["node"] = p.node ? oj(*p.node) : oj(nullptr);
+    op["bindPhase"] = p.bind_phase ? oj(*p.bind_phase) : oj(nullptr);
+    op["devices"] = std::move(devices);
+    op["reason"] = p.reason ? oj(*p.reason) : oj(nullptr);
+    pods.push_back(std::move(op));
+  }
+  oj out;
+  out["pods"] = std::move(pods);
+  return out.dump() + "\n";
+}
+
+std::string InspectTable(const InspectView& view, const TableOptions& options) {
+  std::vector<std::vector<std::string>> rows;
+  if (!options.no_headers) {
+    std::vector<std::string> h = {"NODE",   "INDEX",       "UUID",     "TYPE",   "VENDOR",
+                                  "HEALTH", "MEMORY(MiB)", "CORES(%)", "SLICES", "PODS"};
+    if (options.wide) {
+      h.insert(h.end() - 1, {"MODE", "NUMA"});
+    }
+    rows.push_back(std::move(h));
+  }
+  for (const auto& n : view.nodes) {
+    int64_t mem = 0, mem_total = 0, cores = 0, cores_total = 0, used = 0, slices = 0;
+    for (const auto& d : n.devices) {
+      std::vector<std::string> r = {n.name,
+                                    std::to_string(d.index),
+                                    d.uuid,
+                                    d.type,
+                                    d.vendor,
+                                    d.health ? "true" : "false",
+                                    Frac(d.memory_allocated, d.memory_total),
+                                    Frac(d.cores_allocated, d.cores_total),
+                                    Frac(d.slices_used, d.slices_total),
+                                    d.pods.empty() ? "<none>" : Join(d.pods, ",")};
+      if (options.wide) r.insert(r.end() - 1, {d.mode, std::to_string(d.numa)});
+      rows.push_back(std::move(r));
+      mem += d.memory_allocated;
+      mem_total += d.memory_total;
+      cores += d.cores_allocated;
+      cores_total += d.cores_total;
+      used += d.slices_used;
+      slices += d.slices_total;
+    }
+    std::vector<std::string> total = {n.name,
+                                      "total",
+                                      std::to_string(n.devices.size()) + " devices",
+                                      "",
+                                      "",
+                                      "",
+                                      Frac(mem, mem_total),
+                                      Frac(cores, cores_total),
+                                      Frac(used, slices),
+                                      ""};
+    if (options.wide) total.insert(total.end() - 1, {"", ""});
+    rows.push_back(std::move(total));
+  }
+  std::string out = Render(rows);
+  // The node state: handshake and lock.
+  std::vector<std::vector<std::string>> state;
+  if (!options.no_headers) state.push_back({"NODE", "HANDSHAKE", "LOCK-HOLDER", "LOCK-AGE"});
+  for (const auto& n : view.nodes) {
+    std::string holder = "<none>";
+    if (n.lock) holder = n.lock_holder.empty() ? *n.lock : n.lock_holder;
+    state.push_back({n.name, n.handshake.empty() ? "<none>" : n.handshake, holder,
+                     n.lock ? ShortAge(n.lock_age_seconds) : "<none>"});
+  }
+  if (!view.nodes.empty()) out += "\n" + Render(state);
+  return out;
+}
+
+std::string PodsTable(const PodsView& view, const TableOptions& options) {
+  std::vector<std::vector<std::string>> rows;
+  if (!options.no_headers) {
+    std::vector<std::string> h = {"NAMESPACE", "POD", "NODE", "BIND-PHASE", "DEVICES", "AGE"};
+    if (options.wide) h.insert(h.end(), {"PHASE", "REASON"});
+    rows.push_back(std::move(h));
+  }
+  for (const auto& p : view.pods) {
+    std::vector<std::string> devices;
+    for (const auto& d : p.devices) {
+      devices.push_back(d.uuid + "(" + std::to_string(d.memory) + "MiB," + std::to_string(d.cores) +
+                        "%)");
+    }
+    std::vector<std::string> r = {p.ns,
+                                  p.name,
+                                  p.node.value_or("<none>"),
+                                  p.bind_phase.value_or("<none>"),
+                                  devices.empty() ? "<none>" : Join(devices, ","),
+                                  ShortAge(p.age_seconds)};
+    if (options.wide) r.insert(r.end(), {p.phase, p.reason.value_or("")});
+    rows.push_back(std::move(r));
+  }
+  std::string out = Render(rows);
+  // Pending pods: the reason in words, below the table (it is long).
+  if (!options.wide) {
+    for (const auto& p : view.pods) {
+      if (p.reason) out += p.ns + "/" + p.name + " pending: " + *p.reason + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace hami::cli

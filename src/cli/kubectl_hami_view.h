@@ -1,0 +1,99 @@
+// kubectl-hami's view model (docs/KUBECTL_HAMI.md): who holds which GPU slice, built from the
+// Node and Pod objects of one List each. Pure: no I/O, the clock is a parameter. The annotation
+// values are read with the protocol codecs (node register, pod devices, node lock, bind phase) and
+// a pod's usage per device is collapsed exactly as the scheduler's usage index does
+// (device::CollapsePodDevices), so `inspect` shows what the scheduler counts.
+#ifndef HAMI_CLI_KUBECTL_HAMI_VIEW_H_
+#define HAMI_CLI_KUBECTL_HAMI_VIEW_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace hami::cli {
+
+struct DeviceRow {
+  uint64_t index = 0;
+  std::string uuid;
+  std::string type;    // the register annotation's type, as written ("NVIDIA-Tesla T4")
+  std::string vendor;  // vendor key ("NVIDIA")
+  bool health = false;
+  std::string mode;                                // -o wide
+  int64_t numa = 0;                                // -o wide
+  int64_t memory_allocated = 0, memory_total = 0;  // MiB
+  int64_t cores_allocated = 0, cores_total = 0;    // percent
+  int64_t slices_used = 0, slices_total = 0;       // vGPUs held / split count
+  std::vector<std::string> pods;                   // "NS/NAME", sorted
+};
+
+struct NodeRow {
+  std::string name;
+  std::vector<DeviceRow> devices;   // vendor order of the table, then registered order
+  std::string handshake;            // the first handshake annotation found; "" when none
+  std::optional<std::string> lock;  // hami.io/mutex.lock as written
+  std::string lock_holder;          // "NS/POD"; "" for a legacy or unreadable value
+  std::optional<int64_t> lock_age_seconds;
+};
+
+struct PodDeviceRow {
+  std::string uuid;
+  std::string vendor;
+  int64_t memory = 0;  // MiB
+  int64_t cores = 0;   // percent
+};
+
+struct PodRow {
+  std::string ns, name;
+  std::optional<std::string> node;        // spec.nodeName, else hami.io/vgpu-node
+  std::optional<std::string> bind_phase;  // hami.io/bind-phase
+  std::vector<PodDeviceRow> devices;      // per device UUID (containers collapsed), sorted
+  std::optional<std::string> reason;      // pending pods: the last PodScheduled=False message
+  std::string phase;                      // status.phase
+  std::optional<int64_t> age_seconds;     // from metadata.creationTimestamp
+};
+
+struct InspectView {
+  std::vector<NodeRow> nodes;         // sorted by name
+  std::vector<std::string> warnings;  // undecodable annotations, skipped
+};
+
+struct PodsView {
+  std::vector<PodRow> pods;  // sorted by namespace, name
+  std::vector<std::string> warnings;
+};
+
+// `nodes`, `pods`: the items of a Node and a Pod list (all namespaces). `only`: node names to
+// show (empty = every node with a HAMi device); a name with no node is an error naming it.
+Result<InspectView> BuildInspect(const std::vector<nlohmann::json>& nodes,
+                                 const std::vector<nlohmann::json>& pods,
+                                 const std::vector<std::string>& only, SystemTime now);
+
+// Pods that request a known vendor resource or carry hami.io/vgpu-node (`nodes` tells which
+// Iluvatar/Ascend chip names exist).
+PodsView BuildPods(const std::vector<nlohmann::json>& nodes,
+                   const std::vector<nlohmann::json>& pods, SystemTime now);
+
+// The -o json shapes (docs/KUBECTL_HAMI.md), one line plus '\n'.
+std::string InspectJson(const InspectView& view);
+std::string PodsJson(const PodsView& view);
+
+struct TableOptions {
+  bool wide = false;
+  bool no_headers = false;
+};
+// kubectl-style aligned tables (columns separated by three spaces at least).
+std::string InspectTable(const InspectView& view, const TableOptions& options);
+std::string PodsTable(const PodsView& view, const TableOptions& options);
+
+// kubectl's short age: "45s", "12m", "5h", "3d", "2y"; "<unknown>" for nullopt.
+std::string ShortAge(std::optional<int64_t> seconds);
+
+}  // namespace hami::cli
+
+#endif  // HAMI_CLI_KUBECTL_HAMI_VIEW_H_

@@ -1,0 +1,157 @@
+#!/bin/bash
+# kubectl-hami against `hami-sim apiserver`: a node carrying the seed's register, handshake and
+# node-lock annotations, a pod holding an allocation on it, a pending pod with a scheduling
+# failure, a finished pod (not counted) and a pod without HAMi resources (not listed). Checks
+# `inspect -o json`, `pods -A -o json`, `pods -n`, the tables, --context, the exit codes, and that
+# kubectl finds the plugin on PATH. Objects are created with kubectl.
+#
+# Usage: kubectl_hami_sim_test.sh KUBECTL_HAMI HAMI_SIM
+#   Exits 77 (ctest: skipped) when kubectl is absent.
+set -euo pipefail
+
+kh=$1
+sim=$2
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "SKIP: kubectl not on PATH (scripts/bootstrap installs it)"
+  exit 77
+fi
+
+work=$(mktemp -d)
+sim_pid=
+cleanup() {
+  if [[ -n $sim_pid ]]; then kill "$sim_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- hami-sim apiserver log:" >&2
+  tail -n 20 "$work/sim.log" >&2 || true
+  exit 1
+}
+
+export HOME=$work/home KUBECONFIG=$work/kubeconfig
+mkdir -p "$HOME"
+mkfifo "$work/ready"
+"$sim" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$KUBECONFIG" \
+  > "$work/ready" 2> "$work/sim.log" &
+sim_pid=$!
+exec 3< "$work/ready"
+read -r -t 30 line <&3 || fail "hami-sim apiserver did not start"
+cat <&3 > /dev/null &
+
+k() { timeout 60 kubectl "$@"; }
+u0=GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec
+u1=GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448
+register='[{"id":"'$u0'","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"'$u1'","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]'
+lock='2024-01-23T04:30:04Z,default,train-0'
+
+k create namespace team-a > /dev/null
+cat > "$work/objects.json" <<JSON
+{"apiVersion":"v1","kind":"List","items":[
+ {"apiVersion":"v1","kind":"Node","metadata":{"name":"gpu-1","annotations":{
+   "hami.io/node-nvidia-register":$(jq -Rn --arg v "$register" '$v'),
+   "hami.io/node-handshake":"Requesting_2024-01-23 04:30:04",
+   "hami.io/mutex.lock":"$lock"}}},
+ {"apiVersion":"v1","kind":"Node","metadata":{"name":"cpu-1"}},
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"train-0","namespace":"default","annotations":{
+   "hami.io/vgpu-node":"gpu-1","hami.io/bind-phase":"allocating",
+   "hami.io/vgpu-devices-allocated":"$u1,NVIDIA,3000,30:;;$u0,NVIDIA,1000,0:;",
+   "hami.io/vgpu-devices-to-allocate":"$u1,NVIDIA,3000,30:;;$u0,NVIDIA,1000,0:;"}},
+  "spec":{"nodeName":"gpu-1","containers":[
+   {"name":"a","image":"x","resources":{"limits":{"nvidia.com/gpu":"1"}}},
+   {"name":"b","image":"x"},
+   {"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}},
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"big","namespace":"team-a"},
+  "spec":{"containers":[{"name":"a","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"40000"}}}]}},
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"done","namespace":"team-a","annotations":{
+   "hami.io/vgpu-node":"gpu-1","hami.io/bind-phase":"success",
+   "hami.io/vgpu-devices-allocated":"$u0,NVIDIA,5000,50:;"}},
+  "spec":{"nodeName":"gpu-1","containers":[{"name":"a","image":"x","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}},
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"default"},
+  "spec":{"containers":[{"name":"a","image":"x"}]}}
+]}
+JSON
+k create -f "$work/objects.json" > /dev/null || fail "kubectl create"
+# Status: the pending pod's scheduling failure, the finished pod's phase.
+k patch pod big -n team-a --subresource=status --type=merge -p \
+  '{"status":{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes are available: 1 node(s) had no GPU with enough memory."}]}}' \
+  > /dev/null || fail "patch big status"
+k patch pod done -n team-a --subresource=status --type=merge -p '{"status":{"phase":"Succeeded"}}' \
+  > /dev/null || fail "patch done status"
+
+# inspect -o json: the finished pod holds nothing; train-0's containers collapse per device.
+got=$("$kh" inspect -o json) || fail "inspect -o json exited $?"
+want='{"nodes":[{"name":"gpu-1","devices":[{"index":0,"uuid":"'$u0'","type":"NVIDIA-Tesla V100-PCIE-32GB","vendor":"NVIDIA","health":true,"memory":{"allocated":1000,"total":32768},"cores":{"allocated":0,"total":100},"slices":{"used":1,"total":10},"pods":["default/train-0"]},{"index":1,"uuid":"'$u1'","type":"NVIDIA-Tesla V100-PCIE-32GB","vendor":"NVIDIA","health":true,"memory":{"allocated":3000,"total":32768},"cores":{"allocated":30,"total":100},"slices":{"used":1,"total":10},"pods":["default/train-0"]}],"handshake":"Requesting_2024-01-23 04:30:04","lock":"'$lock'"}]}'
+[[ $got == "$want" ]] || fail "inspect -o json:
+got:  $got
+want: $want"
+echo "inspect -o json: ok"
+
+got=$("$kh" inspect gpu-1 -o json | jq -c '[.nodes[].name]')
+[[ $got == '["gpu-1"]' ]] || fail "inspect gpu-1: nodes $got"
+# A node without HAMi devices shows only when named.
+got=$("$kh" inspect cpu-1 gpu-1 -o json | jq -c '[.nodes[] | [.name, (.devices | length)]]')
+[[ $got == '[["cpu-1",0],["gpu-1",2]]' ]] || fail "inspect cpu-1 gpu-1: $got"
+set +e
+"$kh" inspect nosuch > /dev/null 2> "$work/err"; rc=$?
+set -e
+[[ $rc == 1 ]] || fail "inspect nosuch: exit $rc, want 1"
+grep -q 'node "nosuch": not found' "$work/err" || fail "inspect nosuch: $(cat "$work/err")"
+
+# inspect table: the device rows, the node total and the lock holder.
+table=$("$kh" inspect) || fail "inspect exited $?"
+echo "$table"
+echo "$table" | grep -Eq "^gpu-1 +1 +$u1 +NVIDIA-Tesla V100-PCIE-32GB +NVIDIA +true +3000/32768 +30/100 +1/10 +default/train-0$" \
+  || fail "inspect table: no row for $u1"
+echo "$table" | grep -Eq '^gpu-1 +total +2 devices +4000/65536 +30/200 +2/20$' || fail "inspect table: no total"
+echo "$table" | grep -Eq '^gpu-1 +Requesting_2024-01-23 04:30:04 +default/train-0 +[0-9]+[dy]$' \
+  || fail "inspect table: no lock holder"
+[[ $("$kh" inspect --no-headers | grep -c NODE) == 0 ]] || fail "--no-headers printed a header"
+
+# pods -A -o json: HAMi pods only (web has no HAMi resource), pending one with its reason.
+got=$("$kh" pods -A -o json) || fail "pods -A -o json exited $?"
+want='{"pods":[{"namespace":"default","name":"train-0","node":"gpu-1","bindPhase":"allocating","devices":[{"uuid":"'$u0'","vendor":"NVIDIA","memory":1000,"cores":0},{"uuid":"'$u1'","vendor":"NVIDIA","memory":3000,"cores":30}],"reason":null},{"namespace":"team-a","name":"big","node":null,"bindPhase":null,"devices":[],"reason":"0/2 nodes are available: 1 node(s) had no GPU with enough memory."},{"namespace":"team-a","name":"done","node":"gpu-1","bindPhase":"success","devices":[{"uuid":"'$u0'","vendor":"NVIDIA","memory":5000,"cores":50}],"reason":null}]}'
+[[ $got == "$want" ]] || fail "pods -A -o json:
+got:  $got
+want: $want"
+echo "pods -A -o json: ok"
+
+# -n, the context's namespace (default), --context, and -n with -A (usage error).
+[[ $("$kh" pods -n team-a -o json | jq -c '[.pods[].name]') == '["big","done"]' ]] || fail "pods -n team-a"
+[[ $("$kh" pods -o json | jq -c '[.pods[].name]') == '["train-0"]' ]] || fail "pods (default ns)"
+ctx=$(k config current-context)
+[[ $("$kh" pods --context "$ctx" -o json | jq -c '[.pods[].name]') == '["train-0"]' ]] \
+  || fail "pods --context $ctx"
+set +e
+"$kh" pods --context nosuch > /dev/null 2>&1; rc=$?
+[[ $rc == 1 ]] || fail "--context nosuch: exit $rc, want 1"
+"$kh" pods -n a -A > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "-n with -A: exit $rc, want 2"
+"$kh" frobnicate > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "unknown command: exit $rc, want 2"
+"$kh" pods -o yaml > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "-o yaml: exit $rc, want 2"
+set -e
+table=$("$kh" pods -A) || fail "pods -A exited $?"
+echo "$table"
+echo "$table" | grep -Eq "^team-a +big +<none> +<none> +<none> +[0-9]+s$" || fail "pods table: no row for big"
+echo "$table" | grep -q '^team-a/big pending: 0/2 nodes are available' || fail "pods table: no reason"
+
+# Plugin discovery: kubectl finds kubectl-hami on PATH and runs it.
+mkdir -p "$work/path"
+ln -s "$(readlink -f "$kh")" "$work/path/kubectl-hami"
+PATH=$work/path:$PATH k plugin list 2>/dev/null | grep -q "$work/path/kubectl-hami" \
+  || fail "kubectl plugin list does not show kubectl-hami"
+got=$(PATH=$work/path:$PATH k hami pods -A -o json | jq -c '[.pods[].name]')
+[[ $got == '["train-0","big","done"]' ]] || fail "kubectl hami pods -A: $got"
+echo "plugin discovery: ok"
+
+# An unreachable API server: exit 1 with a message, quickly.
+kill "$sim_pid"; wait "$sim_pid" 2>/dev/null || true; sim_pid=
+set +e
+timeout 40 "$kh" inspect > /dev/null 2> "$work/err"; rc=$?
+set -e
+[[ $rc == 1 ]] || fail "unreachable server: exit $rc, want 1"
+[[ -s $work/err ]] || fail "unreachable server: no message"
+echo "PASS"
