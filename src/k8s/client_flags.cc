@@ -45,15 +45,25 @@ std::optional<std::chrono::nanoseconds> ParseGoDuration(std::string_view s) {
 Result<RestConfig> ClientFlags::Load() const {
   if (qps < 0) return Error{"--kube-qps " + std::to_string(qps) + ": must not be negative"};
   if (burst < 1) return Error{"--kube-burst " + std::to_string(burst) + ": must be at least 1"};
-  auto t = ParseGoDuration(timeout);
-  if (!t || t->count() <= 0) {
-    return Error{"--kube-timeout " + Quote(timeout) + ": want a positive duration like 30s"};
+  // HAMi's --kube-timeout is whole seconds, 0 its default (the client's own timeout).
+  std::optional<std::chrono::nanoseconds> t;
+  const bool seconds =
+      !timeout.empty() && timeout.find_first_not_of("0123456789") == std::string::npos;
+  if (auto n = seconds ? ParseInt64(timeout) : std::nullopt; n && *n <= 86400) {
+    t = std::chrono::seconds(*n);
+  } else if (!seconds) {
+    t = ParseGoDuration(timeout);
+    if (t && t->count() <= 0) t.reset();
+  }
+  if (!t) {
+    return Error{"--kube-timeout " + Quote(timeout) +
+                 ": want a positive duration like 30s, or whole seconds (0: the default)"};
   }
   auto cfg = LoadConfig(kubeconfig);
   if (!cfg) return cfg;
   cfg->qps = qps;
   cfg->burst = burst;
-  cfg->timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
+  if (t->count() > 0) cfg->timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
   return cfg;
 }
 

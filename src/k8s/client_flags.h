@@ -30,7 +30,9 @@ void AddClientFlags(App& app, ClientFlags& flags) {
                  "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--kube-qps", flags.qps, "client-side API requests per second (0: unlimited)");
   app.add_option("--kube-burst", flags.burst, "client-side API request burst");
-  app.add_option("--kube-timeout", flags.timeout, "timeout of one API request, e.g. 30s");
+  app.add_option("--kube-timeout", flags.timeout,
+                 "timeout of one API request, e.g. 30s; a bare number is seconds as in HAMi "
+                 "(0: the default, 30s)");
 }
 
 // A Go duration: a sequence of <number><unit> with units h, m, s, ms, us, ns ("1m30s",

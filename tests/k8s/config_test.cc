@@ -215,6 +215,17 @@ current-context: x
   flags.timeout = "soon";
   ASSERT_FALSE(flags.Load());
   EXPECT_NE(flags.Load().error().find("--kube-timeout \"soon\""), std::string::npos);
+  // HAMi's form: whole seconds, 0 its default (ours stays 30s).
+  flags.timeout = "45";
+  ASSERT_TRUE(flags.Load());
+  EXPECT_EQ(flags.Load()->timeout, milliseconds(45000));
+  flags.timeout = "0";
+  ASSERT_TRUE(flags.Load());
+  EXPECT_EQ(flags.Load()->timeout, milliseconds(30000));
+  for (const char* bad : {"0s", "-5", "99999999999999999999", "5 ", ""}) {
+    flags.timeout = bad;
+    EXPECT_FALSE(flags.Load()) << bad;
+  }
   flags.timeout = "1s";
   flags.burst = 0;
   EXPECT_NE(flags.Load().error().find("--kube-burst"), std::string::npos);
