@@ -3,7 +3,8 @@
 //
 // NormalizeGoArgs rewrites an argv before CLI11 parses it:
 //   -name[=value]   -> --name[=value]   when `name` (2+ letters) is a long option of the app
-//   -v=4            -> --v=4            when `v` is also a long option; else -v4 (short only)
+//   -v=4            -> --v=4            when `v` is also a long option; -x=val -> -x val when
+//                                       `x` is a short option only
 //   --name value    -> --name=value     for a one-value option, so that a value starting with
 //   -name value     -> --name=value     '-' is taken as Go takes it (`--kube-qps -1`)
 //   --              ends flag parsing: it and everything after it are kept as they are
