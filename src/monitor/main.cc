@@ -1,0 +1,99 @@
+// hami-vgpu-monitor: parses HAMi's flags and environment (hami.md §1.3) and runs
+// monitor::Monitor until SIGTERM or SIGINT.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "common/flags.h"
+#include "common/log.h"
+#include "k8s/client.h"
+#include "k8s/client_flags.h"
+#include "k8s/kubeconfig.h"
+#include "monitor/monitor.h"
+
+namespace hami::monitor {
+namespace {
+
+struct Flags {
+  std::string kubeconfig;
+  std::string node_name;
+  std::string hook_path = "/usr/local/vgpu";
+  std::string metrics_bind = ":9394";
+  std::string resync_interval = "5m";
+  bool legacy_metrics = false;
+  int verbosity = 0;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--metrics-bind-address", f.metrics_bind, "metrics listener (host:port)");
+  app.add_flag("--legacy-metrics", f.legacy_metrics,
+               "also export the pre-v2.8 metric names (vGPU_device_memory_usage_in_bytes, ...)");
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig file; empty: $KUBECONFIG, in-cluster, then ~/.kube/config");
+  app.add_option("--node-name", f.node_name, "this node's name (required)")->envname("NODE_NAME");
+  app.add_option("--hook-path", f.hook_path,
+                 "directory holding containers/<podUID>_<container>/ with the region files")
+      ->envname("HOOK_PATH");
+  app.add_option("--resync-interval", f.resync_interval,
+                 "Go duration; HAMi removes the directories of gone pods after it (not done "
+                 "here yet)")
+      ->envname("HAMI_RESYNC_INTERVAL");
+  app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+}
+
+int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
+  log::SetVerbosity(f.verbosity);
+  for (const std::string& m : ignored.Messages()) HAMI_INFO("hami-vgpu-monitor: {}", m);
+  if (f.node_name.empty()) {
+    std::cerr << "NODE_NAME (or --node-name) is required\n";
+    return 2;
+  }
+  if (!k8s::ParseGoDuration(f.resync_interval)) {
+    std::cerr << "HAMI_RESYNC_INTERVAL: want a duration such as 5m, got \"" << f.resync_interval
+              << "\"\n";
+    return 2;
+  }
+  auto rest = k8s::LoadConfig(f.kubeconfig);
+  if (!rest) return std::cerr << "kubeconfig: " << rest.error() << "\n", 1;
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
+
+  k8s::Client client(*rest);
+  MonitorOptions options;
+  options.node_name = f.node_name;
+  options.hook_path = f.hook_path;
+  options.metrics_bind = f.metrics_bind;
+  options.legacy_metrics = f.legacy_metrics;
+  Monitor monitor(client, options);
+  auto port = monitor.Start();
+  if (!port) return std::cerr << port.error() << "\n", 1;
+  HAMI_INFO("hami-vgpu-monitor: node {}, scanning {}/containers, serving on port {}", f.node_name,
+            f.hook_path, *port);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  HAMI_INFO("signal {}: shutting down", sig);
+  monitor.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hami::monitor
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hami-vgpu-monitor: exports what each vGPU container uses, read from its shared region "
+      "file, under HAMi's metric names on /metrics (and /healthz)."};
+  hami::monitor::Flags flags;
+  hami::monitor::AddFlags(app, flags);
+  hami::flags::IgnoredFlags ignored;
+  ignored.Add(app, hami::flags::KlogFlags());
+  hami::flags::GoStyleArgs args(app, argc, argv);
+  CLI11_PARSE(app, args.argc(), args.argv());
+  return hami::monitor::Run(flags, ignored);
+}

@@ -1,0 +1,153 @@
+#include "monitor/metrics.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <utility>
+
+namespace hami::monitor {
+namespace {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+struct Series {
+  std::vector<std::string> values;  // in label-name order (sorted)
+  std::string text;
+};
+
+struct Family {
+  std::string help;
+  std::vector<Series> series;
+};
+
+std::string Escape(const std::string& v, bool quote) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Builder {
+ public:
+  void Add(const std::string& name, const std::string& help, Labels labels, double value) {
+    labels.emplace_back("zone", "vGPU");
+    std::sort(labels.begin(), labels.end());
+    Series s;
+    s.text = name + "{";
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (i > 0) s.text += ",";
+      s.text += labels[i].first + "=\"" + Escape(labels[i].second, true) + "\"";
+      s.values.push_back(labels[i].second);
+    }
+    s.text += "} " + FormatGoFloat(value) + "\n";
+    Family& f = families_[name];
+    f.help = help;
+    f.series.push_back(std::move(s));
+  }
+
+  std::string Text() {
+    std::string out;
+    for (auto& [name, f] : families_) {
+      std::stable_sort(f.series.begin(), f.series.end(),
+                       [](const Series& a, const Series& b) { return a.values < b.values; });
+      out += "# HELP " + name + " " + Escape(f.help, false) + "\n";
+      out += "# TYPE " + name + " gauge\n";
+      for (const Series& s : f.series) out += s.text;
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, Family> families_;  // byte order, as Go sorts names
+};
+
+}  // namespace
+
+std::string FormatGoFloat(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == 0) return std::signbit(v) ? "-0" : "0";
+  char buf[64];
+  auto sci = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
+  std::string s(buf, sci.ptr);
+  const std::size_t e = s.find('e');
+  const int exp = std::stoi(s.substr(e + 1));
+  // Go's 'g' with the shortest precision decides with precision 6: %e when the exponent is
+  // < -4 or >= 6 (so 1048576 is 1.048576e+06), with at least two exponent digits as here.
+  if (exp < -4 || exp >= 6) return s;
+  auto fix = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+  return std::string(buf, fix.ptr);
+}
+
+std::string RenderMetrics(const std::vector<ContainerUsage>& containers, bool legacy,
+                          SystemTime now) {
+  Builder b;
+  const int64_t now_sec =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (const ContainerUsage& c : containers) {
+    for (std::size_t k = 0; k < c.region.devices.size(); ++k) {
+      const DeviceUsage& d = c.region.devices[k];
+      const std::string index = std::to_string(c.region.device_index[k]);
+      const Labels labels = {{"namespace", c.ns},
+                             {"pod", c.pod},
+                             {"container", c.container},
+                             {"vdevice_index", index},
+                             {"device_uuid", d.uuid}};
+      const Labels old = {{"podnamespace", c.ns},
+                          {"podname", c.pod},
+                          {"ctrname", c.container},
+                          {"vdeviceid", index},
+                          {"deviceuuid", d.uuid}};
+      const auto total = static_cast<double>(d.total);
+      b.Add("hami_vgpu_memory_used_bytes", "vGPU device memory usage in bytes", labels, total);
+      b.Add("hami_vgpu_memory_limit_bytes", "vGPU device memory limit in bytes", labels,
+            static_cast<double>(d.limit));
+      b.Add("hami_container_device_memory_bytes", "Container device memory usage in bytes", labels,
+            total);
+      b.Add("hami_container_device_utilization_ratio", "Container device SM utilization ratio",
+            labels, static_cast<double>(d.sm_util));
+      b.Add("hami_vgpu_memory_context_bytes", "Container device memory context size in bytes",
+            labels, static_cast<double>(d.context));
+      b.Add("hami_vgpu_memory_module_bytes", "Container device memory module size in bytes", labels,
+            static_cast<double>(d.module));
+      b.Add("hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", labels,
+            static_cast<double>(d.buffer));
+      const int64_t elapsed = std::max<int64_t>(now_sec - c.region.last_kernel_time, 0);
+      if (c.region.last_kernel_time > 0) {
+        b.Add("hami_container_last_kernel_elapsed_seconds",
+              "Seconds since last kernel execution in container", labels,
+              static_cast<double>(elapsed));
+      }
+      if (!legacy) continue;
+      b.Add("vGPU_device_memory_usage_in_bytes", "vGPU device usage", old, total);
+      b.Add("vGPU_device_memory_limit_in_bytes", "vGPU device limit", old,
+            static_cast<double>(d.limit));
+      Labels desc = old;
+      // HAMi computes the offset in uint64 (it wraps when the parts exceed the total).
+      desc.emplace_back("context", std::to_string(d.context));
+      desc.emplace_back("module", std::to_string(d.module));
+      desc.emplace_back("data", std::to_string(d.buffer));
+      desc.emplace_back("offset", std::to_string(d.total - d.context - d.module - d.buffer));
+      b.Add("Device_memory_desc_of_container", "Container device memory description", desc, total);
+      b.Add("Device_utilization_desc_of_container", "Container device utilization description", old,
+            static_cast<double>(d.sm_util));
+      if (c.region.last_kernel_time > 0) {
+        b.Add("Device_last_kernel_of_container", "Container device last kernel description", old,
+              static_cast<double>(elapsed));
+      }
+    }
+  }
+  return b.Text();
+}
+
+}  // namespace hami::monitor

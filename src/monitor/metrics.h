@@ -1,0 +1,32 @@
+// The vGPU monitor's /metrics text: HAMi v2.10's container series (hami.md §8.2) with their
+// names, help texts and label names, and with --legacy-metrics the pre-v2.8 names too. The text
+// is what Go's client_golang writes for HAMi's registry: families sorted by name, labels sorted
+// by name, every series carrying zone="vGPU" (HAMi wraps its collector with that label), values
+// formatted as Go's strconv 'g' shortest (1.048576e+06).
+#ifndef HAMI_MONITOR_METRICS_H_
+#define HAMI_MONITOR_METRICS_H_
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "monitor/region_reader.h"
+
+namespace hami::monitor {
+
+struct ContainerUsage {
+  std::string ns;
+  std::string pod;
+  std::string container;
+  RegionUsage region;
+};
+
+std::string RenderMetrics(const std::vector<ContainerUsage>& containers, bool legacy,
+                          SystemTime now);
+
+// A sample value as Go's strconv.FormatFloat(v, 'g', -1, 64) writes it.
+std::string FormatGoFloat(double v);
+
+}  // namespace hami::monitor
+
+#endif  // HAMI_MONITOR_METRICS_H_

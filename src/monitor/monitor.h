@@ -1,0 +1,73 @@
+// hami-vgpu-monitor as a component (hami.md §1.3, §8.2): an informer on this node's vGPU pods
+// (label hami.io/vgpu-node=<node>), a scan of $HOOK_PATH/containers/<podUID>_<container>/ for
+// each container's shared region file, and /metrics + /healthz on one HTTP listener. Every scrape
+// rescans, so a deleted pod's series are gone at the next scrape and a pod re-created under the
+// same name (a new UID) never adds the old directory's numbers. A directory whose region cannot
+// be read (two region files, truncated, wrong magic) is skipped with one log line naming the
+// path; the other containers are still served. hami-vgpu-monitor's main.cc and hami-sim can both
+// run it.
+#ifndef HAMI_MONITOR_MONITOR_H_
+#define HAMI_MONITOR_MONITOR_H_
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "k8s/client.h"
+#include "monitor/metrics.h"
+
+namespace hami::k8s {
+class Informer;
+}
+namespace hami::net {
+class HttpServer;
+}
+
+namespace hami::monitor {
+
+struct MonitorOptions {
+  std::string node_name;                      // required
+  std::string hook_path = "/usr/local/vgpu";  // holds containers/<podUID>_<container>/
+  std::string metrics_bind = ":9394";         // host:port; port 0 = ephemeral
+  bool legacy_metrics = false;
+  std::string proc_root = "/proc";  // host PIDs are checked under it (host PID namespace)
+  const Clock* clock = nullptr;     // null = RealClock()
+};
+
+class Monitor {
+ public:
+  // `client` must outlive the monitor.
+  Monitor(k8s::Client& client, MonitorOptions options);
+  ~Monitor();  // Stop()s
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // Starts the pod informer and the HTTP listener; returns the metrics port. Errors name the
+  // option and quote the value.
+  Result<int> Start();
+  void Stop();
+  bool synced() const;
+
+  // One scan: the containers of this node's pods that have a readable region.
+  std::vector<ContainerUsage> Scan();
+  // Scan() rendered as the /metrics text.
+  std::string Metrics();
+
+ private:
+  k8s::Client& client_;
+  const MonitorOptions options_;
+  const Clock& clock_;
+  std::unique_ptr<k8s::Informer> pods_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::mutex log_mu_;
+  // The previous scan's problems: a problem is logged once, when it first appears.
+  std::set<std::string> problems_;
+};
+
+}  // namespace hami::monitor
+
+#endif  // HAMI_MONITOR_MONITOR_H_

@@ -1,0 +1,223 @@
+// monitor::Monitor against the sim API server in-process: pods found through the
+// hami.io/vgpu-node label, region files written by the test under a temp HOOK_PATH, /metrics and
+// /healthz served over HTTP; bad directories skipped while the others are served; a deleted pod's
+// series gone; a pod re-created under the same name not counting the old directory.
+#include "monitor/monitor.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "k8s/client.h"
+#include "k8s/object.h"
+#include "monitor/region_writer.h"
+#include "sim/apiserver.h"
+
+namespace hami::monitor {
+namespace {
+
+namespace fs = std::filesystem;
+using k8s::Json;
+using testing::kV0;
+using testing::kV1;
+using testing::RegionWriter;
+
+constexpr const char* kUuid0 = "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec";
+
+// Polls `cond` until it holds or 30 s pass (the informer applies watch events on its thread).
+bool Eventually(const std::function<bool()>& cond) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+Json Pod(const std::string& name, const std::string& node, std::vector<std::string> ctrs) {
+  Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", name}, {"namespace", "default"}};
+  if (!node.empty()) pod["metadata"]["labels"]["hami.io/vgpu-node"] = node;
+  pod["spec"]["containers"] = Json::array();
+  for (const std::string& c : ctrs) pod["spec"]["containers"].push_back({{"name", c}});
+  return pod;
+}
+
+RegionWriter Region(const testing::Offsets& o, uint64_t used) {
+  RegionWriter w(o);
+  w.Devices(1).Uuid(0, kUuid0).Limit(0, 2000ull << 20).ProcNum(1);
+  w.Slot(0, 1, 0, 1).Used(0, 0, 0, 0, used, used).SmUtil(0, 0, 25);
+  return w;
+}
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
+    ASSERT_TRUE(api_->Start().ok());
+    k8s::RestConfig cfg;
+    cfg.server = api_->url();
+    cfg.qps = 0;
+    client_ = std::make_unique<k8s::Client>(cfg);
+    char dir[] = "/tmp/hami-monitor-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    hook_ = dir;
+  }
+  void TearDown() override {
+    if (monitor_) monitor_->Stop();
+    std::error_code ec;
+    fs::remove_all(hook_, ec);
+  }
+
+  void StartMonitor(bool legacy = false) {
+    MonitorOptions o;
+    o.node_name = "node-a";
+    o.hook_path = hook_;
+    o.metrics_bind = "127.0.0.1:0";
+    o.legacy_metrics = legacy;
+    monitor_ = std::make_unique<Monitor>(*client_, o);
+    auto port = monitor_->Start();
+    ASSERT_TRUE(port.ok()) << port.error();
+    port_ = *port;
+    ASSERT_TRUE(Eventually([&] { return monitor_->synced(); }));
+  }
+
+  // Creates the pod and returns its UID.
+  std::string Create(const Json& pod) {
+    auto r = client_->Create(k8s::resources::kPods, "default", pod);
+    EXPECT_TRUE(r.ok());
+    return r ? (*r)["metadata"]["uid"].get<std::string>() : "";
+  }
+  std::string Dir(const std::string& uid, const std::string& ctr) {
+    std::string d = hook_ + "/containers/" + uid + "_" + ctr;
+    fs::create_directories(d);
+    return d;
+  }
+  std::string Scrape(const std::string& path = "/metrics", int* status = nullptr) {
+    httplib::Client http("127.0.0.1", port_);
+    auto res = http.Get(path.c_str());
+    EXPECT_TRUE(res) << path;
+    if (!res) return "";
+    if (status != nullptr) *status = res->status;
+    return res->body;
+  }
+  static std::string UsedLine(const std::string& pod, const std::string& ctr, const char* value) {
+    return "hami_vgpu_memory_used_bytes{container=\"" + ctr + "\",device_uuid=\"" + kUuid0 +
+           "\",namespace=\"default\",pod=\"" + pod + "\",vdevice_index=\"0\",zone=\"vGPU\"} " +
+           value + "\n";
+  }
+
+  std::unique_ptr<sim::ApiServer> api_;
+  std::unique_ptr<k8s::Client> client_;
+  std::unique_ptr<Monitor> monitor_;
+  std::string hook_;
+  int port_ = 0;
+};
+
+TEST_F(MonitorTest, ServesV1AndV0RegionsOfThisNodesPods) {
+  const std::string a = Create(Pod("a", "node-a", {"main", "side"}));
+  const std::string other = Create(Pod("b", "node-b", {"main"}));
+  ASSERT_TRUE(Region(kV1, 1048576).Save(Dir(a, "main") + "/x.cache"));
+  ASSERT_TRUE(Region(kV0, 2097152).Save(Dir(a, "side") + "/y.cache"));
+  ASSERT_TRUE(Region(kV1, 5).Save(Dir(other, "main") + "/z.cache"));  // another node's pod
+  StartMonitor();
+  int status = 0;
+  EXPECT_EQ(Scrape("/healthz", &status), "ok");
+  EXPECT_EQ(status, 200);
+  const std::string text = Scrape();
+  EXPECT_NE(text.find(UsedLine("a", "main", "1.048576e+06")), std::string::npos) << text;
+  EXPECT_NE(text.find(UsedLine("a", "side", "2.097152e+06")), std::string::npos) << text;
+  EXPECT_EQ(text.find("pod=\"b\""), std::string::npos) << text;
+  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes{container=\"main\",device_uuid=\"" +
+                      std::string(kUuid0) +
+                      "\",namespace=\"default\",pod=\"a\",vdevice_index=\"0\",zone=\"vGPU\"} "
+                      "2.097152e+09\n"),
+            std::string::npos);
+  EXPECT_EQ(text.find("vGPU_device_memory_usage_in_bytes"), std::string::npos);
+}
+
+TEST_F(MonitorTest, LegacyMetricsFlag) {
+  const std::string a = Create(Pod("a", "node-a", {"main"}));
+  ASSERT_TRUE(Region(kV1, 1048576).Save(Dir(a, "main") + "/x.cache"));
+  StartMonitor(/*legacy=*/true);
+  const std::string text = Scrape();
+  EXPECT_NE(text.find("vGPU_device_memory_usage_in_bytes{ctrname=\"main\",deviceuuid=\"" +
+                      std::string(kUuid0) +
+                      "\",podname=\"a\",podnamespace=\"default\",vdeviceid=\"0\",zone=\"vGPU\"} "
+                      "1.048576e+06\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(UsedLine("a", "main", "1.048576e+06")), std::string::npos);
+}
+
+TEST_F(MonitorTest, BadDirectoriesAreSkippedOthersServed) {
+  const std::string p = Create(Pod("p", "node-a", {"good", "two", "short", "magic", "empty"}));
+  ASSERT_TRUE(Region(kV1, 1048576).Save(Dir(p, "good") + "/g.cache"));
+  ASSERT_TRUE(Region(kV1, 1).Save(Dir(p, "two") + "/1.cache"));
+  ASSERT_TRUE(Region(kV1, 2).Save(Dir(p, "two") + "/2.cache"));
+  ASSERT_TRUE(Region(kV1, 3).Save(Dir(p, "short") + "/s.cache", 2000000));
+  RegionWriter bad = Region(kV1, 4);
+  bad.Magic(7);
+  ASSERT_TRUE(bad.Save(Dir(p, "magic") + "/m.cache"));
+  // Created empty by the device plugin at Allocate, not yet sized by libvgpu.
+  ASSERT_TRUE(RegionWriter(kV1).Save(Dir(p, "empty") + "/e.cache", 0));
+  // A directory of a container the pod does not have, and a name without '_'.
+  ASSERT_TRUE(Region(kV1, 9).Save(Dir(p, "ghost") + "/g.cache"));
+  fs::create_directories(hook_ + "/containers/junk");
+  StartMonitor();
+  std::vector<ContainerUsage> scan = monitor_->Scan();
+  ASSERT_EQ(scan.size(), 1u);
+  EXPECT_EQ(scan[0].container, "good");
+  EXPECT_EQ(scan[0].region.devices[0].total, 1048576u);
+  const std::string text = Scrape();
+  EXPECT_NE(text.find(UsedLine("p", "good", "1.048576e+06")), std::string::npos) << text;
+  for (const char* c : {"two", "short", "magic", "empty", "ghost"}) {
+    EXPECT_EQ(text.find("container=\"" + std::string(c) + "\""), std::string::npos) << c;
+  }
+}
+
+TEST_F(MonitorTest, DeletedPodGoneRecreatedPodNotDoubleCounted) {
+  const std::string old_uid = Create(Pod("a", "node-a", {"main"}));
+  ASSERT_TRUE(Region(kV1, 1048576).Save(Dir(old_uid, "main") + "/x.cache"));
+  StartMonitor();
+  EXPECT_NE(Scrape().find(UsedLine("a", "main", "1.048576e+06")), std::string::npos);
+  ASSERT_TRUE(client_->Delete(k8s::resources::kPods, "default", "a").ok());
+  ASSERT_TRUE(Eventually([&] { return monitor_->Scan().empty(); }));
+  EXPECT_EQ(Scrape(), "");
+  // Same name, new UID, new directory; the old directory is still on disk.
+  const std::string new_uid = Create(Pod("a", "node-a", {"main"}));
+  ASSERT_NE(new_uid, old_uid);
+  ASSERT_TRUE(Region(kV1, 3145728).Save(Dir(new_uid, "main") + "/x.cache"));
+  ASSERT_TRUE(Eventually([&] { return monitor_->Scan().size() == 1; }));
+  const std::string text = Scrape();
+  EXPECT_NE(text.find(UsedLine("a", "main", "3.145728e+06")), std::string::npos) << text;
+  EXPECT_EQ(text.find("1.048576e+06"), std::string::npos) << text;
+}
+
+TEST_F(MonitorTest, StartErrorsNameTheOption) {
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "nowhere";
+  Monitor m(*client_, o);
+  auto r = m.Start();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "--metrics-bind-address: want host:port, got \"nowhere\"");
+  o.node_name = "";
+  Monitor n(*client_, o);
+  auto s = n.Start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "NODE_NAME: required, got \"\"");
+}
+
+}  // namespace
+}  // namespace hami::monitor
