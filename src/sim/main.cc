@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/client_flags.h"
@@ -213,7 +214,8 @@ int main(int argc, char** argv) {
                   "`helm template` output: enforce its RBAC on every component (docs/RBAC.md)");
   run->add_flag("--no-color", run_flags.no_color, "no ANSI colors");
 #endif
-  CLI11_PARSE(app, argc, argv);
+  hami::flags::GoStyleArgs args(app, argc, argv);  // -v=4, -listen=... as Go flags read them
+  CLI11_PARSE(app, args.argc(), args.argv());
   hami::log::SetVerbosity(verbosity);
 #ifdef HAMI_SIM_HAS_RUN
   if (run->parsed()) return RunScenario(run_flags);

@@ -80,5 +80,13 @@ TEST(HamiSimBinaryFlags, BadListenIsAUsageError) {
   EXPECT_EQ(WaitExit(pid), 2);
 }
 
+// Go-style flags (src/common/flags.h): -v=2 and -listen=... parse, so the run reaches the
+// --listen check (exit 2); CLI11 alone would refuse "-v=2" (value "=2") with its own code.
+TEST(HamiSimBinaryFlags, GoStyleFlagsParse) {
+  pid_t pid = Spawn({HAMI_SIM_BIN, "-v=2", "apiserver", "-listen=nonsense"});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+}
+
 }  // namespace
 }  // namespace hami::sim
