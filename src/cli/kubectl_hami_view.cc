@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <regex>
 #include <set>
 #include <string_view>
 
@@ -14,6 +15,7 @@
 #include "protocol/node_lock.h"
 #include "protocol/node_register.h"
 #include "protocol/pod_devices.h"
+#include "protocol/reason.h"
 #include "protocol/vendor.h"
 
 namespace hami::cli {
@@ -116,6 +118,29 @@ std::vector<device::DeviceDelta> PodDeltas(const device::PodView& pod,
 // A MIG device string of v2.8 carries "[t-s]" after the GPU's UUID.
 std::string BaseUuid(const std::string& uuid) { return uuid.substr(0, uuid.find('[')); }
 
+// What the devices counted under each of HAMi's reason names (protocol/reason.h) have in common.
+std::optional<std::string_view> ReasonPhrase(std::string_view name) {
+  static const std::map<std::string_view, std::string_view> kPhrases = {
+      {protocol::kCardNotHealth, "are unhealthy"},
+      {protocol::kCardCordoned, "are cordoned"},
+      {protocol::kCardTypeMismatch, "are not of the requested type"},
+      {protocol::kNumaNotFit, "do not fit the NUMA binding"},
+      {protocol::kCardUuidMismatch, "are excluded by the pod's UUID selection"},
+      {protocol::kCardTimeSlicingExhausted, "have no vGPU slot left"},
+      {protocol::kExclusiveDeviceAllocateConflict, "conflict with an exclusive allocation"},
+      {protocol::kResourceQuotaNotFit, "would exceed the namespace's quota"},
+      {protocol::kCardInsufficientMemory, "lack memory"},
+      {protocol::kCardInsufficientCore, "lack cores"},
+      {protocol::kCardComputeUnitsExhausted, "have no compute units left"},
+      {protocol::kCardMigTopologyInfeasible, "have no MIG placement for the request"},
+      {protocol::kNodeInsufficientDevice, "are too few for the request"},
+      {protocol::kAllocatedCardsInsufficientRequest, "cannot serve the request together"},
+  };
+  auto it = kPhrases.find(name);
+  if (it == kPhrases.end()) return std::nullopt;
+  return it->second;
+}
+
 std::optional<std::string> PendingReason(const json& pod) {
   auto status = pod.find("status");
   if (status == pod.end() || !status->is_object()) return std::nullopt;
@@ -126,7 +151,7 @@ std::optional<std::string> PendingReason(const json& pod) {
     if (c.value("status", json()) != "False") continue;
     json message = c.value("message", json());
     if (message.is_string() && !message.get<std::string>().empty()) {
-      return message.get<std::string>();
+      return ReasonInWords(message.get<std::string>());
     }
     json reason = c.value("reason", json());
     if (reason.is_string()) return reason.get<std::string>();
@@ -180,6 +205,24 @@ std::string Join(const std::vector<std::string>& items, std::string_view sep) {
 std::string Frac(int64_t a, int64_t b) { return std::to_string(a) + "/" + std::to_string(b); }
 
 }  // namespace
+
+std::string ReasonInWords(const std::string& message) {
+  // [nodes ]rejected/considered Name
+  static const std::regex kEntry(R"((?:\b(\d+) )?\b(\d+)/(\d+) ([A-Za-z]+))");
+  std::string out;
+  auto last = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), kEntry), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    std::optional<std::string_view> phrase = ReasonPhrase(m[4].str());
+    if (!phrase) continue;
+    out.append(last, m[0].first);
+    if (m[1].matched) out += m[1].str() + " node(s) where ";
+    out += m[2].str() + " of " + m[3].str() + " GPUs " + std::string(*phrase);
+    last = m[0].second;
+  }
+  out.append(last, message.cend());
+  return out;
+}
 
 std::string ShortAge(std::optional<int64_t> seconds) {
   if (!seconds) return "<unknown>";

@@ -53,9 +53,10 @@ struct PodRow {
   std::optional<std::string> node;        // spec.nodeName, else hami.io/vgpu-node
   std::optional<std::string> bind_phase;  // hami.io/bind-phase
   std::vector<PodDeviceRow> devices;      // per device UUID (containers collapsed), sorted
-  std::optional<std::string> reason;      // pending pods: the last PodScheduled=False message
-  std::string phase;                      // status.phase
-  std::optional<int64_t> age_seconds;     // from metadata.creationTimestamp
+  // Pending pods: the last PodScheduled=False message, reason codes in words (ReasonInWords).
+  std::optional<std::string> reason;
+  std::string phase;                   // status.phase
+  std::optional<int64_t> age_seconds;  // from metadata.creationTimestamp
 };
 
 struct InspectView {
@@ -90,6 +91,12 @@ struct TableOptions {
 // kubectl-style aligned tables (columns separated by three spaces at least).
 std::string InspectTable(const InspectView& view, const TableOptions& options);
 std::string PodsTable(const PodsView& view, const TableOptions& options);
+
+// A scheduling failure message with HAMi's reason codes spelled out: "1 2/2
+// CardInsufficientMemory" (nodes, then rejected/considered devices) becomes "1 node(s) where 2 of
+// 2 GPUs lack memory"; a bare "1/3 CardTypeMismatch" becomes "1 of 3 GPUs are not of the
+// requested type". Unknown names and all other text stay as written.
+std::string ReasonInWords(const std::string& message);
 
 // kubectl's short age: "45s", "12m", "5h", "3d", "2y"; "<unknown>" for nullopt.
 std::string ShortAge(std::optional<int64_t> seconds);

@@ -309,3 +309,39 @@ TEST(KubectlHamiAge, KubectlShortUnits) {
 
 }  // namespace
 }  // namespace hami::cli
+
+namespace hami::cli {
+namespace {
+
+TEST(KubectlHamiReason, SpellsOutHamiReasonCodes) {
+  EXPECT_EQ(ReasonInWords("0/3 nodes are available: 1 1/1 CardInsufficientMemory, 1 2/2 "
+                          "CardInsufficientMemory, 1 1/3 CardTypeMismatch, 2/3 NumaNotFit."),
+            "0/3 nodes are available: 1 node(s) where 1 of 1 GPUs lack memory, 1 node(s) where 2 "
+            "of 2 GPUs lack memory, 1 node(s) where 1 of 3 GPUs are not of the requested type, 2 "
+            "of 3 GPUs do not fit the NUMA binding.");
+  EXPECT_EQ(ReasonInWords("1/2 CardInsufficientCore"), "1 of 2 GPUs lack cores");
+  // Unknown names and other text stay as written.
+  EXPECT_EQ(ReasonInWords("0/2 nodes are available: 2 Insufficient cpu, 1/2 Whatever."),
+            "0/2 nodes are available: 2 Insufficient cpu, 1/2 Whatever.");
+  EXPECT_EQ(ReasonInWords(""), "");
+}
+
+TEST(KubectlHamiPods, PendingReasonIsInWords) {
+  json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "d"}}},
+      {"spec",
+       {{"containers", {{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+      {"status",
+       {{"phase", "Pending"},
+        {"conditions",
+         {{{"type", "PodScheduled"},
+           {"status", "False"},
+           {"message", "0/1 nodes are available: 1 2/2 CardInsufficientMemory."}}}}}}};
+  PodsView view = BuildPods({}, {pod}, kNow);
+  ASSERT_EQ(view.pods.size(), 1u);
+  EXPECT_EQ(view.pods[0].reason,
+            "0/1 nodes are available: 1 node(s) where 2 of 2 GPUs lack memory.");
+}
+
+}  // namespace
+}  // namespace hami::cli
