@@ -114,6 +114,7 @@ TEST_F(MonitorBinaryTest, NodeNameIsRequired) {
   ASSERT_TRUE(p.started());
   const int status = p.Kill(0);  // waits for it to exit by itself
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  ASSERT_EQ(p.WaitForPort(), -1);  // returns once its stderr is drained to the end
   EXPECT_NE(p.log().find("NODE_NAME (or --node-name) is required"), std::string::npos) << p.log();
 }
 
@@ -124,6 +125,7 @@ TEST_F(MonitorBinaryTest, BadResyncIntervalIsRefused) {
   ASSERT_TRUE(p.started());
   const int status = p.Kill(0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  ASSERT_EQ(p.WaitForPort(), -1);
   EXPECT_NE(p.log().find("HAMI_RESYNC_INTERVAL: want a duration such as 5m, got \"soon\""),
             std::string::npos)
       << p.log();
