@@ -4,6 +4,7 @@
 // It reads the cluster as kubectl does: --kubeconfig, --context, -n, -A, $KUBECONFIG, in-cluster
 // config. Flags are kubectl's (pflag): --flag=value or --flag value, -n NS, -nNS, -oJSON.
 // Exit status: 0 ok, 1 an API or input error (message on stderr), 2 bad usage.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -167,6 +168,8 @@ int main(int argc, char** argv) {
   if (args.verb == "pods" && !args.all_namespaces) {
     pod_ns = args.ns.empty() ? config.value().ns : args.ns;
   }
+  // Two requests (nodes, pods): 15 s each keeps an unresponsive API server within 30 s.
+  config.value().timeout = std::chrono::seconds(15);
   hami::k8s::Client client(config.value());
   auto nodes = ListItems(client, hami::k8s::resources::kNodes, "");
   if (!nodes.ok()) {
