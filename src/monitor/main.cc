@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <iostream>
 #include <string>
 
@@ -70,6 +71,7 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   options.hook_path = f.hook_path;
   options.metrics_bind = f.metrics_bind;
   options.legacy_metrics = f.legacy_metrics;
+  options.feedback_period = std::chrono::seconds(5);  // HAMi's period
   Monitor monitor(client, options);
   auto port = monitor.Start();
   if (!port) return std::cerr << port.error() << "\n", 1;

@@ -1,8 +1,14 @@
 #include "monitor/monitor.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -13,7 +19,9 @@
 #include "common/strings.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
+#include "monitor/feedback.h"
 #include "net/http_server.h"
+#include "vgpu/shared_region.h"
 
 namespace hami::monitor {
 namespace {
@@ -45,6 +53,61 @@ std::string Str(const k8s::Json& j, const char* a, const char* b) {
   }
   return j[a][b].get<std::string>();
 }
+
+// The three int32 control words of a region (priority, recent_kernel, utilization_switch),
+// mapped shared so that stores reach the container's processes. Only those 12 bytes' page is
+// mapped; the region's lock is not taken (the words are written with atomics, as libvgpu reads
+// them).
+class MappedControls {
+ public:
+  enum Word { kUtilizationSwitch = 0, kRecentKernel = 1, kPriority = 2 };
+
+  static Result<MappedControls> Open(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Error{"region file " + Quote(path) + ": " + std::strerror(errno)};
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kRegionV0Size) {
+      ::close(fd);
+      return Error{"region file " + Quote(path) + ": smaller than a region"};
+    }
+    // utilization_switch follows proc_num in both layouts.
+    const size_t off = static_cast<size_t>(st.st_size) >= sizeof(hami_shared_region_t)
+                           ? offsetof(hami_shared_region_t, utilization_switch)
+                           : kV0UtilizationSwitch;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t base = off / page * page;
+    const size_t len = off - base + 3 * sizeof(int32_t);
+    void* p =
+        ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(base));
+    ::close(fd);
+    if (p == MAP_FAILED)
+      return Error{"region file " + Quote(path) + ": mmap: " + std::strerror(errno)};
+    MappedControls m;
+    m.base_ = p;
+    m.len_ = len;
+    m.words_ = reinterpret_cast<int32_t*>(static_cast<char*>(p) + (off - base));
+    return m;
+  }
+  MappedControls() = default;
+  MappedControls(MappedControls&& o) noexcept { *this = std::move(o); }
+  MappedControls& operator=(MappedControls&& o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(len_, o.len_);
+    std::swap(words_, o.words_);
+    return *this;
+  }
+  ~MappedControls() {
+    if (base_ != nullptr) ::munmap(base_, len_);
+  }
+  int32_t Load(Word w) const { return __atomic_load_n(&words_[w], __ATOMIC_ACQUIRE); }
+  void Store(Word w, int32_t v) { __atomic_store_n(&words_[w], v, __ATOMIC_RELEASE); }
+
+ private:
+  static constexpr size_t kV0UtilizationSwitch = 1197884;
+  void* base_ = nullptr;
+  size_t len_ = 0;
+  int32_t* words_ = nullptr;
+};
 
 }  // namespace
 
@@ -97,6 +160,9 @@ Result<int> Monitor::Start() {
   http_->Route("GET", "/metrics", net::RouteOptions{}, [this](net::Request, net::Responder r) {
     r.Send(net::Response{200, "text/plain; version=0.0.4; charset=utf-8", Metrics()});
   });
+  if (options_.feedback_period.count() > 0) {
+    feedback_thread_ = std::thread([this] { FeedbackLoop(); });
+  }
   auto listening = http_->Listen(host, port);
   if (!listening) {
     return Error{"--metrics-bind-address " + Quote(options_.metrics_bind) + ": " +
@@ -106,6 +172,12 @@ Result<int> Monitor::Start() {
 }
 
 void Monitor::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (feedback_thread_.joinable()) feedback_thread_.join();
   if (http_) http_->Stop();
   if (pods_) pods_->Stop();
 }
@@ -114,6 +186,12 @@ bool Monitor::synced() const { return pods_ && pods_->HasSynced(); }
 
 std::vector<ContainerUsage> Monitor::Scan() {
   std::vector<ContainerUsage> out;
+  for (Found& f : ScanRegions()) out.push_back(std::move(f.usage));
+  return out;
+}
+
+std::vector<Monitor::Found> Monitor::ScanRegions() {
+  std::vector<Found> out;
   std::map<std::string, PodInfo> by_uid;
   if (pods_) {
     for (const k8s::ObjectRef& pod : pods_->List()) {
@@ -140,7 +218,7 @@ std::vector<ContainerUsage> Monitor::Scan() {
     problems.insert("monitor: cannot list " + Quote(root.string()) + ": " + ec.message());
     dirs = fs::directory_iterator();
   }
-  std::map<std::string, ContainerUsage> found;  // by directory name: a stable order
+  std::map<std::string, Found> found;  // by directory name: a stable order
   for (const fs::directory_entry& dir : dirs) {
     std::error_code dec;
     if (!dir.is_directory(dec)) continue;
@@ -179,7 +257,8 @@ std::vector<ContainerUsage> Monitor::Scan() {
                       "/" + container + ": " + region.error());
       continue;
     }
-    found[name] = ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)};
+    found[name] = Found{regions[0], ContainerUsage{pod->second.ns, pod->second.name, container,
+                                                   std::move(*region)}};
   }
   {
     std::lock_guard<std::mutex> lock(log_mu_);
@@ -188,8 +267,54 @@ std::vector<ContainerUsage> Monitor::Scan() {
     }
     problems_ = std::move(problems);
   }
-  for (auto& [name, usage] : found) out.push_back(std::move(usage));
+  for (auto& [name, f] : found) out.push_back(std::move(f));
   return out;
+}
+
+int Monitor::Feedback() {
+  std::lock_guard<std::mutex> pass(feedback_mu_);
+  struct stat st;
+  if (::stat(options_.mig_apply_lock.c_str(), &st) == 0) {
+    HAMI_VLOG(4, "monitor: {} exists: feedback paused", options_.mig_apply_lock);
+    return 0;
+  }
+  std::vector<Found> regions = ScanRegions();
+  std::vector<MappedControls> maps;
+  std::vector<FeedbackState> states;
+  for (const Found& f : regions) {
+    auto m = MappedControls::Open(f.path);
+    if (!m) {
+      HAMI_WARN("monitor: feedback: {}", m.error());
+      continue;
+    }
+    FeedbackState s;
+    for (const DeviceUsage& d : f.usage.region.devices) s.uuids.push_back(d.uuid);
+    s.priority = m->Load(MappedControls::kPriority);
+    s.recent_kernel = m->Load(MappedControls::kRecentKernel);
+    s.utilization_switch = m->Load(MappedControls::kUtilizationSwitch);
+    states.push_back(std::move(s));
+    maps.push_back(std::move(*m));
+  }
+  std::vector<FeedbackState> before = states;
+  PriorityFeedback(states);
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].recent_kernel != before[i].recent_kernel) {
+      maps[i].Store(MappedControls::kRecentKernel, states[i].recent_kernel);
+    }
+    if (states[i].utilization_switch != before[i].utilization_switch) {
+      maps[i].Store(MappedControls::kUtilizationSwitch, states[i].utilization_switch);
+    }
+  }
+  return static_cast<int>(states.size());
+}
+
+void Monitor::FeedbackLoop() {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, options_.feedback_period, [this] { return stopping_; })) {
+    lock.unlock();
+    Feedback();
+    lock.lock();
+  }
 }
 
 std::string Monitor::Metrics() {

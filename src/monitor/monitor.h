@@ -2,17 +2,21 @@
 // (label hami.io/vgpu-node=<node>), a scan of $HOOK_PATH/containers/<podUID>_<container>/ for
 // each container's shared region file, and /metrics + /healthz on one HTTP listener. Every scrape
 // rescans, so a deleted pod's series are gone at the next scrape and a pod re-created under the
-// same name (a new UID) never adds the old directory's numbers. A directory whose region cannot
+// same name (a new UID) never adds the old directory's numbers. With a feedback period it also
+// runs the priority feedback (feedback.h) into the region files. A directory whose region cannot
 // be read (two region files, truncated, wrong magic) is skipped with one log line naming the
 // path; the other containers are still served. hami-vgpu-monitor's main.cc and hami-sim can both
 // run it.
 #ifndef HAMI_MONITOR_MONITOR_H_
 #define HAMI_MONITOR_MONITOR_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -36,6 +40,10 @@ struct MonitorOptions {
   bool legacy_metrics = false;
   std::string proc_root = "/proc";  // host PIDs are checked under it (host PID namespace)
   const Clock* clock = nullptr;     // null = RealClock()
+  // The priority feedback (feedback.h) runs this often on a thread of its own; 0 = never (tests
+  // call Feedback()). Paused while `mig_apply_lock` exists.
+  std::chrono::milliseconds feedback_period{0};
+  std::string mig_apply_lock = "/tmp/hami/hami-mig-apply.lock";
 };
 
 class Monitor {
@@ -56,8 +64,19 @@ class Monitor {
   std::vector<ContainerUsage> Scan();
   // Scan() rendered as the /metrics text.
   std::string Metrics();
+  // One priority feedback pass over the readable regions: recent_kernel and utilization_switch
+  // are written back (atomically, only when they change) into each region file. Returns the
+  // number of regions it looked at; 0 while the MIG apply lock exists.
+  int Feedback();
 
  private:
+  struct Found {
+    std::string path;  // the region file
+    ContainerUsage usage;
+  };
+  std::vector<Found> ScanRegions();
+  void FeedbackLoop();
+
   k8s::Client& client_;
   const MonitorOptions options_;
   const Clock& clock_;
@@ -66,6 +85,11 @@ class Monitor {
   std::mutex log_mu_;
   // The previous scan's problems: a problem is logged once, when it first appears.
   std::set<std::string> problems_;
+  std::mutex feedback_mu_;  // one pass at a time
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread feedback_thread_;
 };
 
 }  // namespace hami::monitor

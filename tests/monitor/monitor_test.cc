@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -201,6 +202,41 @@ TEST_F(MonitorTest, DeletedPodGoneRecreatedPodNotDoubleCounted) {
   const std::string text = Scrape();
   EXPECT_NE(text.find(UsedLine("a", "main", "3.145728e+06")), std::string::npos) << text;
   EXPECT_EQ(text.find("1.048576e+06"), std::string::npos) << text;
+}
+
+// The priority feedback writes into the region files themselves: a low-priority container
+// sharing a GPU with an active high-priority one is blocked and throttled (v1 and v0 files).
+TEST_F(MonitorTest, FeedbackWritesBackIntoTheRegions) {
+  const std::string p = Create(Pod("p", "node-a", {"high", "low"}));
+  const std::string high = Dir(p, "high") + "/h.cache";
+  const std::string low = Dir(p, "low") + "/l.cache";
+  ASSERT_TRUE(Region(kV1, 1).Priority(0).RecentKernel(2).Save(high));
+  ASSERT_TRUE(Region(kV0, 1).Priority(1).RecentKernel(2).Save(low));
+  const std::string lock = hook_ + "/mig-apply.lock";
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.mig_apply_lock = lock;
+  monitor_ = std::make_unique<Monitor>(*client_, o);
+  ASSERT_TRUE(monitor_->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return monitor_->Scan().size() == 2; }));
+  // Paused while the MIG apply lock exists: nothing is written.
+  { std::ofstream(lock) << ""; }
+  EXPECT_EQ(monitor_->Feedback(), 0);
+  EXPECT_EQ(testing::ReadI32(high, kV1.proc_num + 8), 2);
+  fs::remove(lock);
+  EXPECT_EQ(monitor_->Feedback(), 2);
+  EXPECT_EQ(testing::ReadI32(high, kV1.proc_num + 8), 1);  // recent_kernel decremented
+  EXPECT_EQ(testing::ReadI32(high, kV1.proc_num + 4), 0);  // utilization_switch
+  EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 8), -1);  // blocked
+  EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 4), 1);
+  EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 12), 1);  // priority untouched
+  // The high-priority task goes idle: the low one is released.
+  EXPECT_EQ(monitor_->Feedback(), 2);
+  EXPECT_EQ(testing::ReadI32(high, kV1.proc_num + 8), 0);
+  EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 8), 0);
+  EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 4), 0);
 }
 
 TEST_F(MonitorTest, StartErrorsNameTheOption) {

@@ -12,6 +12,16 @@
 
 namespace hami::monitor::testing {
 
+struct Offsets;
+// The int32 at `off` of the file at `path` (0 when unreadable).
+inline int32_t ReadI32(const std::string& path, std::size_t off) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(off));
+  int32_t v = 0;
+  in.read(reinterpret_cast<char*>(&v), sizeof(v));
+  return v;
+}
+
 struct Offsets {
   std::size_t size, num, uuids, limit, procs, proc_num, last_kernel, slot, hostpid, used,
       used_entry, util, util_entry, status;
@@ -40,6 +50,10 @@ class RegionWriter {
   }
   RegionWriter& Limit(int i, uint64_t v) { return Put<uint64_t>(o_.limit + 8 * i, v); }
   RegionWriter& ProcNum(int32_t n) { return Put<int32_t>(o_.proc_num, n); }
+  // The words after proc_num, in both layouts: utilization_switch, recent_kernel, priority.
+  RegionWriter& UtilizationSwitch(int32_t v) { return Put<int32_t>(o_.proc_num + 4, v); }
+  RegionWriter& RecentKernel(int32_t v) { return Put<int32_t>(o_.proc_num + 8, v); }
+  RegionWriter& Priority(int32_t v) { return Put<int32_t>(o_.proc_num + 12, v); }
   RegionWriter& LastKernel(int64_t t) { return Put<int64_t>(o_.last_kernel, t); }
   RegionWriter& Slot(int k, int32_t pid, int32_t hostpid, int32_t status) {
     Put<int32_t>(SlotAt(k), pid);
