@@ -129,11 +129,15 @@ Result<int> Monitor::Start() {
   pod_options.label_selector = "hami.io/vgpu-node=" + options_.node_name;
   // The scan reads names, namespace, UID and container names only.
   pod_options.transform = [](k8s::Json pod) {
-    k8s::Json out;
-    out["metadata"] = pod["metadata"];
-    out["metadata"].erase("managedFields");
-    out["metadata"].erase("annotations");
-    if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("containers")) {
+    k8s::Json out = k8s::Json::object();
+    if (!pod.is_object()) return out;
+    if (pod.contains("metadata") && pod["metadata"].is_object()) {
+      out["metadata"] = pod["metadata"];
+      out["metadata"].erase("managedFields");
+      out["metadata"].erase("annotations");
+    }
+    if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("containers") &&
+        pod["spec"]["containers"].is_array()) {
       out["spec"]["containers"] = k8s::Json::array();
       for (const auto& c : pod["spec"]["containers"]) {
         if (c.is_object() && c.contains("name")) {
