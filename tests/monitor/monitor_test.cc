@@ -239,6 +239,25 @@ TEST_F(MonitorTest, FeedbackWritesBackIntoTheRegions) {
   EXPECT_EQ(testing::ReadI32(low, kV0.proc_num + 4), 0);
 }
 
+// With a feedback period the monitor runs the feedback by itself (main.cc uses 5 s).
+TEST_F(MonitorTest, FeedbackRunsPeriodically) {
+  const std::string p = Create(Pod("p", "node-a", {"high", "low"}));
+  const std::string low = Dir(p, "low") + "/l.cache";
+  ASSERT_TRUE(Region(kV1, 1).Priority(0).RecentKernel(1 << 30).Save(Dir(p, "high") + "/h.cache"));
+  ASSERT_TRUE(Region(kV1, 1).Priority(1).RecentKernel(2).Save(low));
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.mig_apply_lock = hook_ + "/no-lock";
+  o.feedback_period = std::chrono::milliseconds(1);
+  monitor_ = std::make_unique<Monitor>(*client_, o);
+  ASSERT_TRUE(monitor_->Start().ok());
+  EXPECT_TRUE(Eventually([&] { return testing::ReadI32(low, kV1.proc_num + 8) == -1; }));
+  EXPECT_EQ(testing::ReadI32(low, kV1.proc_num + 4), 1);
+  monitor_->Stop();  // joins the feedback thread
+}
+
 TEST_F(MonitorTest, StartErrorsNameTheOption) {
   MonitorOptions o;
   o.node_name = "node-a";
