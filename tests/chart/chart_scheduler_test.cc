@@ -287,11 +287,10 @@ TEST_F(ChartTest, ReplicasAndLeaderElection) {
                   .OfKind("PodDisruptionBudget")
                   .empty());
 
-  // Probes on the port hami-scheduler serves. Readiness is /readyz (first registration pass
-  // made) only without leader election: a follower never makes one, so under leader election a
-  // rolling update would wait forever for the new pod; there it is /healthz.
+  // Probes on the port hami-scheduler serves. Readiness is /readyz with or without leader
+  // election: a follower answers 200 once its informers synced (tests/scheduler).
   const YAML::Node c = three.Container("Deployment", "hami-scheduler", "hami-scheduler");
-  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
   EXPECT_EQ(one.Container("Deployment", "hami-scheduler",
                           "hami-scheduler")["readinessProbe"]["httpGet"]["path"]
                 .as<std::string>(),
