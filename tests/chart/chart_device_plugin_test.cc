@@ -117,6 +117,12 @@ TEST_F(ChartTest, DaemonSetMountsWhatThePluginNeeds) {
   ASSERT_TRUE(svc);
   EXPECT_EQ(svc["spec"]["ports"][0]["nodePort"].as<int>(), 31992);
   EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"].as<int>(), 9394);
+  // The monitor's pod informer needs watch, granted only with it (docs/RBAC.md).
+  const auto pod_verbs = [](const Rendered& r) {
+    return Strings(r.Get("ClusterRole", "hami-device-plugin")["rules"][0]["verbs"]);
+  };
+  EXPECT_TRUE(Contains(pod_verbs(mon), "watch"));
+  EXPECT_FALSE(Contains(pod_verbs(r), "watch"));
 
   // An external per-node ConfigMap replaces ours.
   const Rendered ext =
