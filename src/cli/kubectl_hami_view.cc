@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <regex>
 #include <set>
 #include <string_view>
 
@@ -207,20 +206,56 @@ std::string Frac(int64_t a, int64_t b) { return std::to_string(a) + "/" + std::t
 }  // namespace
 
 std::string ReasonInWords(const std::string& message) {
-  // [nodes ]rejected/considered Name
-  static const std::regex kEntry(R"((?:\b(\d+) )?\b(\d+)/(\d+) ([A-Za-z]+))");
+  // Scans for "[N ]K/M Name" starting at a word boundary; no regex, so any length is safe.
+  const std::string_view m = message;
+  auto digits = [&](size_t i) {
+    size_t j = i;
+    while (j < m.size() && m[j] >= '0' && m[j] <= '9') ++j;
+    return j;
+  };
+  auto is_alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+  // "K/M Name" at i: the end of Name and the words, or npos.
+  auto entry = [&](size_t i, std::string* words) -> size_t {
+    size_t k = digits(i);
+    if (k == i || k >= m.size() || m[k] != '/') return std::string_view::npos;
+    size_t n = digits(k + 1);
+    if (n == k + 1 || n >= m.size() || m[n] != ' ') return std::string_view::npos;
+    size_t e = n + 1;
+    while (e < m.size() && is_alpha(m[e])) ++e;
+    if (e < m.size() && ((m[e] >= '0' && m[e] <= '9') || m[e] == '_')) {
+      return std::string_view::npos;
+    }
+    std::optional<std::string_view> phrase = ReasonPhrase(m.substr(n + 1, e - n - 1));
+    if (!phrase) return std::string_view::npos;
+    *words = std::string(m.substr(i, k - i)) + " of " + std::string(m.substr(k + 1, n - k - 1)) +
+             " GPUs " + std::string(*phrase);
+    return e;
+  };
   std::string out;
-  auto last = message.cbegin();
-  for (std::sregex_iterator it(message.begin(), message.end(), kEntry), end; it != end; ++it) {
-    const std::smatch& m = *it;
-    std::optional<std::string_view> phrase = ReasonPhrase(m[4].str());
-    if (!phrase) continue;
-    out.append(last, m[0].first);
-    if (m[1].matched) out += m[1].str() + " node(s) where ";
-    out += m[2].str() + " of " + m[3].str() + " GPUs " + std::string(*phrase);
-    last = m[0].second;
+  size_t i = 0;
+  while (i < m.size()) {
+    bool boundary = i == 0 || !(is_alpha(m[i - 1]) || (m[i - 1] >= '0' && m[i - 1] <= '9'));
+    if (boundary && m[i] >= '0' && m[i] <= '9') {
+      std::string words;
+      size_t d = digits(i);
+      if (d < m.size() && m[d] == ' ') {  // "N K/M Name": N nodes
+        if (size_t e = entry(d + 1, &words); e != std::string_view::npos) {
+          out += std::string(m.substr(i, d - i)) + " node(s) where " + words;
+          i = e;
+          continue;
+        }
+      }
+      if (size_t e = entry(i, &words); e != std::string_view::npos) {
+        out += words;
+        i = e;
+        continue;
+      }
+      out.append(m.substr(i, d - i));  // a number that starts no entry
+      i = d;
+      continue;
+    }
+    out += m[i++];
   }
-  out.append(last, message.cend());
   return out;
 }
 

@@ -345,3 +345,21 @@ TEST(KubectlHamiPods, PendingReasonIsInWords) {
 
 }  // namespace
 }  // namespace hami::cli
+
+namespace hami::cli {
+namespace {
+
+TEST(KubectlHamiReason, HugeAndTrickyMessagesAreSafe) {
+  // A megabyte of digits (a regex would recurse per character) comes back unchanged.
+  std::string digits(1 << 20, '7');
+  EXPECT_EQ(ReasonInWords(digits), digits);
+  // Entries must start at a word boundary and end at the name's end.
+  EXPECT_EQ(ReasonInWords("x1/2 CardCordoned"), "x1/2 CardCordoned");
+  EXPECT_EQ(ReasonInWords("1/2 CardCordonedX"), "1/2 CardCordonedX");
+  EXPECT_EQ(ReasonInWords("1/2 CardCordoned2"), "1/2 CardCordoned2");
+  EXPECT_EQ(ReasonInWords("3 1/2"), "3 1/2");
+  EXPECT_EQ(ReasonInWords("1/2 CardCordoned."), "1 of 2 GPUs are cordoned.");
+}
+
+}  // namespace
+}  // namespace hami::cli
