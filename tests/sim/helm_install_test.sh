@@ -11,42 +11,14 @@ set -euo pipefail
 sim=$1
 helm=${HAMI_HELM:-$2}
 chart=$3
-if [[ ! -x $helm ]]; then
-  echo "SKIP: helm not found at $helm (scripts/bootstrap fetches it; or set HAMI_HELM)"
-  exit 77
-fi
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl not on PATH (scripts/bootstrap installs it)"
-  exit 77
-fi
-
-work=$(mktemp -d)
-sim_pid=
-cleanup() {
-  if [[ -n $sim_pid ]]; then kill "$sim_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- hami-sim apiserver log:" >&2
-  tail -n 40 "$work/sim.log" >&2 || true
-  exit 1
-}
-
-# helm and kubectl keep caches and config under HOME.
-export HOME=$work/home KUBECONFIG=$work/kubeconfig
-mkdir -p "$HOME"
-
-# The server prints its "listening on" line once the kubeconfig is written and it accepts.
-mkfifo "$work/ready"
-"$sim" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$KUBECONFIG" \
-  > "$work/ready" 2> "$work/sim.log" &
-sim_pid=$!
-exec 3< "$work/ready"
-read -r -t 30 line <&3 || fail "hami-sim apiserver did not start"
+# shellcheck source=tests/support/sim_apiserver.sh
+source "${BASH_SOURCE[0]%/*}/../support/sim_apiserver.sh"
+sim_require_helm "$helm"
+sim_require_kubectl
+sim_setup
+sim_log_tail=40
+sim_start "$sim"
 echo "$line"
-cat <&3 > /dev/null &  # keep draining its stdout
 
 ns=hami-helm-test
 rel=hami
