@@ -11,34 +11,11 @@ set -euo pipefail
 
 kh=$1
 sim=$2
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl not on PATH (scripts/bootstrap installs it)"
-  exit 77
-fi
-
-work=$(mktemp -d)
-sim_pid=
-cleanup() {
-  if [[ -n $sim_pid ]]; then kill "$sim_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- hami-sim apiserver log:" >&2
-  tail -n 20 "$work/sim.log" >&2 || true
-  exit 1
-}
-
-export HOME=$work/home KUBECONFIG=$work/kubeconfig
-mkdir -p "$HOME"
-mkfifo "$work/ready"
-"$sim" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$KUBECONFIG" \
-  > "$work/ready" 2> "$work/sim.log" &
-sim_pid=$!
-exec 3< "$work/ready"
-read -r -t 30 line <&3 || fail "hami-sim apiserver did not start"
-cat <&3 > /dev/null &
+# shellcheck source=tests/support/sim_apiserver.sh
+source "${BASH_SOURCE[0]%/*}/../support/sim_apiserver.sh"
+sim_require_kubectl
+sim_setup
+sim_start "$sim"
 
 k() { timeout 60 kubectl "$@"; }
 u0=GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec
