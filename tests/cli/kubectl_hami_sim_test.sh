@@ -100,7 +100,18 @@ echo "pods -A -o json: ok"
 ctx=$(k config current-context)
 [[ $("$kh" pods --context "$ctx" -o json | jq -c '[.pods[].name]') == '["train-0"]' ]] \
   || fail "pods --context $ctx"
+# --kubeconfig in both forms, ~/.kube/config when neither it nor KUBECONFIG is given, and
+# kubectl's short flag forms.
+kc=$KUBECONFIG
+[[ $(env -u KUBECONFIG "$kh" --kubeconfig "$kc" pods -nteam-a -ojson | jq -c '[.pods[].name]') \
+  == '["big","done"]' ]] || fail "--kubeconfig FILE -nteam-a -ojson"
+[[ $(env -u KUBECONFIG "$kh" pods --kubeconfig="$kc" --namespace=team-a --output=json \
+  | jq -c '[.pods[].name]') == '["big","done"]' ]] || fail "--kubeconfig=FILE --namespace= --output="
+mkdir -p "$HOME/.kube" && cp "$kc" "$HOME/.kube/config"
+[[ $(env -u KUBECONFIG "$kh" pods -A -o json | jq '.pods | length') == 3 ]] || fail "~/.kube/config"
 set +e
+env -u KUBECONFIG "$kh" --kubeconfig "$work/nosuch" pods > /dev/null 2> "$work/err"; rc=$?
+[[ $rc == 1 && -s $work/err ]] || fail "--kubeconfig of a missing file: exit $rc, want 1 and a message"
 "$kh" pods --context nosuch > /dev/null 2>&1; rc=$?
 [[ $rc == 1 ]] || fail "--context nosuch: exit $rc, want 1"
 "$kh" pods -n a -A > /dev/null 2>&1; rc=$?
