@@ -120,6 +120,11 @@ env -u KUBECONFIG "$kh" --kubeconfig "$work/nosuch" pods > /dev/null 2> "$work/e
 [[ $rc == 2 ]] || fail "unknown command: exit $rc, want 2"
 "$kh" pods -o yaml > /dev/null 2>&1; rc=$?
 [[ $rc == 2 ]] || fail "-o yaml: exit $rc, want 2"
+"$kh" pods extra > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "pods with an argument: exit $rc, want 2"
+"$kh" > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "no command: exit $rc, want 2"
+"$kh" --help | grep -q '^  kubectl hami inspect' || fail "--help does not describe inspect"
 set -e
 table=$("$kh" pods -A) || fail "pods -A exited $?"
 echo "$table"
