@@ -13,6 +13,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "binary_fixture.h"
 #include "common/json.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
@@ -29,35 +30,8 @@ using scheduler::testing::SchedulerProcess;
 
 std::string Deep() { return std::string(100000, '[') + std::string(100000, ']'); }
 
-class ParseNestingTest : public scheduler::testing::SimTest {
+class ParseNestingTest : public scheduler::testing::SchedulerBinaryTest {
  protected:
-  void SetUp() override {
-    scheduler::testing::SimTest::SetUp();
-    if (HasFatalFailure()) return;
-    char dir[] = "/tmp/hami-hostile-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    kubeconfig_ = dir_ + "/kubeconfig";
-    ASSERT_TRUE(api_->WriteKubeconfig(kubeconfig_));
-  }
-  void TearDown() override {
-    unlink(kubeconfig_.c_str());
-    rmdir(dir_.c_str());
-  }
-
-  void StartScheduler() {
-    sched_ = std::make_unique<SchedulerProcess>(
-        HAMI_SCHEDULER_BIN,
-        std::vector<std::string>{"--kubeconfig", kubeconfig_, "--http_bind", "127.0.0.1:0",
-                                 "--metrics-bind-address", "127.0.0.1:0", "--scheduler-name",
-                                 "hami-scheduler"});
-    ASSERT_TRUE(sched_->started());
-    int port = sched_->WaitForPort();
-    ASSERT_GT(port, 0) << sched_->log();
-    http_ = std::make_unique<httplib::Client>("127.0.0.1", port);
-    http_->set_read_timeout(std::chrono::seconds(30));
-  }
-
   httplib::Result Post(const std::string& path, const std::string& body) {
     return http_->Post(path.c_str(), body, "application/json");
   }
@@ -68,11 +42,6 @@ class ParseNestingTest : public scheduler::testing::SimTest {
     ASSERT_TRUE(res) << "scheduler is gone:\n" << sched_->log();
     EXPECT_EQ(res->status, 200);
   }
-
-  std::unique_ptr<SchedulerProcess> sched_;
-  std::unique_ptr<httplib::Client> http_;
-  std::string dir_;
-  std::string kubeconfig_;
 };
 
 TEST_F(ParseNestingTest, DeepRegisterAnnotationSkipsTheNodeWithAnEvent) {

@@ -11,6 +11,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "binary_fixture.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "scheduler_process.h"
@@ -29,35 +30,8 @@ std::string OneGpu(const std::string& uuid, int devmem) {
          R"(,"devcore":100,"type":"NVIDIA-Tesla T4","numa":0,"mode":"hami-core","health":true})";
 }
 
-class ParseWrongResultsTest : public scheduler::testing::SimTest {
+class ParseWrongResultsTest : public scheduler::testing::SchedulerBinaryTest {
  protected:
-  void SetUp() override {
-    scheduler::testing::SimTest::SetUp();
-    if (HasFatalFailure()) return;
-    char dir[] = "/tmp/hami-hostile-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    kubeconfig_ = dir_ + "/kubeconfig";
-    ASSERT_TRUE(api_->WriteKubeconfig(kubeconfig_));
-  }
-  void TearDown() override {
-    unlink(kubeconfig_.c_str());
-    rmdir(dir_.c_str());
-  }
-
-  void StartScheduler() {
-    sched_ = std::make_unique<SchedulerProcess>(
-        HAMI_SCHEDULER_BIN,
-        std::vector<std::string>{"--kubeconfig", kubeconfig_, "--http_bind", "127.0.0.1:0",
-                                 "--metrics-bind-address", "127.0.0.1:0", "--scheduler-name",
-                                 "hami-scheduler"});
-    ASSERT_TRUE(sched_->started());
-    int port = sched_->WaitForPort();
-    ASSERT_GT(port, 0) << sched_->log();
-    http_ = std::make_unique<httplib::Client>("127.0.0.1", port);
-    http_->set_read_timeout(std::chrono::seconds(30));
-  }
-
   // A pod already placed on `node` holding `allocated` (hami.io/vgpu-devices-allocated).
   void CreatePlacedPod(const std::string& name, const std::string& node,
                        const std::string& allocated) {
@@ -93,11 +67,6 @@ class ParseWrongResultsTest : public scheduler::testing::SimTest {
     }
     return "";
   }
-
-  std::unique_ptr<SchedulerProcess> sched_;
-  std::unique_ptr<httplib::Client> http_;
-  std::string dir_;
-  std::string kubeconfig_;
 };
 
 TEST_F(ParseWrongResultsTest, NegativeAllocatedSizeFreesNoMemory) {

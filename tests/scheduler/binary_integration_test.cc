@@ -16,6 +16,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "binary_fixture.h"
 #include "common/time_format.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
@@ -34,29 +35,11 @@ using testing::SchedulerProcess;
 
 constexpr const char* kSeedAllocated = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,3000,0:;";
 
-class BinaryIntegrationTest : public testing::SimTest {
+class BinaryIntegrationTest : public testing::SchedulerBinaryTest {
  protected:
-  void SetUp() override {
-    testing::SimTest::SetUp();
-    if (HasFatalFailure()) return;
-    char dir[] = "/tmp/hami-sched-it-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    kubeconfig_ = dir_ + "/kubeconfig";
-    ASSERT_TRUE(api_->WriteKubeconfig(kubeconfig_));
-  }
-  void TearDown() override {
-    unlink(kubeconfig_.c_str());
-    rmdir(dir_.c_str());
-  }
-
   // Starts the binary and connects `http_` to it.
   std::unique_ptr<SchedulerProcess> Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "--kubeconfig",           kubeconfig_,   "--http_bind",      "127.0.0.1:0",
-        "--metrics-bind-address", "127.0.0.1:0", "--scheduler-name", "hami-scheduler"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<SchedulerProcess>(HAMI_SCHEDULER_BIN, args);
+    auto p = std::make_unique<SchedulerProcess>(HAMI_SCHEDULER_BIN, SchedulerArgs(extra));
     EXPECT_TRUE(p->started());
     int port = p->WaitForPort();
     EXPECT_GT(port, 0) << p->log();
@@ -112,10 +95,7 @@ class BinaryIntegrationTest : public testing::SimTest {
     SetLock(node, nullptr);
   }
 
-  std::unique_ptr<httplib::Client> http_;
   int port_ = 0;
-  std::string dir_;
-  std::string kubeconfig_;
 };
 
 TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
