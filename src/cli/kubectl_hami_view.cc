@@ -150,7 +150,8 @@ std::optional<std::string> PendingReason(const json& pod) {
     if (c.value("status", json()) != "False") continue;
     json message = c.value("message", json());
     if (message.is_string() && !message.get<std::string>().empty()) {
-      return ReasonInWords(message.get<std::string>());
+      std::string summary = ReasonSummary(message.get<std::string>());
+      return ReasonInWords(message.get<std::string>()) + (summary.empty() ? "" : " " + summary);
     }
     json reason = c.value("reason", json());
     if (reason.is_string()) return reason.get<std::string>();
@@ -205,7 +206,37 @@ std::string Frac(int64_t a, int64_t b) { return std::to_string(a) + "/" + std::t
 
 }  // namespace
 
-std::string ReasonInWords(const std::string& message) {
+namespace {
+
+struct ReasonEntry {
+  std::string name;
+  int64_t rejected = 0, considered = 0;
+  int64_t nodes = 1;  // the kube-scheduler count in front of the entry
+};
+
+std::string ScanReasons(const std::string& message, std::vector<ReasonEntry>* entries);
+
+}  // namespace
+
+std::string ReasonInWords(const std::string& message) { return ScanReasons(message, nullptr); }
+
+std::string ReasonSummary(const std::string& message) {
+  std::vector<ReasonEntry> entries;
+  ScanReasons(message, &entries);
+  if (entries.empty()) return "";
+  bool all_memory = true;
+  for (const auto& e : entries) {
+    if (e.name != protocol::kCardInsufficientMemory || e.rejected != e.considered) {
+      all_memory = false;
+    }
+  }
+  if (all_memory) return "No GPU has enough memory for the request.";
+  return "";
+}
+
+namespace {
+
+std::string ScanReasons(const std::string& message, std::vector<ReasonEntry>* entries) {
   // Scans for "[N ]K/M Name" starting at a word boundary; no regex, so any length is safe.
   const std::string_view m = message;
   auto digits = [&](size_t i) {
@@ -215,6 +246,12 @@ std::string ReasonInWords(const std::string& message) {
   };
   auto is_alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
   // "K/M Name" at i: the end of Name and the words, or npos.
+  auto number = [&](size_t from, size_t to) {
+    int64_t v = 0;
+    for (size_t j = from; j < to && v < (int64_t{1} << 40); ++j) v = v * 10 + (m[j] - '0');
+    return v;
+  };
+  ReasonEntry last;
   auto entry = [&](size_t i, std::string* words) -> size_t {
     size_t k = digits(i);
     if (k == i || k >= m.size() || m[k] != '/') return std::string_view::npos;
@@ -227,6 +264,7 @@ std::string ReasonInWords(const std::string& message) {
     }
     std::optional<std::string_view> phrase = ReasonPhrase(m.substr(n + 1, e - n - 1));
     if (!phrase) return std::string_view::npos;
+    last = {std::string(m.substr(n + 1, e - n - 1)), number(i, k), number(k + 1, n), 1};
     *words = std::string(m.substr(i, k - i)) + " of " + std::string(m.substr(k + 1, n - k - 1)) +
              " GPUs " + std::string(*phrase);
     return e;
@@ -241,12 +279,15 @@ std::string ReasonInWords(const std::string& message) {
       if (d < m.size() && m[d] == ' ') {  // "N K/M Name": N nodes
         if (size_t e = entry(d + 1, &words); e != std::string_view::npos) {
           out += std::string(m.substr(i, d - i)) + " node(s) where " + words;
+          last.nodes = number(i, d);
+          if (entries != nullptr) entries->push_back(last);
           i = e;
           continue;
         }
       }
       if (size_t e = entry(i, &words); e != std::string_view::npos) {
         out += words;
+        if (entries != nullptr) entries->push_back(last);
         i = e;
         continue;
       }
@@ -258,6 +299,8 @@ std::string ReasonInWords(const std::string& message) {
   }
   return out;
 }
+
+}  // namespace
 
 std::string ShortAge(std::optional<int64_t> seconds) {
   if (!seconds) return "<unknown>";

@@ -53,7 +53,8 @@ struct PodRow {
   std::optional<std::string> node;        // spec.nodeName, else hami.io/vgpu-node
   std::optional<std::string> bind_phase;  // hami.io/bind-phase
   std::vector<PodDeviceRow> devices;      // per device UUID (containers collapsed), sorted
-  // Pending pods: the last PodScheduled=False message, reason codes in words (ReasonInWords).
+  // Pending pods: the last PodScheduled=False message, reason codes in words (ReasonInWords),
+  // followed by ReasonSummary when it says something.
   std::optional<std::string> reason;
   std::string phase;                   // status.phase
   std::optional<int64_t> age_seconds;  // from metadata.creationTimestamp
@@ -97,6 +98,11 @@ std::string PodsTable(const PodsView& view, const TableOptions& options);
 // 2 GPUs lack memory"; a bare "1/3 CardTypeMismatch" becomes "1 of 3 GPUs are not of the
 // requested type". Unknown names and all other text stay as written.
 std::string ReasonInWords(const std::string& message);
+
+// One sentence over the reason codes of a scheduling failure: "No GPU has enough memory for the
+// request." when every entry rejected all the GPUs it considered for CardInsufficientMemory; ""
+// otherwise (and when the message has no reason code).
+std::string ReasonSummary(const std::string& message);
 
 // kubectl's short age: "45s", "12m", "5h", "3d", "2y"; "<unknown>" for nullopt.
 std::string ShortAge(std::optional<int64_t> seconds);

@@ -339,8 +339,10 @@ TEST(KubectlHamiPods, PendingReasonIsInWords) {
            {"message", "0/1 nodes are available: 1 2/2 CardInsufficientMemory."}}}}}}};
   PodsView view = BuildPods({}, {pod}, kNow);
   ASSERT_EQ(view.pods.size(), 1u);
-  EXPECT_EQ(view.pods[0].reason,
-            "0/1 nodes are available: 1 node(s) where 2 of 2 GPUs lack memory.");
+  EXPECT_EQ(
+      view.pods[0].reason,
+      "0/1 nodes are available: 1 node(s) where 2 of 2 GPUs lack memory. No GPU has enough memory "
+      "for the request.");
 }
 
 }  // namespace
@@ -359,6 +361,24 @@ TEST(KubectlHamiReason, HugeAndTrickyMessagesAreSafe) {
   EXPECT_EQ(ReasonInWords("1/2 CardCordoned2"), "1/2 CardCordoned2");
   EXPECT_EQ(ReasonInWords("3 1/2"), "3 1/2");
   EXPECT_EQ(ReasonInWords("1/2 CardCordoned."), "1 of 2 GPUs are cordoned.");
+}
+
+}  // namespace
+}  // namespace hami::cli
+
+namespace hami::cli {
+namespace {
+
+TEST(KubectlHamiReason, SummarySaysWhenNoGpuHasEnoughMemory) {
+  EXPECT_EQ(ReasonSummary("0/3 nodes are available: 1 1/1 CardInsufficientMemory, 1 2/2 "
+                          "CardInsufficientMemory, 1 4/4 CardInsufficientMemory."),
+            "No GPU has enough memory for the request.");
+  // One GPU rejected for another reason, or not every GPU for memory: no summary.
+  EXPECT_EQ(ReasonSummary("0/2 nodes are available: 1 1/3 CardInsufficientMemory, 2/3 "
+                          "CardTypeMismatch, 1 2/2 CardInsufficientMemory."),
+            "");
+  EXPECT_EQ(ReasonSummary("0/1 nodes are available: 1 1/2 CardInsufficientMemory."), "");
+  EXPECT_EQ(ReasonSummary("0/1 nodes are available: 1 Insufficient cpu."), "");
 }
 
 }  // namespace
