@@ -5,6 +5,8 @@
 // CUDA_ERROR_OUT_OF_MEMORY, so a refusal leaves nothing allocated.
 #include <pthread.h>
 
+#include <type_traits>
+
 #include "vgpu/hooks.h"
 #include "vgpu/log.h"
 #include "vgpu/runtime.h"
@@ -120,102 +122,70 @@ constexpr CUlimit kChargedLimits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_
 
 }  // namespace
 
+// The body of a hook whose driver call `name(args...)` creates the object *handle without stating
+// its size: MeasuredCreate on NVML device `dev` (an expression that may use `rt`), keyed by the
+// new handle, with the real `destroy` undoing a refusal.
+#define VGPU_MEASURED_CREATE(name, destroy, dev, kind, handle, ...)                              \
+  Runtime* rt = Rt();                                                                            \
+  auto real = VGPU_REAL_CUDA(name);                                                              \
+  if (real == nullptr) return kNoDriver;                                                         \
+  return MeasuredCreate(                                                                         \
+      rt, dev, kind,                                                                             \
+      [&](std::uint64_t* key) {                                                                  \
+        CUresult r = real(__VA_ARGS__);                                                          \
+        if (r == CUDA_SUCCESS) *key = Key(*handle);                                              \
+        return r;                                                                                \
+      },                                                                                         \
+      [](std::uint64_t key) {                                                                    \
+        VGPU_REAL_CUDA(destroy)(reinterpret_cast<std::remove_pointer_t<decltype(handle)>>(key)); \
+      })
+
+// The body of the hook of `name(handle)`, the destruction of a measured object.
+#define VGPU_MEASURED_DESTROY(name, handle) \
+  Runtime* rt = Rt();                       \
+  auto real = VGPU_REAL_CUDA(name);         \
+  if (real == nullptr) return kNoDriver;    \
+  return MeasuredDestroy(rt, Key(handle), [&] { return real(handle); })
+
 extern "C" {
 
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_st* desc) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuArrayCreate_v2);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredCreate(
-      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
-      [&](std::uint64_t* key) {
-        CUresult r = real(array, desc);
-        if (r == CUDA_SUCCESS) *key = Key(*array);
-        return r;
-      },
-      [](std::uint64_t key) {
-        VGPU_REAL_CUDA(cuArrayDestroy)
-        (reinterpret_cast<CUarray>(key));
-      });
+  VGPU_MEASURED_CREATE(cuArrayCreate_v2, cuArrayDestroy, CurrentNvmlIndex(rt), ChargeKind::kData,
+                       array, array, desc);
 }
 
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuArray3DCreate_v2);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredCreate(
-      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
-      [&](std::uint64_t* key) {
-        CUresult r = real(array, desc);
-        if (r == CUDA_SUCCESS) *key = Key(*array);
-        return r;
-      },
-      [](std::uint64_t key) {
-        VGPU_REAL_CUDA(cuArrayDestroy)
-        (reinterpret_cast<CUarray>(key));
-      });
+  VGPU_MEASURED_CREATE(cuArray3DCreate_v2, cuArrayDestroy, CurrentNvmlIndex(rt), ChargeKind::kData,
+                       array, array, desc);
 }
 
-CUresult cuArrayDestroy(CUarray array) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuArrayDestroy);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredDestroy(rt, Key(array), [&] { return real(array); });
-}
+CUresult cuArrayDestroy(CUarray array) { VGPU_MEASURED_DESTROY(cuArrayDestroy, array); }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc,
                                 unsigned int levels) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMipmappedArrayCreate);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredCreate(
-      rt, CurrentNvmlIndex(rt), ChargeKind::kData,
-      [&](std::uint64_t* key) {
-        CUresult r = real(array, desc, levels);
-        if (r == CUDA_SUCCESS) *key = Key(*array);
-        return r;
-      },
-      [](std::uint64_t key) {
-        VGPU_REAL_CUDA(cuMipmappedArrayDestroy)(reinterpret_cast<CUmipmappedArray>(key));
-      });
+  VGPU_MEASURED_CREATE(cuMipmappedArrayCreate, cuMipmappedArrayDestroy, CurrentNvmlIndex(rt),
+                       ChargeKind::kData, array, array, desc, levels);
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMipmappedArrayDestroy);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredDestroy(rt, Key(array), [&] { return real(array); });
+  VGPU_MEASURED_DESTROY(cuMipmappedArrayDestroy, array);
 }
 
-#define VGPU_CTX_CREATE(name, dev, ...)                                    \
-  Runtime* rt = Rt();                                                      \
-  auto real = VGPU_REAL_CUDA(name);                                        \
-  if (real == nullptr) return kNoDriver;                                   \
-  return MeasuredCreate(                                                   \
-      rt, NvmlIndexOf(rt, dev), ChargeKind::kContext,                      \
-      [&](std::uint64_t* key) {                                            \
-        CUresult r = real(__VA_ARGS__);                                    \
-        if (r == CUDA_SUCCESS) *key = Key(*ctx);                           \
-        return r;                                                          \
-      },                                                                   \
-      [](std::uint64_t key) {                                              \
-        VGPU_REAL_CUDA(cuCtxDestroy_v2)(reinterpret_cast<CUcontext>(key)); \
-      })
-
 CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) {
-  VGPU_CTX_CREATE(cuCtxCreate_v2, dev, ctx, flags, dev);
+  VGPU_MEASURED_CREATE(cuCtxCreate_v2, cuCtxDestroy_v2, NvmlIndexOf(rt, dev), ChargeKind::kContext,
+                       ctx, ctx, flags, dev);
 }
 
 CUresult cuCtxCreate_v3(CUcontext* ctx, void* params, int num_params, unsigned int flags,
                         CUdevice dev) {
-  VGPU_CTX_CREATE(cuCtxCreate_v3, dev, ctx, params, num_params, flags, dev);
+  VGPU_MEASURED_CREATE(cuCtxCreate_v3, cuCtxDestroy_v2, NvmlIndexOf(rt, dev), ChargeKind::kContext,
+                       ctx, ctx, params, num_params, flags, dev);
 }
 
 CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned int flags, CUdevice dev) {
-  VGPU_CTX_CREATE(cuCtxCreate_v4, dev, ctx, params, flags, dev);
+  VGPU_MEASURED_CREATE(cuCtxCreate_v4, cuCtxDestroy_v2, NvmlIndexOf(rt, dev), ChargeKind::kContext,
+                       ctx, ctx, params, flags, dev);
 }
-
-#undef VGPU_CTX_CREATE
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   Runtime* rt = Rt();
@@ -290,55 +260,25 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
 }
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuModuleLoadData);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredCreate(
-      rt, CurrentNvmlIndex(rt), ChargeKind::kModule,
-      [&](std::uint64_t* key) {
-        CUresult r = real(module, image);
-        if (r == CUDA_SUCCESS) *key = Key(*module);
-        return r;
-      },
-      [](std::uint64_t key) {
-        VGPU_REAL_CUDA(cuModuleUnload)
-        (reinterpret_cast<CUmodule>(key));
-      });
+  VGPU_MEASURED_CREATE(cuModuleLoadData, cuModuleUnload, CurrentNvmlIndex(rt), ChargeKind::kModule,
+                       module, module, image);
 }
 
-CUresult cuModuleUnload(CUmodule module) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuModuleUnload);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredDestroy(rt, Key(module), [&] { return real(module); });
-}
+CUresult cuModuleUnload(CUmodule module) { VGPU_MEASURED_DESTROY(cuModuleUnload, module); }
 
 CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void* jit_options,
                            void** jit_values, unsigned int num_jit, void* lib_options,
                            void** lib_values, unsigned int num_lib) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuLibraryLoadData);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredCreate(
-      rt, CurrentNvmlIndex(rt), ChargeKind::kModule,
-      [&](std::uint64_t* key) {
-        CUresult r =
-            real(library, code, jit_options, jit_values, num_jit, lib_options, lib_values, num_lib);
-        if (r == CUDA_SUCCESS) *key = Key(*library);
-        return r;
-      },
-      [](std::uint64_t key) {
-        VGPU_REAL_CUDA(cuLibraryUnload)
-        (reinterpret_cast<CUlibrary>(key));
-      });
+  VGPU_MEASURED_CREATE(cuLibraryLoadData, cuLibraryUnload, CurrentNvmlIndex(rt),
+                       ChargeKind::kModule, library, library, code, jit_options, jit_values,
+                       num_jit, lib_options, lib_values, num_lib);
 }
 
-CUresult cuLibraryUnload(CUlibrary library) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuLibraryUnload);
-  if (real == nullptr) return kNoDriver;
-  return MeasuredDestroy(rt, Key(library), [&] { return real(library); });
-}
+CUresult cuLibraryUnload(CUlibrary library) { VGPU_MEASURED_DESTROY(cuLibraryUnload, library); }
 
 }  // extern "C"
+
+#undef VGPU_MEASURED_CREATE
+#undef VGPU_MEASURED_DESTROY
+
 }  // namespace hami::vgpu
