@@ -179,6 +179,46 @@ Result<Meta> ReadMeta(const Json& obj) {
   return Meta{*kind, *name, *ns};
 }
 
+// The metadata of an object of the `namespaced` kind (Role, RoleBinding) or of its `cluster` kind
+// (ClusterRole, ClusterRoleBinding); `where` names the object in messages. The namespace is
+// required of, and kept for, the namespaced kind only.
+struct Head {
+  std::string name, ns, where;
+};
+
+Result<Head> ReadHead(const Json& obj, const std::string& namespaced, const std::string& cluster) {
+  auto meta = ReadMeta(obj);
+  if (!meta) return std::move(meta).take_error();
+  if (meta->kind != namespaced && meta->kind != cluster) {
+    return Error{"kind " + Quote(meta->kind) + ": want " + namespaced + " or " + cluster};
+  }
+  Head head{meta->name, "", meta->kind + " " + Quote(meta->name)};
+  if (meta->kind == namespaced) {
+    if (meta->ns.empty()) {
+      return Error{head.where + ": metadata.namespace: required for a " + namespaced};
+    }
+    head.ns = meta->ns;
+  }
+  return head;
+}
+
+// Calls `each(item, at)` on every element of obj[key] (absent or null: none), which must be
+// objects; `at` ("<where>.<key>[i]") names the element in messages. Stops at the first error.
+template <typename Each>
+Status ForEachObject(const Json& obj, const char* key, const std::string& where, Each each) {
+  auto list = obj.find(key);
+  if (list == obj.end() || list->is_null()) return OkStatus();
+  if (!list->is_array()) return Error{where + "." + key + ": want a list"};
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& item = (*list)[i];
+    const std::string at = where + "." + key + "[" + std::to_string(i) + "]";
+    if (!item.is_object()) return Error{at + ": want an object"};
+    Status st = each(item, at);
+    if (!st) return st;
+  }
+  return OkStatus();
+}
+
 Json Rule(std::vector<std::string> verbs, std::vector<std::string> groups,
           std::vector<std::string> resources, std::vector<std::string> names = {}) {
   Json r = {{"verbs", verbs}, {"apiGroups", groups}, {"resources", resources}};
@@ -377,56 +417,40 @@ Decision Authorize(const Policy& policy, const Attributes& attrs) {
 }
 
 Result<Role> RoleFromObject(const Json& obj) {
-  auto meta = ReadMeta(obj);
-  if (!meta) return std::move(meta).take_error();
-  if (meta->kind != "Role" && meta->kind != "ClusterRole") {
-    return Error{"kind " + Quote(meta->kind) + ": want Role or ClusterRole"};
-  }
-  const std::string where = meta->kind + " " + Quote(meta->name);
+  auto head = ReadHead(obj, "Role", "ClusterRole");
+  if (!head) return std::move(head).take_error();
   Role role;
-  role.name = meta->name;
-  if (meta->kind == "Role") {
-    if (meta->ns.empty()) return Error{where + ": metadata.namespace: required for a Role"};
-    role.ns = meta->ns;
-  }
-  auto rules = obj.find("rules");
-  if (rules == obj.end() || rules->is_null()) return role;
-  if (!rules->is_array()) return Error{where + ".rules: want a list"};
-  for (size_t i = 0; i < rules->size(); ++i) {
-    const Json& r = (*rules)[i];
-    const std::string at = where + ".rules[" + std::to_string(i) + "]";
-    if (!r.is_object()) return Error{at + ": want an object"};
-    PolicyRule rule;
-    std::pair<const char*, std::vector<std::string>*> fields[] = {
-        {"verbs", &rule.verbs},
-        {"apiGroups", &rule.api_groups},
-        {"resources", &rule.resources},
-        {"resourceNames", &rule.resource_names},
-        {"nonResourceURLs", &rule.non_resource_urls}};
-    for (auto& [key, out] : fields) {
-      auto list = StringList(r, key, at);
-      if (!list) return std::move(list).take_error();
-      *out = std::move(*list);
-    }
-    if (rule.verbs.empty()) return Error{at + ".verbs: required"};
-    role.rules.push_back(std::move(rule));
-  }
+  role.name = head->name;
+  role.ns = head->ns;
+  Status rules =
+      ForEachObject(obj, "rules", head->where, [&](const Json& r, const std::string& at) -> Status {
+        PolicyRule rule;
+        std::pair<const char*, std::vector<std::string>*> fields[] = {
+            {"verbs", &rule.verbs},
+            {"apiGroups", &rule.api_groups},
+            {"resources", &rule.resources},
+            {"resourceNames", &rule.resource_names},
+            {"nonResourceURLs", &rule.non_resource_urls}};
+        for (auto& [key, out] : fields) {
+          auto list = StringList(r, key, at);
+          if (!list) return std::move(list).take_error();
+          *out = std::move(*list);
+        }
+        if (rule.verbs.empty()) return Error{at + ".verbs: required"};
+        role.rules.push_back(std::move(rule));
+        return OkStatus();
+      });
+  if (!rules) return std::move(rules).take_error();
   return role;
 }
 
 Result<Binding> BindingFromObject(const Json& obj) {
-  auto meta = ReadMeta(obj);
-  if (!meta) return std::move(meta).take_error();
-  if (meta->kind != "RoleBinding" && meta->kind != "ClusterRoleBinding") {
-    return Error{"kind " + Quote(meta->kind) + ": want RoleBinding or ClusterRoleBinding"};
-  }
-  const std::string where = meta->kind + " " + Quote(meta->name);
+  auto head = ReadHead(obj, "RoleBinding", "ClusterRoleBinding");
+  if (!head) return std::move(head).take_error();
+  const std::string& where = head->where;
   Binding b;
-  b.name = meta->name;
-  if (meta->kind == "RoleBinding") {
-    if (meta->ns.empty()) return Error{where + ": metadata.namespace: required for a RoleBinding"};
-    b.ns = meta->ns;
-  }
+  b.name = head->name;
+  b.ns = head->ns;
   auto ref = obj.find("roleRef");
   if (ref == obj.end() || !ref->is_object()) return Error{where + ".roleRef: required"};
   auto kind = StringField(*ref, "kind", where + ".roleRef", true);
@@ -441,24 +465,21 @@ Result<Binding> BindingFromObject(const Json& obj) {
   }
   b.role_kind = *kind;
   b.role_name = *name;
-  auto subjects = obj.find("subjects");
-  if (subjects == obj.end() || subjects->is_null()) return b;
-  if (!subjects->is_array()) return Error{where + ".subjects: want a list"};
-  for (size_t i = 0; i < subjects->size(); ++i) {
-    const Json& s = (*subjects)[i];
-    const std::string at = where + ".subjects[" + std::to_string(i) + "]";
-    if (!s.is_object()) return Error{at + ": want an object"};
-    auto skind = StringField(s, "kind", at, true);
-    if (!skind) return std::move(skind).take_error();
-    auto sname = StringField(s, "name", at, true);
-    if (!sname) return std::move(sname).take_error();
-    auto sns = StringField(s, "namespace", at, false);
-    if (!sns) return std::move(sns).take_error();
-    if (*skind != "User" && *skind != "Group" && *skind != "ServiceAccount") {
-      return Error{at + ".kind " + Quote(*skind) + ": want User, Group or ServiceAccount"};
-    }
-    b.subjects.push_back(Subject{*skind, *sname, *sns});
-  }
+  Status subjects =
+      ForEachObject(obj, "subjects", where, [&](const Json& s, const std::string& at) -> Status {
+        auto skind = StringField(s, "kind", at, true);
+        if (!skind) return std::move(skind).take_error();
+        auto sname = StringField(s, "name", at, true);
+        if (!sname) return std::move(sname).take_error();
+        auto sns = StringField(s, "namespace", at, false);
+        if (!sns) return std::move(sns).take_error();
+        if (*skind != "User" && *skind != "Group" && *skind != "ServiceAccount") {
+          return Error{at + ".kind " + Quote(*skind) + ": want User, Group or ServiceAccount"};
+        }
+        b.subjects.push_back(Subject{*skind, *sname, *sns});
+        return OkStatus();
+      });
+  if (!subjects) return std::move(subjects).take_error();
   return b;
 }
 
