@@ -5,14 +5,28 @@
 # libvgpu section: a cudart program and PyTorch under LD_PRELOAD=libvgpu.so with
 # CUDA_DEVICE_MEMORY_LIMIT=4g (reported total, OOM past the limit, NVML view), and the SM limit
 # (30 %, FORCE) measured with NVML on a busy loop. Prints a summary table.
+# Escape attempts (issue 20, docs/vgpu.md): under libvgpu with a 1 GiB limit from a limits file
+# beside the library (as the device plugin mounts it), every allocation path of the issue and
+# every way around the hooks (tests/vgpu/driver_app.cc `attack`, `setenv`, `tamper`); each path is
+# listed as refused, held (succeeded without the process holding more than the limit), skipped
+# (not in this driver), or ESCAPED/ERROR/CRASHED, which fail the run.
 # Device plugin section: NVML discovery (`hami-device-plugin --print-register`) against
 # nvidia-smi's uuid, memory.total and name.
 #
 #   tests/gpu/run.sh                # uses build/lib/libvgpu.so, builds it when missing
 #   BUILD=build-rel tests/gpu/run.sh
+#   tests/gpu/run.sh --escapes-only # the escape attempts only
+#   HAMI_GPU_FAKE_DRIVER=build/tests/vgpu-fakes tests/gpu/run.sh --escapes-only
+#                                   # the escape attempts against the fake driver (no GPU needed)
 set -u
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+ESCAPES_ONLY=0
+[[ "${1:-}" == --escapes-only ]] && ESCAPES_ONLY=1
+FAKE_DRIVER="${HAMI_GPU_FAKE_DRIVER:-}"
+if [[ -n "$FAKE_DRIVER" ]]; then
+  FAKE_DRIVER="$(cd "$FAKE_DRIVER" && pwd)" || exit 1
+  ESCAPES_ONLY=1
+elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "tests/gpu/run.sh: no NVIDIA GPU on this machine, skipped"
   exit 77
 fi
@@ -30,6 +44,7 @@ trap 'rm -rf "$WORK"' EXIT
 GIB=$((1 << 30))
 LIMIT_BYTES=$((4 * GIB))
 ROWS=()
+ESCAPE_ROWS=()
 FAILED=0
 
 row() {  # name expected measured PASS|FAIL|SKIP
@@ -43,6 +58,96 @@ preload() {  # runs "$@" under libvgpu with a fresh region file per call
   env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" CUDA_VISIBLE_DEVICES=0 \
     LIBCUDA_LOG_LEVEL=0 "$@"
 }
+
+print_tables() {
+  if [[ ${#ROWS[@]} -gt 0 ]]; then
+    echo
+    echo "libvgpu on $(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader 2>/dev/null)"
+    printf '| %-44s | %-16s | %-22s | %-4s |\n' check expected measured ok
+    printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..18})" \
+      "$(printf -- '-%.0s' {1..24})" "------"
+    printf '%s\n' "${ROWS[@]}"
+  fi
+  if [[ ${#ESCAPE_ROWS[@]} -gt 0 ]]; then
+    echo
+    local on="fake driver"
+    [[ -z "$FAKE_DRIVER" ]] &&
+      on="$(nvidia-smi -i 0 --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+    echo "libvgpu escape attempts, 1 GiB limit ($on)"
+    printf '| %-80s | %-8s | %s |\n' path verdict detail
+    printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..82})" "$(printf -- '-%.0s' {1..10})" "--------"
+    printf '%s\n' "${ESCAPE_ROWS[@]}"
+  fi
+}
+
+escape_row() {  # path verdict detail
+  ESCAPE_ROWS+=("$(printf '| %-80s | %-8s | %s |' "$1" "$2" "$3")")
+  case "$2" in ESCAPED | ERROR | CRASHED) FAILED=1 ;; esac
+  return 0
+}
+
+# ---------------------------------------------------------------- escape attempts (issue 20)
+APP="$BUILD/tests/vgpu_driver_app"
+PROBE="$BUILD/tests/vgpu-fakes/libvgpu_escape_probe.so"
+if [[ ! -x "$APP" || ! -f "$PROBE" ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$BUILD" --target vgpu_driver_app vgpu_escape_probe >/dev/null
+fi
+if [[ -x "$APP" && -f "$PROBE" ]]; then
+  ESC="$WORK/escape"
+  mkdir -p "$ESC/lib" "$ESC/probe"
+  # The library in a directory of its own with its limits file, as hami-device-plugin mounts it;
+  # the probe (a library between the program and libcuda) in another, so that libcuda.so.1 is the
+  # real driver, or the fake one with HAMI_GPU_FAKE_DRIVER.
+  cp "$LIB" "$ESC/lib/libvgpu.so"
+  cp "$PROBE" "$ESC/probe/"
+  printf 'CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s\n' "$ESC/vgpu.cache" \
+    >"$ESC/lib/vgpu.limits"
+  escape_run() {  # args...: driver_app under libvgpu and the limits file
+    env LD_PRELOAD="$ESC/lib/libvgpu.so" VGPU_LIB_PATH="$ESC/lib/libvgpu.so" \
+      LD_LIBRARY_PATH="$ESC/probe${FAKE_DRIVER:+:$FAKE_DRIVER}" CUDA_VISIBLE_DEVICES=0 \
+      CUDA_DEVICE_MEMORY_SHARED_CACHE="$ESC/vgpu.cache" LIBCUDA_LOG_LEVEL=0 \
+      timeout 180 "$APP" "$@"
+  }
+  # One process per group: a driver that crashes on one path (dlmopen of a second driver copy)
+  # costs that group only.
+  for group in hooks arrays contexts limits modules graph import vmm pool untested; do
+    out="$(escape_run attack "$GIB" "$group" 2>"$ESC/$group.err")"
+    status=$?
+    n=0
+    while IFS= read -r line; do
+      if [[ "$line" =~ ^attack:\ (.*):\ (refused|held|skipped|ESCAPED|ERROR)\ \((.*)\)$ ]]; then
+        escape_row "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}"
+        n=$((n + 1))
+      fi
+    done <<<"$out"
+    if [[ "$status" -gt 1 || "$n" == 0 ]]; then
+      escape_row "group $group" CRASHED \
+        "exit status $status after $n paths: $(tail -c 300 "$ESC/$group.err" | tr '\n' ' ')"
+    fi
+  done
+  # The limits in the environment lifted and the region pointed elsewhere before the first CUDA
+  # call; the region's limits zeroed by the program. The allocation of 2 GiB must still fail.
+  for scenario in setenv tamper; do
+    escape_run "$scenario" $((2 * GIB)) >/dev/null 2>"$ESC/$scenario.err"
+    status=$?
+    case "$scenario" in
+      setenv) path="setenv of limits, policy and region path before the first CUDA call" ;;
+      tamper) path="limit[] zeroed in the mapped region file" ;;
+    esac
+    case "$status" in
+      0) escape_row "$path" refused "cuMemAlloc_v2 of 2 GiB: CUDA_ERROR_OUT_OF_MEMORY" ;;
+      1) escape_row "$path" ESCAPED "$(grep -m1 CHECK "$ESC/$scenario.err")" ;;
+      *) escape_row "$path" CRASHED "exit status $status: $(tail -c 300 "$ESC/$scenario.err" | tr '\n' ' ')" ;;
+    esac
+  done
+else
+  escape_row "escape attempts" ERROR "vgpu_driver_app or the escape probe did not build"
+fi
+if [[ "$ESCAPES_ONLY" == 1 ]]; then
+  print_tables
+  exit "$FAILED"
+fi
 
 # ---------------------------------------------------------------- cudart program
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -187,10 +292,5 @@ else
   row "device plugin: NVML register" "binary built" "build failed" FAIL
 fi
 
-echo
-echo "libvgpu on $(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader 2>/dev/null)"
-printf '| %-44s | %-16s | %-22s | %-4s |\n' check expected measured ok
-printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..18})" \
-  "$(printf -- '-%.0s' {1..24})" "------"
-printf '%s\n' "${ROWS[@]}"
+print_tables
 exit "$FAILED"

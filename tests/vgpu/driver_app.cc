@@ -539,7 +539,8 @@ void Measured(char** argv) {
   refused("cuLibraryLoadData",
           cuLibraryLoadData(&h, "globals=2147483648", nullptr, nullptr, 0, nullptr, nullptr, 0));
   refused("cuCtxSetLimit(MALLOC_HEAP_SIZE)", cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 2ULL << 30));
-  refused("cuCtxSetLimit(STACK_SIZE)", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4 * kMiB));
+  // 8 KiB for each of the 132 x 2048 resident threads: 2.06 GiB.
+  refused("cuCtxSetLimit(STACK_SIZE)", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192));
   refused("cuCtxSetLimit(PRINTF_FIFO_SIZE)", cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2ULL << 30));
   size_t value = 1;
   CHECK_EQ(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
@@ -917,6 +918,656 @@ void Watch(char** argv) {
   CHECK_EQ(*sm_util, Arg(argv, 2));
 }
 
+// ---- attack <limit> [group]: the escape attempts of issue 20 against any driver ----
+// Written against the real driver API only, every entry looked up by name in libcuda.so.1 (a
+// driver without it skips that path), so that tests/gpu/run.sh runs it on a GPU and
+// preload_test.cc on the fake driver. One line per path on stdout:
+//   attack: <path>: refused|held|ESCAPED|ERROR|skipped (<detail>)
+// refused: CUDA_ERROR_OUT_OF_MEMORY and the process holds at most the limit; held: the call
+// succeeded and the process still holds at most the limit (calls that need not commit memory);
+// ESCAPED: the process held more than the limit (NVML's per-process used memory, after a kernel
+// launch that makes lazily committed memory real), or a call that commits more than the limit
+// succeeded, or a lookup returned the driver's own entry; ERROR: another error code. Exit status
+// 1 on any ESCAPED or ERROR. [group] runs one group of paths (hooks, arrays, contexts, limits,
+// modules, graph, import, vmm, pool, untested), so that a driver crash costs one group only.
+namespace attack {
+
+void* g_cuda = nullptr;
+void* g_nvml = nullptr;
+unsigned long long g_limit = 0;
+int g_bad = 0;
+CUcontext g_primary = nullptr;
+CUfunction g_nop = nullptr;  // real drivers only: launched to make lazy commits happen
+
+template <typename F>
+F Sym(const char* name) {
+  return g_cuda == nullptr ? nullptr : reinterpret_cast<F>(dlsym(g_cuda, name));
+}
+template <typename F>
+F NvmlSym(const char* name) {
+  return g_nvml == nullptr ? nullptr : reinterpret_cast<F>(dlsym(g_nvml, name));
+}
+
+// What the driver holds for this process on device 0 (NVML, not virtualised by libvgpu): our
+// entry, or, in a PID namespace where NVML lists host PIDs, the only process listed (a test
+// machine's GPU runs nothing else); -1 when that cannot be told or NVML does not say.
+long long ProcessUsed() {
+  using ListFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
+  auto by_index =
+      NvmlSym<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2");
+  auto list = NvmlSym<ListFn>("nvmlDeviceGetComputeRunningProcesses");
+  nvmlDevice_t dev = nullptr;
+  nvmlProcessInfo_v1_t infos[64];
+  unsigned int count = 64;
+  if (by_index == nullptr || list == nullptr || by_index(0, &dev) != NVML_SUCCESS ||
+      list(dev, &count, infos) != NVML_SUCCESS) {
+    return -1;
+  }
+  const nvmlProcessInfo_v1_t* ours = count == 1 ? &infos[0] : nullptr;
+  for (unsigned int i = 0; i < count && i < 64; ++i) {
+    if (infos[i].pid == static_cast<unsigned>(getpid())) ours = &infos[i];
+  }
+  if (ours == nullptr || ours->usedGpuMemory >= (1ULL << 62)) return -1;
+  return static_cast<long long>(ours->usedGpuMemory);
+}
+
+void Synchronize() {
+  if (auto sync = Sym<CUresult (*)()>("cuCtxSynchronize")) sync();
+}
+
+// One attempt: the codes the calls returned and the most the process held.
+struct Outcome {
+  int oom = 0;
+  int ok = 0;
+  CUresult other = CUDA_SUCCESS;
+  long long max_used = -1;
+  std::string detail;
+  std::string escaped;  // set: ESCAPED for this reason, whatever the codes
+
+  void Add(CUresult r) {
+    if (r == CUDA_SUCCESS) {
+      ++ok;
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      ++oom;
+    } else if (other == CUDA_SUCCESS) {
+      other = r;
+    }
+  }
+  // Launches a kernel in the primary context (memory a call set up lazily becomes real), then
+  // samples what the process holds.
+  void Measure() {
+    auto set_current = Sym<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+    if (set_current != nullptr) set_current(g_primary);
+    if (g_nop != nullptr) {
+      cuLaunchKernel(g_nop, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+      Synchronize();
+    }
+    long long used = ProcessUsed();
+    if (used > max_used) max_used = used;
+  }
+};
+
+std::string MiB(long long bytes) {
+  return bytes < 0 ? std::string("unknown") : std::to_string(bytes >> 20) + " MiB";
+}
+
+// must_refuse: a success means more than the limit was committed.
+void Report(const char* path, const Outcome& o, bool must_refuse) {
+  std::string verdict;
+  std::string why;
+  if (!o.escaped.empty()) {
+    verdict = "ESCAPED";
+    why = o.escaped;
+  } else if (o.max_used > static_cast<long long>(g_limit)) {
+    verdict = "ESCAPED";
+    why = "the process held " + MiB(o.max_used);
+  } else if (must_refuse && o.ok > 0) {
+    verdict = "ESCAPED";
+    why = "a call past the limit succeeded";
+  } else if (o.other != CUDA_SUCCESS) {
+    verdict = "ERROR";
+    why = "rc=" + std::to_string(o.other);
+  } else if (o.oom > 0) {
+    verdict = "refused";
+  } else {
+    verdict = "held";
+  }
+  if (verdict == "ESCAPED" || verdict == "ERROR") ++g_bad;
+  std::string detail = why;
+  if (!o.detail.empty()) detail += (detail.empty() ? "" : "; ") + o.detail;
+  detail += (detail.empty() ? "" : "; ") + std::string("max held ") + MiB(o.max_used);
+  std::printf("attack: %s: %s (%s)\n", path, verdict.c_str(), detail.c_str());
+  std::fflush(stdout);
+}
+
+void Skip(const char* path, const std::string& why) {
+  std::printf("attack: %s: skipped (%s)\n", path, why.c_str());
+  std::fflush(stdout);
+}
+
+using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+using FreeFn = CUresult (*)(CUdeviceptr);
+
+// Twice the limit through `alloc`, which must be libvgpu's hook.
+void SizedAlloc(const char* path, void* alloc, void* hook) {
+  if (alloc == nullptr) return Skip(path, "lookup found nothing");
+  Outcome o;
+  if (alloc != hook) {
+    o.escaped = "the lookup returned the driver's own entry, not libvgpu's hook";
+    return Report(path, o, true);
+  }
+  CUdeviceptr p = 0;
+  CUresult r = reinterpret_cast<AllocFn>(alloc)(&p, 2 * g_limit);
+  o.Add(r);
+  o.Measure();
+  if (r == CUDA_SUCCESS) Sym<FreeFn>("cuMemFree_v2")(p);
+  Report(path, o, true);
+}
+
+void HookEscapes(void* hook) {
+  using DlsymFn = void* (*)(void*, const char*);
+  SizedAlloc("cuMemAlloc_v2 of 2x the limit (baseline)", Sym<void*>("cuMemAlloc_v2"), hook);
+  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+    std::string path = std::string("dlvsym(RTLD_DEFAULT, \"dlsym\", \"") + version + "\") + dlsym";
+    auto libc_dlsym = reinterpret_cast<DlsymFn>(dlvsym(RTLD_DEFAULT, "dlsym", version));
+    if (libc_dlsym == nullptr) {
+      Skip(path.c_str(), "no such version in this glibc");
+      continue;
+    }
+    SizedAlloc(path.c_str(), libc_dlsym(g_cuda, "cuMemAlloc_v2"), hook);
+  }
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  auto libc_dlsym = libc ? reinterpret_cast<DlsymFn>(dlsym(libc, "dlsym")) : nullptr;
+  SizedAlloc("dlsym(libc, \"dlsym\") + dlsym",
+             libc_dlsym ? libc_dlsym(g_cuda, "cuMemAlloc_v2") : nullptr, hook);
+  void* second = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW);
+  if (second == nullptr) {
+    const char* err = dlerror();
+    Skip("dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym", err ? err : "dlmopen failed");
+  } else {
+    SizedAlloc("dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym", dlsym(second, "cuMemAlloc_v2"),
+               hook);
+  }
+  SizedAlloc("dlsym(RTLD_NEXT) from a library loaded before libcuda",
+             escape_lookup_next("cuMemAlloc_v2"), hook);
+  auto resolve =
+      Sym<CUresult (*)(const char*, void**, int, cuuint64_t, int*)>("cuGetProcAddress_v2");
+  void* fn = nullptr;
+  int status = 0;
+  const char* future = "cuGetProcAddress_v2(\"cuMemAlloc\", cudaVersion 99000)";
+  if (resolve == nullptr || resolve("cuMemAlloc", &fn, 99000, 0, &status) != CUDA_SUCCESS) {
+    Skip(future, "the driver does not resolve it");
+  } else {
+    SizedAlloc(future, fn, hook);
+  }
+  // The legacy v1 allocator (32-bit sizes), by name and through the resolver below 3020.
+  using V1AllocFn = CUresult (*)(unsigned int*, unsigned int);
+  using V1FreeFn = CUresult (*)(unsigned int);
+  auto v1 = [&](const char* path, void* alloc) {
+    if (alloc == nullptr) return Skip(path, "the driver has no v1 cuMemAlloc");
+    Outcome o;
+    unsigned int p = 0;
+    unsigned int bytes = g_limit < (1ULL << 31) ? static_cast<unsigned int>(2 * g_limit) : ~0U;
+    CUresult r = reinterpret_cast<V1AllocFn>(alloc)(&p, bytes);
+    o.Add(r);
+    o.Measure();
+    if (r == CUDA_SUCCESS) {
+      if (auto release = Sym<V1FreeFn>("cuMemFree")) release(p);
+    }
+    Report(path, o, true);
+  };
+  v1("cuMemAlloc (v1) through dlsym", Sym<void*>("cuMemAlloc"));
+  fn = nullptr;
+  auto resolve_v1 = Sym<CUresult (*)(const char*, void**, int, cuuint64_t)>("cuGetProcAddress");
+  if (resolve_v1 != nullptr && resolve_v1("cuMemAlloc", &fn, 3010, 0) == CUDA_SUCCESS) {
+    v1("cuMemAlloc (v1) through cuGetProcAddress(cudaVersion 3010)", fn);
+  } else {
+    Skip("cuMemAlloc (v1) through cuGetProcAddress(cudaVersion 3010)",
+         "the driver does not resolve it");
+  }
+}
+
+struct Array2D {
+  size_t Width, Height;
+  int Format;
+  unsigned int NumChannels;
+};
+struct Array3D {
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned int NumChannels, Flags;
+};
+
+void Arrays() {
+  using CreateFn = CUresult (*)(void**, const void*);
+  using DestroyFn = CUresult (*)(void*);
+  const size_t floats = 2 * g_limit / 4;  // 2x the limit of 4-byte texels
+  Array2D a2{32768, floats / 32768, kFloat, 1};
+  Array3D a3{1024, 1024, floats / (1024 * 1024), kFloat, 1, 0};
+  struct Case {
+    const char* path;
+    const void* desc;
+    const char* destroy;
+  } cases[] = {{"cuArrayCreate_v2", &a2, "cuArrayDestroy"},
+               {"cuArray3DCreate_v2", &a3, "cuArrayDestroy"},
+               {"cuMipmappedArrayCreate", &a3, "cuMipmappedArrayDestroy"}};
+  for (const Case& c : cases) {
+    void* create = Sym<void*>(c.path);
+    if (create == nullptr) {
+      Skip(c.path, "not in this driver");
+      continue;
+    }
+    Outcome o;
+    void* h = nullptr;
+    CUresult r =
+        std::strcmp(c.path, "cuMipmappedArrayCreate") == 0
+            ? reinterpret_cast<CUresult (*)(void**, const void*, unsigned)>(create)(&h, c.desc, 2)
+            : reinterpret_cast<CreateFn>(create)(&h, c.desc);
+    o.Add(r);
+    o.Measure();
+    if (r == CUDA_SUCCESS) Sym<DestroyFn>(c.destroy)(h);
+    Report(c.path, o, true);
+  }
+}
+
+void Contexts() {
+  const char* path = "cuCtxCreate x8";
+  auto v4 = Sym<CUresult (*)(CUcontext*, void*, unsigned, CUdevice)>("cuCtxCreate_v4");
+  auto v3 = Sym<CUresult (*)(CUcontext*, void*, int, unsigned, CUdevice)>("cuCtxCreate_v3");
+  auto v2 = Sym<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate_v2");
+  auto destroy = Sym<CUresult (*)(CUcontext)>("cuCtxDestroy_v2");
+  if ((v4 == nullptr && v3 == nullptr && v2 == nullptr) || destroy == nullptr) {
+    return Skip(path, "not in this driver");
+  }
+  Outcome o;
+  o.detail = v4 ? "_v4" : v3 ? "_v3" : "_v2";
+  std::vector<CUcontext> made;
+  for (int i = 0; i < 8; ++i) {
+    CUcontext ctx = nullptr;
+    CUresult r = v4 ? v4(&ctx, nullptr, 0, 0) : v3 ? v3(&ctx, nullptr, 0, 0, 0) : v2(&ctx, 0, 0);
+    o.Add(r);
+    if (r == CUDA_SUCCESS) made.push_back(ctx);
+    o.Measure();
+  }
+  o.detail += ", " + std::to_string(made.size()) + " created";
+  for (CUcontext ctx : made) destroy(ctx);
+  Report(path, o, false);
+}
+
+void ContextLimits() {
+  auto get = Sym<CUresult (*)(size_t*, CUlimit)>("cuCtxGetLimit");
+  auto set = Sym<CUresult (*)(CUlimit, size_t)>("cuCtxSetLimit");
+  auto attr = Sym<CUresult (*)(int*, int, CUdevice)>("cuDeviceGetAttribute");
+  if (get == nullptr || set == nullptr || attr == nullptr) {
+    return Skip("cuCtxSetLimit", "not in this driver");
+  }
+  int sms = 0, threads = 0;
+  attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+  attr(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0);
+  unsigned long long resident = sms > 0 && threads > 0 ? 1ULL * sms * threads : 1;
+  // The stack limit is per thread, committed for every resident thread.
+  size_t stack = static_cast<size_t>((2 * g_limit / resident + 15) / 16 * 16);
+  struct Case {
+    const char* path;
+    CUlimit limit;
+    size_t value;
+  } cases[] = {
+      {"cuCtxSetLimit(MALLOC_HEAP_SIZE, 2x the limit)", CU_LIMIT_MALLOC_HEAP_SIZE, 2 * g_limit},
+      {"cuCtxSetLimit(STACK_SIZE, 2x the limit over all resident threads)", CU_LIMIT_STACK_SIZE,
+       stack},
+      {"cuCtxSetLimit(PRINTF_FIFO_SIZE, 2x the limit)", CU_LIMIT_PRINTF_FIFO_SIZE, 2 * g_limit},
+  };
+  for (const Case& c : cases) {
+    Outcome o;
+    size_t old = 0;
+    get(&old, c.limit);
+    CUresult r = set(c.limit, c.value);
+    o.Add(r);
+    o.Measure();
+    if (r == CUDA_SUCCESS) set(c.limit, old);
+    Report(c.path, o, false);
+  }
+}
+
+// PTX with two __device__ arrays of the limit each (2x the limit of globals).
+std::string BigGlobalsPtx() {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                ".version 7.0\n.target sm_50\n.address_size 64\n"
+                ".global .align 8 .b8 g0[%llu];\n.global .align 8 .b8 g1[%llu];\n",
+                g_limit, g_limit);
+  return text;
+}
+
+void Modules() {
+  const std::string ptx = BigGlobalsPtx();
+  char file[] = "/tmp/vgpu-attack-XXXXXX";
+  int fd = mkstemp(file);
+  bool have_file =
+      fd >= 0 && write(fd, ptx.c_str(), ptx.size() + 1) == static_cast<ssize_t>(ptx.size() + 1);
+  if (fd >= 0) close(fd);
+  using Lib = CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned);
+  using LibFile =
+      CUresult (*)(void**, const char*, void*, void**, unsigned, void*, void**, unsigned);
+  auto module_global =
+      Sym<CUresult (*)(CUdeviceptr*, size_t*, void*, const char*)>("cuModuleGetGlobal_v2");
+  auto library_global =
+      Sym<CUresult (*)(CUdeviceptr*, size_t*, void*, const char*)>("cuLibraryGetGlobal");
+  auto module_unload = Sym<CUresult (*)(void*)>("cuModuleUnload");
+  auto library_unload = Sym<CUresult (*)(void*)>("cuLibraryUnload");
+  struct Case {
+    const char* path;
+    bool library;
+    bool fatbin;  // the image is PTX, which a driver may not take as a fat binary
+    std::function<CUresult(void**)> load;
+  };
+  const Case cases[] = {
+      {"cuModuleLoadData (2x the limit of __device__ globals)", false, false,
+       [&](void** h) {
+         return Sym<CUresult (*)(void**, const void*)>("cuModuleLoadData")(h, ptx.c_str());
+       }},
+      {"cuModuleLoadDataEx", false, false,
+       [&](void** h) {
+         return Sym<CUresult (*)(void**, const void*, unsigned, void*, void**)>(
+             "cuModuleLoadDataEx")(h, ptx.c_str(), 0, nullptr, nullptr);
+       }},
+      {"cuModuleLoad (file)", false, false,
+       [&](void** h) { return Sym<CUresult (*)(void**, const char*)>("cuModuleLoad")(h, file); }},
+      {"cuModuleLoadFatBinary", false, true,
+       [&](void** h) {
+         return Sym<CUresult (*)(void**, const void*)>("cuModuleLoadFatBinary")(h, ptx.c_str());
+       }},
+      {"cuLibraryLoadData", true, false,
+       [&](void** h) {
+         return Sym<Lib>("cuLibraryLoadData")(h, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr,
+                                              0);
+       }},
+      {"cuLibraryLoadFromFile", true, false,
+       [&](void** h) {
+         return Sym<LibFile>("cuLibraryLoadFromFile")(h, file, nullptr, nullptr, 0, nullptr,
+                                                      nullptr, 0);
+       }},
+  };
+  const char* entries[] = {"cuModuleLoadData",      "cuModuleLoadDataEx", "cuModuleLoad",
+                           "cuModuleLoadFatBinary", "cuLibraryLoadData",  "cuLibraryLoadFromFile"};
+  for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
+    const Case& c = cases[i];
+    if (Sym<void*>(entries[i]) == nullptr) {
+      Skip(c.path, "not in this driver");
+      continue;
+    }
+    if (std::strstr(entries[i], "File") != nullptr ||
+        std::strcmp(entries[i], "cuModuleLoad") == 0) {
+      if (!have_file) {
+        Skip(c.path, "cannot write the PTX file");
+        continue;
+      }
+    }
+    Outcome o;
+    void* h = nullptr;
+    CUresult r = c.load(&h);
+    if (c.fatbin && r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY) {
+      Skip(c.path, "the driver takes no PTX image as a fat binary: rc=" + std::to_string(r));
+      continue;
+    }
+    o.Add(r);
+    if (r == CUDA_SUCCESS) {
+      // Lazy loading (CUDA_MODULE_LOADING=LAZY) commits globals on first use: use them.
+      auto global = c.library ? library_global : module_global;
+      CUdeviceptr d = 0;
+      size_t n = 0;
+      if (global != nullptr) {
+        global(&d, &n, h, "g0");
+        global(&d, &n, h, "g1");
+      }
+    }
+    o.Measure();
+    if (r == CUDA_SUCCESS) (c.library ? library_unload : module_unload)(h);
+    Report(c.path, o, true);
+  }
+  if (fd >= 0) unlink(file);
+}
+
+size_t Headroom() {
+  size_t free_bytes = 0, total = 0;
+  Sym<CUresult (*)(size_t*, size_t*)>("cuMemGetInfo_v2")(&free_bytes, &total);
+  return free_bytes;
+}
+
+constexpr size_t kGranule = 2 << 20;
+
+void GraphMemory() {
+  const char* path = "cuGraphAddMemAllocNode, 3 instantiations of 0.4x the headroom";
+  using GraphCreateFn = CUresult (*)(CUgraph*, unsigned);
+  auto create = Sym<GraphCreateFn>("cuGraphCreate");
+  auto add = Sym<decltype(&cuGraphAddMemAllocNode)>("cuGraphAddMemAllocNode");
+  auto instantiate = Sym<decltype(&cuGraphInstantiateWithFlags)>("cuGraphInstantiateWithFlags");
+  auto launch = Sym<decltype(&cuGraphLaunch)>("cuGraphLaunch");
+  auto exec_destroy = Sym<decltype(&cuGraphExecDestroy)>("cuGraphExecDestroy");
+  auto destroy = Sym<decltype(&cuGraphDestroy)>("cuGraphDestroy");
+  auto trim = Sym<CUresult (*)(CUdevice)>("cuDeviceGraphMemTrim");
+  auto free_async = Sym<decltype(&cuMemFreeAsync)>("cuMemFreeAsync");
+  if (!create || !add || !instantiate || !launch || !exec_destroy || !destroy) {
+    return Skip(path, "not in this driver");
+  }
+  Outcome o;
+  const size_t bytes = Headroom() * 4 / 10 / kGranule * kGranule;
+  // Three graphs instantiated once each: a driver may allow one instantiation of a graph with
+  // memory nodes at a time.
+  struct Made {
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    CUdeviceptr dptr = 0;
+    bool launched = false;
+  } made[3];
+  for (Made& m : made) {
+    if (create(&m.graph, 0) != CUDA_SUCCESS) continue;
+    CudaMemAllocNodeParams params{};
+    params.poolProps.allocType = 1;  // pinned
+    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params.poolProps.location.id = 0;
+    params.bytesize = bytes;
+    CUgraphNode node = nullptr;
+    CUresult r = add(&node, m.graph, nullptr, 0, &params);
+    if (r != CUDA_SUCCESS) {
+      o.Add(r);
+      continue;
+    }
+    m.dptr = params.dptr;
+    r = instantiate(&m.exec, m.graph, 0);
+    o.Add(r);
+    if (r != CUDA_SUCCESS) {
+      m.exec = nullptr;
+      continue;
+    }
+    m.launched = launch(m.exec, nullptr) == CUDA_SUCCESS;
+    Synchronize();
+    o.Measure();
+  }
+  o.Measure();
+  for (Made& m : made) {
+    // Memory a launched graph allocated and never freed is freed like any stream allocation
+    // (real drivers only: the fake does not model graph memory).
+    if (m.launched && trim != nullptr && free_async != nullptr) free_async(m.dptr, nullptr);
+    if (m.exec != nullptr) exec_destroy(m.exec);
+    if (m.graph != nullptr) destroy(m.graph);
+  }
+  Synchronize();
+  if (trim != nullptr) trim(0);
+  Report(path, o, false);
+}
+
+void ImportExternal() {
+  const char* path = "cuImportExternalMemory of 2x the limit";
+  auto import = Sym<decltype(&cuImportExternalMemory)>("cuImportExternalMemory");
+  auto destroy = Sym<decltype(&cuDestroyExternalMemory)>("cuDestroyExternalMemory");
+  if (import == nullptr || destroy == nullptr) return Skip(path, "not in this driver");
+  // No Vulkan here: an opaque fd that is not one. libvgpu refuses by the stated size before the
+  // driver looks at the fd; without that refusal the driver answers an error of its own.
+  CudaExternalMemoryHandleDesc desc{};
+  desc.type = 1;  // CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD
+  desc.handle.fd = -1;
+  desc.size = 2 * g_limit;
+  Outcome o;
+  CUexternalMemory ext = nullptr;
+  CUresult r = import(&ext, &desc);
+  o.Add(r);
+  o.Measure();
+  if (r == CUDA_SUCCESS) destroy(ext);
+  Report(path, o, true);
+}
+
+CUmemAllocationProp DeviceProp() {
+  CUmemAllocationProp prop{};
+  prop.type = 1;  // pinned
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return prop;
+}
+
+void ReleaseWhileMapped() {
+  const char* path = "cuMemRelease while mapped, then cuMemCreate of 0.6x the headroom";
+  auto reserve = Sym<CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>(
+      "cuMemAddressReserve");
+  auto address_free = Sym<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree");
+  auto create = Sym<decltype(&cuMemCreate)>("cuMemCreate");
+  auto release = Sym<decltype(&cuMemRelease)>("cuMemRelease");
+  auto map = Sym<decltype(&cuMemMap)>("cuMemMap");
+  auto unmap = Sym<decltype(&cuMemUnmap)>("cuMemUnmap");
+  if (!reserve || !address_free || !create || !release || !map || !unmap) {
+    return Skip(path, "not in this driver");
+  }
+  CUmemAllocationProp prop = DeviceProp();
+  size_t granule = kGranule;
+  if (auto gran = Sym<CUresult (*)(size_t*, const CUmemAllocationProp*, int)>(
+          "cuMemGetAllocationGranularity")) {
+    size_t g = 0;
+    if (gran(&g, &prop, 0) == CUDA_SUCCESS && g > 0) granule = g;
+  }
+  const size_t chunk = Headroom() * 6 / 10 / granule * granule;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  CUresult r = reserve(&va, chunk, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return Skip(path, "cuMemAddressReserve: rc=" + std::to_string(r));
+  // The first handle is legal (0.6x the headroom): mapped, then released while mapped.
+  r = create(&a, chunk, &prop, 0);
+  if (r != CUDA_SUCCESS) {
+    address_free(va, chunk);
+    Outcome o;
+    o.Add(r == CUDA_ERROR_OUT_OF_MEMORY ? CUDA_ERROR_INVALID_VALUE : r);
+    o.detail = "the first cuMemCreate, within the limit, failed: rc=" + std::to_string(r);
+    return Report(path, o, true);
+  }
+  r = map(va, chunk, 0, a, 0);
+  release(a);
+  Outcome o;
+  if (r != CUDA_SUCCESS) {
+    o.Add(r);
+    o.detail = "cuMemMap of the first handle failed";
+  } else {
+    // Its memory is still held: a second handle of the same size is past the limit.
+    r = create(&b, chunk, &prop, 0);
+    o.Add(r);
+    o.Measure();
+    if (r == CUDA_SUCCESS) release(b);
+    unmap(va, chunk);
+  }
+  address_free(va, chunk);
+  Report(path, o, true);
+}
+
+void PoolKeeps() {
+  const char* path = "pool at RELEASE_THRESHOLD max, cuMemFreeAsync, then 0.6x the headroom again";
+  auto get_pool = Sym<decltype(&cuDeviceGetMemPool)>("cuDeviceGetMemPool");
+  auto set_attr = Sym<decltype(&cuMemPoolSetAttribute)>("cuMemPoolSetAttribute");
+  auto trim = Sym<decltype(&cuMemPoolTrimTo)>("cuMemPoolTrimTo");
+  auto alloc_async = Sym<decltype(&cuMemAllocAsync)>("cuMemAllocAsync");
+  auto free_async = Sym<decltype(&cuMemFreeAsync)>("cuMemFreeAsync");
+  if (!get_pool || !set_attr || !trim || !alloc_async || !free_async) {
+    return Skip(path, "not in this driver");
+  }
+  CUmemoryPool pool = nullptr;
+  Outcome o;
+  CUresult r = get_pool(&pool, 0);
+  if (r != CUDA_SUCCESS) {
+    o.Add(r);
+    return Report(path, o, true);
+  }
+  cuuint64_t max = ~cuuint64_t{0}, zero = 0;
+  set_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max);
+  const size_t chunk = Headroom() * 6 / 10 / kGranule * kGranule;
+  CUdeviceptr p = 0, q = 0;
+  r = alloc_async(&p, chunk, nullptr);
+  if (r == CUDA_SUCCESS) {
+    free_async(p, nullptr);
+    Synchronize();
+    r = Sym<AllocFn>("cuMemAlloc_v2")(&q, chunk);
+    o.Add(r);
+    o.Measure();
+    if (r == CUDA_SUCCESS) Sym<FreeFn>("cuMemFree_v2")(q);
+  } else {
+    o.Add(r);
+  }
+  set_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+  trim(pool, 0);
+  Report(path, o, true);
+}
+
+void Run(int argc, char** argv) {
+  g_limit = Arg(argv, 2);
+  const char* group = argc > 3 ? argv[3] : nullptr;
+  UseDevice(0);
+  g_cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (auto init = NvmlSym<nvmlReturn_t (*)()>("nvmlInit_v2")) init();
+  Sym<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&g_primary);
+  // A kernel that does nothing, for Outcome::Measure (drivers that JIT PTX; not the fake).
+  auto get_function = Sym<CUresult (*)(CUfunction*, void*, const char*)>("cuModuleGetFunction");
+  void* nop_module = nullptr;
+  if (get_function != nullptr &&
+      cuModuleLoadData(&nop_module,
+                       ".version 7.0\n.target sm_50\n.address_size 64\n"
+                       ".visible .entry nop()\n{\nret;\n}\n") == CUDA_SUCCESS) {
+    get_function(&g_nop, nop_module, "nop");
+  }
+  std::printf("attack: limit %s, process holds %s at start, %s\n", MiB(g_limit).c_str(),
+              MiB(ProcessUsed()).c_str(), g_nop ? "kernel launches after each call" : "no kernel");
+  struct Group {
+    const char* name;
+    std::function<void()> run;
+  };
+  const Group groups[] = {
+      {"hooks", [] { HookEscapes(Hook("cuMemAlloc_v2")); }},
+      {"arrays", Arrays},
+      {"contexts", Contexts},
+      {"limits", ContextLimits},
+      {"modules", Modules},
+      {"graph", GraphMemory},
+      {"import", ImportExternal},
+      {"vmm", ReleaseWhileMapped},
+      {"pool", PoolKeeps},
+      {"untested",
+       [] {
+         Skip("allocation table full", "3.67M live allocations; the fake-driver test covers it");
+         Skip("asynchronous allocation on another device's stream",
+              "needs two GPUs; the fake-driver test covers it");
+       }},
+  };
+  bool known = group == nullptr;
+  for (const Group& g : groups) {
+    if (group != nullptr && std::strcmp(group, g.name) != 0) continue;
+    known = true;
+    g.run();
+  }
+  if (!known) {
+    std::fprintf(stderr, "unknown attack group %s\n", group);
+    ++g_failures;
+  }
+  if (g_bad > 0) ++g_failures;
+}
+
+}  // namespace attack
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -958,6 +1609,8 @@ int main(int argc, char** argv) {
     PoolKeep(argv);
   } else if (s == "import" && argc == 3) {
     Import(argv);
+  } else if (s == "attack" && (argc == 3 || argc == 4)) {
+    attack::Run(argc, argv);
   } else if (s == "graphmem" && argc == 3) {
     GraphMem(argv);
   } else if (s == "bigkernel") {

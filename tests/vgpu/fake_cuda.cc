@@ -261,14 +261,17 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
   return key != 0 ? Release("cuCtxDestroy_v2", key) : CUDA_SUCCESS;
 }
 thread_local CUcontext t_ctx = nullptr;
+CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   *ctx = t_ctx;
   return CUDA_SUCCESS;
 }
 // Context limits commit memory: the heap and the FIFO their size, the stack its size for 1024
 // resident threads. Setting a limit again replaces its commit.
+// The stack limit is per thread and committed for every resident thread (132 SMs x 2048 threads,
+// the attributes cuDeviceGetAttribute reports), as the real driver does.
 static unsigned long long LimitBytes(CUlimit limit, size_t value) {
-  return limit == CU_LIMIT_STACK_SIZE ? value * 1024ULL : value;
+  return limit == CU_LIMIT_STACK_SIZE ? value * 132ULL * 2048ULL : value;
 }
 CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
   std::lock_guard<std::mutex> lock(M().mu);
@@ -355,12 +358,25 @@ CUresult cuMipmappedArrayDestroy(void* array) {
   return Release("cuMipmappedArrayDestroy", reinterpret_cast<std::uintptr_t>(array));
 }
 
-// Modules and libraries: the image is the text "globals=<bytes>"; loading commits that many
-// bytes of __device__ globals.
+// Modules and libraries: the image is the text "globals=<bytes>", or PTX whose `.global` arrays
+// (`.global .align 8 .b8 name[<bytes>];`) add up to the bytes; loading commits that many bytes of
+// __device__ globals.
 static CUresult LoadImage(const char* name, void** handle, const void* image) {
   const char* text = static_cast<const char*>(image);
-  if (text == nullptr || std::strncmp(text, "globals=", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
-  return CreateArray(name, handle, std::strtoull(text + 8, nullptr, 10));
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (std::strncmp(text, "globals=", 8) == 0) {
+    return CreateArray(name, handle, std::strtoull(text + 8, nullptr, 10));
+  }
+  if (std::strncmp(text, ".version", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long bytes = 0;
+  for (const char* g = std::strstr(text, ".global"); g != nullptr;
+       g = std::strstr(g + 1, ".global")) {
+    const char* end = std::strchr(g, ';');
+    const char* open = std::strchr(g, '[');
+    if (end != nullptr && open != nullptr && open < end)
+      bytes += std::strtoull(open + 1, nullptr, 10);
+  }
+  return CreateArray(name, handle, bytes);
 }
 CUresult cuModuleLoadData(void** module, const void* image) {
   return LoadImage("cuModuleLoadData", module, image);
@@ -440,6 +456,11 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph, unsigned long l
   *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x800000 + next++ * 64));
   return CUDA_SUCCESS;
 }
+CUresult cuGraphCreate(CUgraph* graph, unsigned int) {
+  static std::atomic<unsigned long long> next{1};
+  *graph = reinterpret_cast<CUgraph>(static_cast<std::uintptr_t>(0x600000 + next++ * 64));
+  return CUDA_SUCCESS;
+}
 CUresult cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
 CUresult cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
 
@@ -468,6 +489,14 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   }
   return Release("cuMemRelease", handle);
 }
+// Virtual address ranges: handles only.
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                             unsigned long long) {
+  static std::atomic<unsigned long long> next{0x200000000ULL};
+  *ptr = next.fetch_add((size + (2ULL << 20)) & ~((2ULL << 20) - 1));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAddressFree(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
 CUresult cuMemMap(CUdeviceptr ptr, size_t, size_t, CUmemGenericAllocationHandle handle,
                   unsigned long long) {
   std::lock_guard<std::mutex> lock(M().mu);

@@ -266,6 +266,43 @@ TEST_F(PreloadTest, MemoryOfUnsizedCallsIsChargedAsCommitted) {
   EXPECT_APP_OK(r);
 }
 
+// The escape attempts tests/gpu/run.sh makes against a real driver (driver_app `attack`), here
+// against the fake one: every path the fake driver has is refused, none escapes.
+TEST_F(PreloadTest, AttackScenarioForRealDriversIsRefusedOnTheFakeDriver) {
+  UseLimitsFile("CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  AppResult r = Run({"FAKE_GPU_CONTEXT_BYTES=314572800"}, {"attack", std::to_string(kGiB)});
+  EXPECT_APP_OK(r) << r.out;
+  EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ERROR"), std::string::npos) << r.out;
+  const char* refused[] = {
+      "cuMemAlloc_v2 of 2x the limit (baseline): refused",
+      "dlvsym(RTLD_DEFAULT, \"dlsym\", \"GLIBC_2.34\") + dlsym: refused",
+      "dlsym(libc, \"dlsym\") + dlsym: refused",
+      "dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym: refused",
+      "dlsym(RTLD_NEXT) from a library loaded before libcuda: refused",
+      "cuGetProcAddress_v2(\"cuMemAlloc\", cudaVersion 99000): refused",
+      "cuMemAlloc (v1) through dlsym: refused",
+      "cuMemAlloc (v1) through cuGetProcAddress(cudaVersion 3010): refused",
+      "cuArrayCreate_v2: refused",
+      "cuArray3DCreate_v2: refused",
+      "cuMipmappedArrayCreate: refused",
+      "cuCtxCreate x8: refused (_v4, 2 created",
+      "cuCtxSetLimit(MALLOC_HEAP_SIZE, 2x the limit): refused",
+      "cuCtxSetLimit(STACK_SIZE, 2x the limit over all resident threads): refused",
+      "cuCtxSetLimit(PRINTF_FIFO_SIZE, 2x the limit): refused",
+      "cuModuleLoadData (2x the limit of __device__ globals): refused",
+      "cuLibraryLoadData: refused",
+      "cuGraphAddMemAllocNode, 3 instantiations of 0.4x the headroom: refused",
+      "cuImportExternalMemory of 2x the limit: refused",
+      "cuMemRelease while mapped, then cuMemCreate of 0.6x the headroom: refused",
+      "pool at RELEASE_THRESHOLD max, cuMemFreeAsync, then 0.6x the headroom again: refused",
+  };
+  for (const char* line : refused) {
+    EXPECT_NE(r.out.find(std::string("attack: ") + line), std::string::npos) << line << "\n"
+                                                                             << r.out;
+  }
+}
+
 TEST_F(PreloadTest, CreatedContextsAreChargedUpToTheLimit) {
   // Each context commits 300 MiB, the primary one included: 1 + 2 fit in 1 GiB, 6 are refused.
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g", "FAKE_GPU_CONTEXT_BYTES=314572800"},
