@@ -117,16 +117,28 @@
   X(cuLibraryLoadData, CUresult,                                                                   \
     (CUlibrary * library, const void* code, void* jit_options, void** jit_values,                  \
      unsigned int num_jit, void* lib_options, void** lib_values, unsigned int num_lib))            \
-  X(cuLibraryUnload, CUresult, (CUlibrary library))
+  X(cuLibraryUnload, CUresult, (CUlibrary library))                                                \
+  X(cuModuleLoad, CUresult, (CUmodule * module, const char* path))                                 \
+  X(cuModuleLoadDataEx, CUresult,                                                                  \
+    (CUmodule * module, const void* image, unsigned int num_options, void* options,                \
+     void** values))                                                                               \
+  X(cuModuleLoadFatBinary, CUresult, (CUmodule * module, const void* fat_cubin))                   \
+  X(cuLibraryLoadFromFile, CUresult,                                                               \
+    (CUlibrary * library, const char* path, void* jit_options, void** jit_values,                  \
+     unsigned int num_jit, void* lib_options, void** lib_values, unsigned int num_lib))            \
+  X(cuGreenCtxCreate, CUresult,                                                                    \
+    (CUgreenCtx * ctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags))                  \
+  X(cuGreenCtxDestroy, CUresult, (CUgreenCtx ctx))
 
-#define VGPU_CUDA_REAL_ONLY(X)                                    \
-  X(cuCtxGetLimit, CUresult, (size_t * value, CUlimit limit))     \
-  X(cuStreamGetCtx, CUresult, (CUstream stream, CUcontext * ctx)) \
-  X(cuCtxPushCurrent_v2, CUresult, (CUcontext ctx))               \
-  X(cuCtxPopCurrent_v2, CUresult, (CUcontext * ctx))              \
-  X(cuCtxGetCurrent, CUresult, (CUcontext * ctx))                 \
-  X(cuCtxGetDevice, CUresult, (CUdevice * dev))                   \
-  X(cuDeviceGetCount, CUresult, (int* count))                     \
+#define VGPU_CUDA_REAL_ONLY(X)                                        \
+  X(cuCtxGetLimit, CUresult, (size_t * value, CUlimit limit))         \
+  X(cuStreamGetCtx, CUresult, (CUstream stream, CUcontext * ctx))     \
+  X(cuCtxPushCurrent_v2, CUresult, (CUcontext ctx))                   \
+  X(cuCtxPopCurrent_v2, CUresult, (CUcontext * ctx))                  \
+  X(cuCtxGetCurrent, CUresult, (CUcontext * ctx))                     \
+  X(cuCtxFromGreenCtx, CUresult, (CUcontext * ctx, CUgreenCtx green)) \
+  X(cuCtxGetDevice, CUresult, (CUdevice * dev))                       \
+  X(cuDeviceGetCount, CUresult, (int* count))                         \
   X(cuDeviceGetAttribute, CUresult, (int* value, CUdevice_attribute attr, CUdevice dev))
 
 #define VGPU_NVML_HOOKS(X)                                                            \

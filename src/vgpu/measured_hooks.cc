@@ -1,8 +1,8 @@
 // Hooks of the driver calls that commit device memory without stating how much: CUDA arrays,
-// contexts, context limits (malloc heap, stack, printf FIFO), module and library globals. The
-// charge is what NVML's per-process used memory says the driver committed around the call
-// (docs/vgpu.md "Memory"); past the limit the object is destroyed again and the call returns
-// CUDA_ERROR_OUT_OF_MEMORY, so a refusal leaves nothing allocated.
+// contexts (green ones too), context limits (malloc heap, stack, printf FIFO), module and library
+// globals (every loader). The charge is what NVML's per-process used memory says the driver
+// committed around the call (docs/vgpu.md "Memory"); past the limit the object is destroyed again
+// and the call returns CUDA_ERROR_OUT_OF_MEMORY, so a refusal leaves nothing allocated.
 #include <pthread.h>
 
 #include <type_traits>
@@ -120,6 +120,16 @@ std::uint64_t LimitKey(CUcontext ctx, CUlimit limit) {
 constexpr CUlimit kChargedLimits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE,
                                       CU_LIMIT_MALLOC_HEAP_SIZE};
 
+// A destroyed context's limits (heap, stack, FIFO) go with it.
+void ForgetLimits(Runtime* rt, CUcontext ctx) {
+  for (CUlimit limit : kChargedLimits) {
+    AllocEntry entry{};
+    if (rt->measured.Erase(LimitKey(ctx, limit), &entry)) {
+      rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
+    }
+  }
+}
+
 }  // namespace
 
 // The body of a hook whose driver call `name(args...)` creates the object *handle without stating
@@ -191,16 +201,29 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuCtxDestroy_v2);
   if (real == nullptr) return kNoDriver;
-  // The context's limits (heap, stack, FIFO) go with it.
   CUresult r = MeasuredDestroy(rt, Key(ctx), [&] { return real(ctx); });
-  if (r == CUDA_SUCCESS) {
-    for (CUlimit limit : kChargedLimits) {
-      AllocEntry entry{};
-      if (rt->measured.Erase(LimitKey(ctx, limit), &entry)) {
-        rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
-      }
-    }
-  }
+  if (r == CUDA_SUCCESS) ForgetLimits(rt, ctx);
+  return r;
+}
+
+// Green contexts (CUDA 12.4) commit context memory like created contexts.
+CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags) {
+  VGPU_MEASURED_CREATE(cuGreenCtxCreate, cuGreenCtxDestroy, NvmlIndexOf(rt, dev),
+                       ChargeKind::kContext, ctx, ctx, desc, dev, flags);
+}
+
+CUresult cuGreenCtxDestroy(CUgreenCtx green) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuGreenCtxDestroy);
+  if (real == nullptr) return kNoDriver;
+  // Limits were set through the green context's CUcontext (cuCtxFromGreenCtx): asked before the
+  // green context is gone.
+  CUcontext as_ctx = nullptr;
+  auto from_green = VGPU_REAL_CUDA(cuCtxFromGreenCtx);
+  if (from_green == nullptr || from_green(&as_ctx, green) != CUDA_SUCCESS) as_ctx = nullptr;
+  CUresult r = MeasuredDestroy(rt, Key(green), [&] { return real(green); });
+  if (r == CUDA_SUCCESS && as_ctx != nullptr) ForgetLimits(rt, as_ctx);
   return r;
 }
 
@@ -275,6 +298,31 @@ CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void* jit_optio
 }
 
 CUresult cuLibraryUnload(CUlibrary library) { VGPU_MEASURED_DESTROY(cuLibraryUnload, library); }
+
+// The other module and library loaders commit their globals alike.
+CUresult cuModuleLoad(CUmodule* module, const char* path) {
+  VGPU_MEASURED_CREATE(cuModuleLoad, cuModuleUnload, CurrentNvmlIndex(rt), ChargeKind::kModule,
+                       module, module, path);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
+                            void* options, void** values) {
+  VGPU_MEASURED_CREATE(cuModuleLoadDataEx, cuModuleUnload, CurrentNvmlIndex(rt),
+                       ChargeKind::kModule, module, module, image, num_options, options, values);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) {
+  VGPU_MEASURED_CREATE(cuModuleLoadFatBinary, cuModuleUnload, CurrentNvmlIndex(rt),
+                       ChargeKind::kModule, module, module, fat_cubin);
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, void* jit_options,
+                               void** jit_values, unsigned int num_jit, void* lib_options,
+                               void** lib_values, unsigned int num_lib) {
+  VGPU_MEASURED_CREATE(cuLibraryLoadFromFile, cuLibraryUnload, CurrentNvmlIndex(rt),
+                       ChargeKind::kModule, library, library, path, jit_options, jit_values,
+                       num_jit, lib_options, lib_values, num_lib);
+}
 
 }  // extern "C"
 

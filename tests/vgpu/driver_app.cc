@@ -30,6 +30,7 @@ CUresult cuInit(unsigned int);
 CUresult cuDevicePrimaryCtxRetain(CUcontext*, CUdevice);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxGetCurrent(CUcontext*);
 CUresult cuMemGetInfo_v2(size_t*, size_t*);
 CUresult cuDeviceTotalMem_v2(size_t*, CUdevice);
 CUresult cuMemAlloc_v2(CUdeviceptr*, size_t);
@@ -95,6 +96,16 @@ CUresult cuModuleUnload(void*);
 CUresult cuLibraryLoadData(void**, const void*, void*, void**, unsigned int, void*, void**,
                            unsigned int);
 CUresult cuLibraryUnload(void*);
+CUresult cuModuleLoad(void**, const char*);
+CUresult cuModuleLoadDataEx(void**, const void*, unsigned int, void*, void**);
+CUresult cuModuleLoadFatBinary(void**, const void*);
+CUresult cuLibraryLoadFromFile(void**, const char*, void*, void**, unsigned int, void*, void**,
+                               unsigned int);
+CUresult cuDeviceGetDevResource(CUdevice, void*, int);
+CUresult cuDevResourceGenerateDesc(void**, void*, unsigned int);
+CUresult cuGreenCtxCreate(void**, void*, CUdevice, unsigned int);
+CUresult cuGreenCtxDestroy(void*);
+CUresult cuCtxFromGreenCtx(CUcontext*, void*);
 CUresult cuLaunch(CUfunction);
 CUresult cuLaunchGrid(CUfunction, int, int);
 CUresult cuLaunchGridAsync(CUfunction, int, int, CUstream);
@@ -538,6 +549,21 @@ void Measured(char** argv) {
   refused("cuModuleLoadData", cuModuleLoadData(&h, "globals=2147483648"));
   refused("cuLibraryLoadData",
           cuLibraryLoadData(&h, "globals=2147483648", nullptr, nullptr, 0, nullptr, nullptr, 0));
+  refused("cuModuleLoadDataEx", cuModuleLoadDataEx(&h, "globals=2147483648", 0, nullptr, nullptr));
+  refused("cuModuleLoadFatBinary", cuModuleLoadFatBinary(&h, "globals=2147483648"));
+  // The same images as files.
+  char big_file[] = "/tmp/vgpu-module-XXXXXX";
+  char small_file[] = "/tmp/vgpu-module-XXXXXX";
+  for (auto [path, text] : {std::pair<char*, const char*>{big_file, "globals=2147483648"},
+                            std::pair<char*, const char*>{small_file, "globals=10485760"}}) {
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, text, std::strlen(text) + 1), static_cast<ssize_t>(std::strlen(text) + 1));
+    close(fd);
+  }
+  refused("cuModuleLoad", cuModuleLoad(&h, big_file));
+  refused("cuLibraryLoadFromFile",
+          cuLibraryLoadFromFile(&h, big_file, nullptr, nullptr, 0, nullptr, nullptr, 0));
   refused("cuCtxSetLimit(MALLOC_HEAP_SIZE)", cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 2ULL << 30));
   // 8 KiB for each of the 132 x 2048 resident threads: 2.06 GiB.
   refused("cuCtxSetLimit(STACK_SIZE)", cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192));
@@ -557,6 +583,34 @@ void Measured(char** argv) {
   CHECK_EQ(cuModuleLoadData(&h, "globals=10485760"), CUDA_SUCCESS);
   CHECK_EQ(FreeBytes(), limit - 10 * kMiB);
   CHECK_EQ(cuModuleUnload(h), CUDA_SUCCESS);
+  // Every other loader: charged 10 MiB, given back at the unload.
+  struct Loader {
+    const char* name;
+    std::function<CUresult(void**)> load;
+    bool library;
+  };
+  const Loader loaders[] = {
+      {"cuModuleLoadDataEx",
+       [](void** m) { return cuModuleLoadDataEx(m, "globals=10485760", 0, nullptr, nullptr); },
+       false},
+      {"cuModuleLoadFatBinary",
+       [](void** m) { return cuModuleLoadFatBinary(m, "globals=10485760"); }, false},
+      {"cuModuleLoad", [&](void** m) { return cuModuleLoad(m, small_file); }, false},
+      {"cuLibraryLoadFromFile",
+       [&](void** l) {
+         return cuLibraryLoadFromFile(l, small_file, nullptr, nullptr, 0, nullptr, nullptr, 0);
+       },
+       true},
+  };
+  for (const Loader& loader : loaders) {
+    std::fprintf(stderr, "loader %s\n", loader.name);
+    CHECK_EQ(loader.load(&h), CUDA_SUCCESS);
+    CHECK_EQ(FreeBytes(), limit - 10 * kMiB);
+    CHECK_EQ(loader.library ? cuLibraryUnload(h) : cuModuleUnload(h), CUDA_SUCCESS);
+    CHECK_EQ(FreeBytes(), limit);
+  }
+  unlink(big_file);
+  unlink(small_file);
   CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 256 * kMiB), CUDA_SUCCESS);
   CHECK_EQ(FreeBytes(), limit - 256 * kMiB);
   CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 128 * kMiB), CUDA_SUCCESS);
@@ -590,6 +644,41 @@ void Contexts(char** argv) {
   std::printf("contexts=%zu refused=%d\n", made.size(), refused);
   for (CUcontext ctx : made) CHECK_EQ(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
   CHECK_EQ(FreeBytes(), limit - fake_cuda_physical_used(0));
+  // Green contexts alike (a resource descriptor of the device's SMs).
+  alignas(16) unsigned char resource[1024] = {};
+  void* desc = nullptr;
+  CHECK_EQ(cuDeviceGetDevResource(0, resource, 1), CUDA_SUCCESS);  // CU_DEV_RESOURCE_TYPE_SM
+  CHECK_EQ(cuDevResourceGenerateDesc(&desc, resource, 1), CUDA_SUCCESS);
+  std::vector<void*> green;
+  refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    void* g = nullptr;
+    CUresult r = cuGreenCtxCreate(&g, desc, 0, 1);  // CU_GREEN_CTX_DEFAULT_STREAM
+    if (r == CUDA_SUCCESS) {
+      green.push_back(g);
+    } else {
+      CHECK_EQ(r, CUDA_ERROR_OUT_OF_MEMORY);
+      ++refused;
+    }
+    CHECK(fake_cuda_physical_used(0) <= limit);
+  }
+  std::printf("green=%zu refused=%d\n", green.size(), refused);
+  for (void* g : green) CHECK_EQ(cuGreenCtxDestroy(g), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - fake_cuda_physical_used(0));
+  // A limit set in a green context (as a CUcontext) goes with the green context.
+  const unsigned long long before = FreeBytes();
+  void* g = nullptr;
+  CUcontext as_ctx = nullptr, primary = nullptr;
+  CHECK_EQ(cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+  CHECK_EQ(cuGreenCtxCreate(&g, desc, 0, 1), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxFromGreenCtx(&as_ctx, g), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(as_ctx), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 100ULL << 20), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), limit - fake_cuda_physical_used(0));
+  CHECK(FreeBytes() < before);
+  CHECK_EQ(cuGreenCtxDestroy(g), CUDA_SUCCESS);
+  CHECK_EQ(FreeBytes(), before);
 }
 
 // legacylaunch: the pre-4.0 and multi-device launch entries pass through the limiter (it marks
@@ -1194,6 +1283,33 @@ void Contexts() {
   Report(path, o, false);
 }
 
+void GreenContexts() {
+  const char* path = "cuGreenCtxCreate x8 (all SMs)";
+  auto resource = Sym<CUresult (*)(CUdevice, void*, int)>("cuDeviceGetDevResource");
+  auto generate = Sym<CUresult (*)(void**, void*, unsigned)>("cuDevResourceGenerateDesc");
+  auto create = Sym<CUresult (*)(void**, void*, CUdevice, unsigned)>("cuGreenCtxCreate");
+  auto destroy = Sym<CUresult (*)(void*)>("cuGreenCtxDestroy");
+  if (!resource || !generate || !create || !destroy) return Skip(path, "not in this driver");
+  // CUdevResource is 144 bytes in CUDA 12.x/13.0; room to spare.
+  alignas(16) unsigned char sm[4096] = {};
+  void* desc = nullptr;
+  CUresult r = resource(0, sm, 1);  // CU_DEV_RESOURCE_TYPE_SM
+  if (r == CUDA_SUCCESS) r = generate(&desc, sm, 1);
+  if (r != CUDA_SUCCESS) return Skip(path, "no SM resource descriptor: rc=" + std::to_string(r));
+  Outcome o;
+  std::vector<void*> made;
+  for (int i = 0; i < 8; ++i) {
+    void* green = nullptr;
+    r = create(&green, desc, 0, 1);  // CU_GREEN_CTX_DEFAULT_STREAM
+    o.Add(r);
+    if (r == CUDA_SUCCESS) made.push_back(green);
+    o.Measure();
+  }
+  o.detail = std::to_string(made.size()) + " created";
+  for (void* green : made) destroy(green);
+  Report(path, o, false);
+}
+
 void ContextLimits() {
   auto get = Sym<CUresult (*)(size_t*, CUlimit)>("cuCtxGetLimit");
   auto set = Sym<CUresult (*)(CUlimit, size_t)>("cuCtxSetLimit");
@@ -1539,7 +1655,11 @@ void Run(int argc, char** argv) {
   const Group groups[] = {
       {"hooks", [] { HookEscapes(Hook("cuMemAlloc_v2")); }},
       {"arrays", Arrays},
-      {"contexts", Contexts},
+      {"contexts",
+       [] {
+         Contexts();
+         GreenContexts();
+       }},
       {"limits", ContextLimits},
       {"modules", Modules},
       {"graph", GraphMemory},

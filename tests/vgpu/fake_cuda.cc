@@ -8,10 +8,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tests/vgpu/fake_ids.h"
 #include "vgpu/cuda_defs.h"
@@ -249,7 +251,8 @@ CUresult cuCtxCreate_v3(CUcontext* ctx, void*, int, unsigned int, CUdevice dev) 
 CUresult cuCtxCreate_v4(CUcontext* ctx, void*, unsigned int, CUdevice dev) {
   return CreateCtx("cuCtxCreate_v4", ctx, dev);
 }
-CUresult cuCtxDestroy_v2(CUcontext ctx) {
+// Not through cuCtxDestroy_v2: libvgpu's hook of that name would take the call.
+static CUresult DestroyCtx(CUcontext ctx) {
   unsigned long long key = 0;
   {
     std::lock_guard<std::mutex> lock(M().mu);
@@ -258,18 +261,53 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     key = it->second;
     M().ctx_memory.erase(it);
   }
+  // The context's limits (heap, stack, FIFO) go with it.
+  std::vector<unsigned long long> limit_keys;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    for (auto it = M().limits.begin(); it != M().limits.end();) {
+      if (it->first.first != reinterpret_cast<std::uintptr_t>(ctx)) {
+        ++it;
+        continue;
+      }
+      if (it->second.second != 0) limit_keys.push_back(it->second.second);
+      it = M().limits.erase(it);
+    }
+  }
+  for (unsigned long long k : limit_keys) Release("cuCtxDestroy_v2", k);
   return key != 0 ? Release("cuCtxDestroy_v2", key) : CUDA_SUCCESS;
 }
+CUresult cuCtxDestroy_v2(CUcontext ctx) { return DestroyCtx(ctx); }
 thread_local CUcontext t_ctx = nullptr;
 CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+// Green contexts: created contexts of their own (same handles, same FAKE_GPU_CONTEXT_BYTES); the
+// resource and its descriptor are opaque tokens.
+CUresult cuDeviceGetDevResource(CUdevice dev, void* resource, int) {
+  if (Physical(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::memset(resource, 0, 8);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevResourceGenerateDesc(void** desc, void*, unsigned int) {
+  *desc = reinterpret_cast<void*>(static_cast<std::uintptr_t>(0xde5c));
+  return CUDA_SUCCESS;
+}
+CUresult cuGreenCtxCreate(void** green, void* desc, CUdevice dev, unsigned int) {
+  Count("cuGreenCtxCreate");
+  if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateCtx("cuGreenCtxCreate", reinterpret_cast<CUcontext*>(green), dev);
+}
+CUresult cuGreenCtxDestroy(void* green) { return DestroyCtx(static_cast<CUcontext>(green)); }
+CUresult cuCtxFromGreenCtx(CUcontext* ctx, void* green) {
+  *ctx = static_cast<CUcontext>(green);
+  return CUDA_SUCCESS;
+}
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   *ctx = t_ctx;
   return CUDA_SUCCESS;
 }
-// Context limits commit memory: the heap and the FIFO their size, the stack its size for 1024
-// resident threads. Setting a limit again replaces its commit.
-// The stack limit is per thread and committed for every resident thread (132 SMs x 2048 threads,
-// the attributes cuDeviceGetAttribute reports), as the real driver does.
+// Context limits commit memory: the heap and the FIFO their size, the stack its size for every
+// resident thread (132 SMs x 2048 threads, the attributes cuDeviceGetAttribute reports), as the
+// real driver does. Setting a limit again replaces its commit.
 static unsigned long long LimitBytes(CUlimit limit, size_t value) {
   return limit == CU_LIMIT_STACK_SIZE ? value * 132ULL * 2048ULL : value;
 }
@@ -378,8 +416,31 @@ static CUresult LoadImage(const char* name, void** handle, const void* image) {
   }
   return CreateArray(name, handle, bytes);
 }
+constexpr CUresult kFileNotFound = 301;  // CUDA_ERROR_FILE_NOT_FOUND
+// The image of a file (at most 64 KiB), NUL-terminated; empty when it cannot be read.
+static std::string ReadImage(const char* path) {
+  std::string text;
+  if (std::FILE* f = path ? std::fopen(path, "rb") : nullptr) {
+    char buf[65536];
+    size_t n = std::fread(buf, 1, sizeof(buf), f);
+    text.assign(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
 CUresult cuModuleLoadData(void** module, const void* image) {
   return LoadImage("cuModuleLoadData", module, image);
+}
+CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned int, void*, void**) {
+  return LoadImage("cuModuleLoadDataEx", module, image);
+}
+CUresult cuModuleLoadFatBinary(void** module, const void* image) {
+  return LoadImage("cuModuleLoadFatBinary", module, image);
+}
+CUresult cuModuleLoad(void** module, const char* path) {
+  std::string text = ReadImage(path);
+  if (text.empty()) return kFileNotFound;
+  return LoadImage("cuModuleLoad", module, text.c_str());
 }
 CUresult cuModuleUnload(void* module) {
   return Release("cuModuleUnload", reinterpret_cast<std::uintptr_t>(module));
@@ -387,6 +448,12 @@ CUresult cuModuleUnload(void* module) {
 CUresult cuLibraryLoadData(void** library, const void* code, void*, void**, unsigned int, void*,
                            void**, unsigned int) {
   return LoadImage("cuLibraryLoadData", library, code);
+}
+CUresult cuLibraryLoadFromFile(void** library, const char* path, void*, void**, unsigned int, void*,
+                               void**, unsigned int) {
+  std::string text = ReadImage(path);
+  if (text.empty()) return kFileNotFound;
+  return LoadImage("cuLibraryLoadFromFile", library, text.c_str());
 }
 CUresult cuLibraryUnload(void* library) {
   return Release("cuLibraryUnload", reinterpret_cast<std::uintptr_t>(library));

@@ -292,6 +292,11 @@ TEST_F(PreloadTest, AttackScenarioForRealDriversIsRefusedOnTheFakeDriver) {
       "cuCtxSetLimit(PRINTF_FIFO_SIZE, 2x the limit): refused",
       "cuModuleLoadData (2x the limit of __device__ globals): refused",
       "cuLibraryLoadData: refused",
+      "cuModuleLoadDataEx: refused",
+      "cuModuleLoad (file): refused",
+      "cuModuleLoadFatBinary: refused",
+      "cuLibraryLoadFromFile: refused",
+      "cuGreenCtxCreate x8 (all SMs): refused (2 created",
       "cuGraphAddMemAllocNode, 3 instantiations of 0.4x the headroom: refused",
       "cuImportExternalMemory of 2x the limit: refused",
       "cuMemRelease while mapped, then cuMemCreate of 0.6x the headroom: refused",
@@ -304,11 +309,13 @@ TEST_F(PreloadTest, AttackScenarioForRealDriversIsRefusedOnTheFakeDriver) {
 }
 
 TEST_F(PreloadTest, CreatedContextsAreChargedUpToTheLimit) {
-  // Each context commits 300 MiB, the primary one included: 1 + 2 fit in 1 GiB, 6 are refused.
+  // Each context commits 300 MiB, the primary one included: 1 + 2 fit in 1 GiB, 6 are refused;
+  // green contexts alike.
   AppResult r = Run({"CUDA_DEVICE_MEMORY_LIMIT=1g", "FAKE_GPU_CONTEXT_BYTES=314572800"},
                     {"contexts", std::to_string(kGiB)});
   EXPECT_APP_OK(r);
   EXPECT_NE(r.out.find("contexts=2 refused=6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("green=2 refused=6"), std::string::npos) << r.out;
 }
 
 TEST_F(PreloadTest, LegacyAndMultiDeviceLaunchesAreThrottled) {
