@@ -111,7 +111,7 @@ if [[ -x "$APP" && -f "$PROBE" ]]; then
   }
   # One process per group: a driver that crashes on one path (dlmopen of a second driver copy)
   # costs that group only.
-  for group in hooks arrays contexts limits modules graph import vmm pool untested; do
+  for group in hooks dlmopen arrays contexts limits modules graph import vmm pool untested; do
     out="$(escape_run attack "$GIB" "$group" 2>"$ESC/$group.err")"
     status=$?
     n=0

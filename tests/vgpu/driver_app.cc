@@ -1017,8 +1017,9 @@ void Watch(char** argv) {
 // ESCAPED: the process held more than the limit (NVML's per-process used memory, after a kernel
 // launch that makes lazily committed memory real), or a call that commits more than the limit
 // succeeded, or a lookup returned the driver's own entry; ERROR: another error code. Exit status
-// 1 on any ESCAPED or ERROR. [group] runs one group of paths (hooks, arrays, contexts, limits,
-// modules, graph, import, vmm, pool, untested), so that a driver crash costs one group only.
+// 1 on any ESCAPED or ERROR. [group] runs one group of paths (hooks, dlmopen, arrays, contexts,
+// limits, modules, graph, import, vmm, pool, untested), so that a driver crash costs one group
+// only.
 namespace attack {
 
 void* g_cuda = nullptr;
@@ -1169,14 +1170,6 @@ void HookEscapes(void* hook) {
   auto libc_dlsym = libc ? reinterpret_cast<DlsymFn>(dlsym(libc, "dlsym")) : nullptr;
   SizedAlloc("dlsym(libc, \"dlsym\") + dlsym",
              libc_dlsym ? libc_dlsym(g_cuda, "cuMemAlloc_v2") : nullptr, hook);
-  void* second = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW);
-  if (second == nullptr) {
-    const char* err = dlerror();
-    Skip("dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym", err ? err : "dlmopen failed");
-  } else {
-    SizedAlloc("dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym", dlsym(second, "cuMemAlloc_v2"),
-               hook);
-  }
   SizedAlloc("dlsym(RTLD_NEXT) from a library loaded before libcuda",
              escape_lookup_next("cuMemAlloc_v2"), hook);
   auto resolve =
@@ -1214,6 +1207,18 @@ void HookEscapes(void* hook) {
     Skip("cuMemAlloc (v1) through cuGetProcAddress(cudaVersion 3010)",
          "the driver does not resolve it");
   }
+}
+
+// A second copy of the driver in a new link-map namespace (its own group: a driver may not
+// survive being loaded twice).
+void SecondDriver(void* hook) {
+  const char* path = "dlmopen(LM_ID_NEWLM, \"libcuda.so.1\") + dlsym";
+  void* second = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW);
+  if (second == nullptr) {
+    const char* err = dlerror();
+    return Skip(path, err ? err : "dlmopen failed");
+  }
+  SizedAlloc(path, dlsym(second, "cuMemAlloc_v2"), hook);
 }
 
 struct Array2D {
@@ -1360,7 +1365,7 @@ void Modules() {
   char file[] = "/tmp/vgpu-attack-XXXXXX";
   int fd = mkstemp(file);
   bool have_file =
-      fd >= 0 && write(fd, ptx.c_str(), ptx.size() + 1) == static_cast<ssize_t>(ptx.size() + 1);
+      fd >= 0 && write(fd, ptx.c_str(), ptx.size()) == static_cast<ssize_t>(ptx.size());
   if (fd >= 0) close(fd);
   using Lib = CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned);
   using LibFile =
@@ -1654,6 +1659,7 @@ void Run(int argc, char** argv) {
   };
   const Group groups[] = {
       {"hooks", [] { HookEscapes(Hook("cuMemAlloc_v2")); }},
+      {"dlmopen", [] { SecondDriver(Hook("cuMemAlloc_v2")); }},
       {"arrays", Arrays},
       {"contexts",
        [] {
