@@ -389,6 +389,11 @@ void ProcAddress() {
       {"cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2", nullptr},
       {"cuCtxCreate", 11040, 0, "cuCtxCreate_v3", nullptr},
       {"cuCtxCreate", 13000, 0, "cuCtxCreate_v4", nullptr},
+      {"cuGreenCtxCreate", 12040, 0, "cuGreenCtxCreate", nullptr},
+      {"cuModuleLoad", 12000, 0, "cuModuleLoad", nullptr},
+      {"cuModuleLoadDataEx", 12000, 0, "cuModuleLoadDataEx", nullptr},
+      {"cuModuleLoadFatBinary", 12000, 0, "cuModuleLoadFatBinary", nullptr},
+      {"cuLibraryLoadFromFile", 12000, 0, "cuLibraryLoadFromFile", nullptr},
       {"cuCtxGetDevice", 13000, 0, nullptr, "cuCtxGetDevice"},
   };
   for (const Case& c : kCases) {
