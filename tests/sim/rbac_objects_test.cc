@@ -83,5 +83,24 @@ TEST(RbacObjectMessages, BindingsRead) {
   EXPECT_EQ(b->subjects[1].ns, "kube-system");
 }
 
+// Names are quoted as Go's %q writes them in the message, and the body's strings as Go's
+// encoding/json writes them (control characters, quotes, backslashes, HTML characters).
+TEST(RbacQuoting, MessageAndBodyEscapeAsGoDoes) {
+  const std::string odd = std::string("q\"b\\ n\nt\tr\r") + '\x01' + '\x7f';
+  Attributes path = RequestAttributes({odd, {}}, "GET", "/x", {});
+  EXPECT_EQ(ForbiddenMessage(path, ""),
+            R"(forbidden: User "q\"b\\ n\nt\tr\r\x01\x7f" cannot get path "/x")");
+  EXPECT_NE(ForbiddenBody(path, "").find(
+                R"("message":"forbidden: User \"q\\\"b\\\\ n\\nt\\tr\\r\\x01\\x7f\" cannot)"),
+            std::string::npos)
+      << ForbiddenBody(path, "");
+  Attributes pod = RequestAttributes({"u", {}}, "GET", "/api/v1/namespaces/d/pods/p", {});
+  pod.name = std::string("n\n\t\r\"\\<>&") + '\x01' + '\x1f';
+  EXPECT_NE(ForbiddenBody(pod, "").find(
+                R"("details":{"name":"n\n\t\r\"\\\u003c\u003e\u0026\u0001\u001f",)"),
+            std::string::npos)
+      << ForbiddenBody(pod, "");
+}
+
 }  // namespace
 }  // namespace hami::sim::rbac
