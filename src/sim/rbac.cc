@@ -18,79 +18,61 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// Go's %q of a string (strconv.Quote) for the characters names and paths can hold.
-std::string GoQuote(std::string_view s) {
+// The escape both of Go's quotings give `c` ('"', '\\', '\n', '\r', '\t'), or nullptr.
+const char* CommonEscape(unsigned char c) {
+  switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      return nullptr;
+  }
+}
+
+// `s` in double quotes, each byte as `escape(c, buf)` spells it (nullptr: the byte itself) after
+// CommonEscape; `buf` has room for a formatted escape.
+template <typename Escape>
+std::string QuoteWith(std::string_view s, Escape escape) {
   std::string out = "\"";
   for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+    char buf[8];
+    const char* e = CommonEscape(c);
+    if (e == nullptr) e = escape(c, buf);
+    if (e != nullptr) {
+      out += e;
+    } else {
+      out += static_cast<char>(c);
     }
   }
   return out + "\"";
 }
 
+// Go's %q of a string (strconv.Quote) for the characters names and paths can hold.
+std::string GoQuote(std::string_view s) {
+  return QuoteWith(s, [](unsigned char c, char* buf) -> const char* {
+    if (c >= 0x20 && c != 0x7f) return nullptr;
+    std::snprintf(buf, 8, "\\x%02x", c);
+    return buf;
+  });
+}
+
 // A JSON string as Go's encoding/json writes it: HTML-significant characters escaped.
 std::string GoJsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '<':
-        out += "\\u003c";
-        break;
-      case '>':
-        out += "\\u003e";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  return QuoteWith(s, [](unsigned char c, char* buf) -> const char* {
+    if (c == '<') return "\\u003c";
+    if (c == '>') return "\\u003e";
+    if (c == '&') return "\\u0026";
+    if (c >= 0x20) return nullptr;
+    std::snprintf(buf, 8, "\\u%04x", c);
+    return buf;
+  });
 }
 
 // responsewriters' sanitizer over the forbidden message.
