@@ -17,6 +17,7 @@
 #include "k8s/object.h"
 #include "monitor/region_writer.h"
 #include "scheduler/scheduler_process.h"
+#include "scheduler/test_env.h"
 #include "sim/apiserver.h"
 
 namespace hami::monitor {
@@ -36,15 +37,11 @@ class ScopedEnv {
   const char* name_;
 };
 
-class MonitorBinaryTest : public ::testing::Test {
+class MonitorBinaryTest : public scheduler::testing::SimTest {
  protected:
   void SetUp() override {
-    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(api_->Start().ok());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
+    SimTest::SetUp();
+    if (HasFatalFailure()) return;
     char dir[] = "/tmp/hami-monitor-bin-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
@@ -56,8 +53,6 @@ class MonitorBinaryTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
   std::string dir_;
   std::string kubeconfig_;
 };

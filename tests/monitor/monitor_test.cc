@@ -21,6 +21,7 @@
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "monitor/region_writer.h"
+#include "scheduler/test_env.h"
 #include "sim/apiserver.h"
 
 namespace hami::monitor {
@@ -60,15 +61,11 @@ RegionWriter Region(const testing::Offsets& o, uint64_t used) {
   return w;
 }
 
-class MonitorTest : public ::testing::Test {
+class MonitorTest : public scheduler::testing::SimTest {
  protected:
   void SetUp() override {
-    api_ = std::make_unique<sim::ApiServer>(sim::ApiServerOptions{});
-    ASSERT_TRUE(api_->Start().ok());
-    k8s::RestConfig cfg;
-    cfg.server = api_->url();
-    cfg.qps = 0;
-    client_ = std::make_unique<k8s::Client>(cfg);
+    SimTest::SetUp();
+    if (HasFatalFailure()) return;
     char dir[] = "/tmp/hami-monitor-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     hook_ = dir;
@@ -117,8 +114,6 @@ class MonitorTest : public ::testing::Test {
            value + "\n";
   }
 
-  std::unique_ptr<sim::ApiServer> api_;
-  std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<Monitor> monitor_;
   std::string hook_;
   int port_ = 0;
