@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "vgpu/charge.h"
 #include "vgpu/hooks.h"
@@ -159,6 +160,18 @@ CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr,
                    [&] { return real(dptr, bytes, pool, stream); });
 }
 
+// cuDeviceGetDefaultMemPool and cuDeviceGetMemPool (`fn`, the same signature): the pool handed
+// out is remembered on `dev`'s NVML device.
+static_assert(std::is_same_v<cuDeviceGetDefaultMemPool_fn, cuDeviceGetMemPool_fn>);
+CUresult GetDevicePool(CudaFn fn, CUmemoryPool* pool, CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = reinterpret_cast<cuDeviceGetMemPool_fn>(g_cuda_real[fn]);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, dev);
+  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
+  return r;
+}
+
 // Frees an asynchronous allocation; what its pool keeps of it stays charged.
 CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
   Runtime* rt = Rt();
@@ -256,21 +269,11 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuDeviceGetDefaultMemPool);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
-  return r;
+  return GetDevicePool(k_cuDeviceGetDefaultMemPool, pool, dev);
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuDeviceGetMemPool);
-  if (real == nullptr) return kNoDriver;
-  CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr) RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, dev));
-  return r;
+  return GetDevicePool(k_cuDeviceGetMemPool, pool, dev);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
