@@ -136,9 +136,11 @@ CUresult PoolAlloc(Runtime* rt, std::uint64_t pool, int dev, CUdeviceptr* dptr, 
   return r;
 }
 
-CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytes,
-                          CUstream stream) {
+// Each hook passes its table index, not the pointer: the table is read after Rt() has filled
+// it, so an asynchronous call that is the process's first driver call is served.
+CUresult AllocAsyncCommon(CudaFn fn, CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   Runtime* rt = Rt();
+  auto real = reinterpret_cast<cuMemAllocAsync_fn>(g_cuda_real[fn]);
   if (real == nullptr) return kNoDriver;
   // Charged to the stream's device, where the driver allocates it (from that device's current
   // pool), not the current context's.
@@ -150,9 +152,10 @@ CUresult AllocAsyncCommon(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t byt
                    [&] { return real(dptr, bytes, stream); });
 }
 
-CUresult AllocFromPoolCommon(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytes,
-                             CUmemoryPool pool, CUstream stream) {
+CUresult AllocFromPoolCommon(CudaFn fn, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                             CUstream stream) {
   Runtime* rt = Rt();
+  auto real = reinterpret_cast<cuMemAllocFromPoolAsync_fn>(g_cuda_real[fn]);
   if (real == nullptr) return kNoDriver;
   int dev = PoolNvmlIndex(rt, PoolKey(pool));
   if (dev < 0) dev = NvmlIndexOf(rt, StreamCudaDevice(stream));
@@ -173,8 +176,9 @@ CUresult GetDevicePool(CudaFn fn, CUmemoryPool* pool, CUdevice dev) {
 }
 
 // Frees an asynchronous allocation; what its pool keeps of it stays charged.
-CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
+CUresult FreeAsyncCommon(CudaFn fn, CUdeviceptr dptr, CUstream stream) {
   Runtime* rt = Rt();
+  auto real = reinterpret_cast<cuMemFreeAsync_fn>(g_cuda_real[fn]);
   if (real == nullptr) return kNoDriver;
   AllocEntry pooled{};
   bool in_pool = rt->async_pool.size() > 0 && rt->async_pool.Erase(dptr, &pooled);
@@ -199,22 +203,21 @@ CUresult FreeAsyncCommon(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stre
 extern "C" {
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync), dptr, bytes, stream);
+  return AllocAsyncCommon(k_cuMemAllocAsync, dptr, bytes, stream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  return AllocAsyncCommon(VGPU_REAL_CUDA(cuMemAllocAsync_ptsz), dptr, bytes, stream);
+  return AllocAsyncCommon(k_cuMemAllocAsync_ptsz, dptr, bytes, stream);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
                                  CUstream stream) {
-  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytes, pool, stream);
+  return AllocFromPoolCommon(k_cuMemAllocFromPoolAsync, dptr, bytes, pool, stream);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
                                       CUstream stream) {
-  return AllocFromPoolCommon(VGPU_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
-                             stream);
+  return AllocFromPoolCommon(k_cuMemAllocFromPoolAsync_ptsz, dptr, bytes, pool, stream);
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
@@ -277,11 +280,11 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync), dptr, stream);
+  return FreeAsyncCommon(k_cuMemFreeAsync, dptr, stream);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-  return FreeAsyncCommon(VGPU_REAL_CUDA(cuMemFreeAsync_ptsz), dptr, stream);
+  return FreeAsyncCommon(k_cuMemFreeAsync_ptsz, dptr, stream);
 }
 
 }  // extern "C"

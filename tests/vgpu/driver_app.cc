@@ -780,6 +780,16 @@ void AsyncDevice() {
   CHECK_EQ(cuMemAllocAsync(&p, 1900 * kMiB, stream1), CUDA_SUCCESS);  // device 1 given back
 }
 
+// asyncfirst: asynchronous allocations and frees as the process's very first driver calls are
+// served (their hooks read the driver table only after initialising it).
+void AsyncFirst() {
+  CUdeviceptr p = 0, q = 0;
+  CHECK_EQ(cuMemAllocAsync(&p, 1ULL << 20, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync(&q, 1ULL << 20, nullptr), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);
+}
+
 // poolkeep <limit>: a pool with the release threshold at its maximum keeps freed memory; the
 // charge stays until the pool reuses, trims or lowers its threshold.
 void PoolKeep(char** argv) {
@@ -1736,6 +1746,8 @@ int main(int argc, char** argv) {
     ReleaseMapped(argv);
   } else if (s == "asyncdevice") {
     AsyncDevice();
+  } else if (s == "asyncfirst") {
+    AsyncFirst();
   } else if (s == "poolkeep" && argc == 3) {
     PoolKeep(argv);
   } else if (s == "import" && argc == 3) {

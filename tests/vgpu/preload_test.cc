@@ -365,6 +365,10 @@ TEST_F(PreloadTest, AsyncAllocationsAreChargedToTheStreamsOrPoolsDevice) {
       Run({"CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g"}, {"asyncdevice"}));
 }
 
+TEST_F(PreloadTest, AsyncCallsAsTheFirstDriverCallsAreServed) {
+  EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"asyncfirst"}));
+}
+
 TEST_F(PreloadTest, MemoryAPoolKeepsAfterAFreeStaysCharged) {
   EXPECT_APP_OK(Run({"CUDA_DEVICE_MEMORY_LIMIT=1g"}, {"poolkeep", std::to_string(kGiB)}));
 }
