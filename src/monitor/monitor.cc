@@ -28,18 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "host:port" / ":port" -> (host, port); host defaults to 0.0.0.0.
-bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
-  size_t colon = bind.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = bind.substr(0, colon);
-  if (host->empty()) *host = "0.0.0.0";
-  std::optional<int32_t> p = ParseInt32(bind.substr(colon + 1));
-  if (!p || *p < 0 || *p > 65535) return false;
-  *port = *p;
-  return true;
-}
-
 struct PodInfo {
   std::string ns;
   std::string name;
@@ -122,7 +110,7 @@ Result<int> Monitor::Start() {
   if (options_.node_name.empty()) return Error{"NODE_NAME: required, got \"\""};
   std::string host;
   int port = 0;
-  if (!SplitHostPort(options_.metrics_bind, &host, &port)) {
+  if (!net::SplitHostPort(options_.metrics_bind, &host, &port)) {
     return Error{"--metrics-bind-address: want host:port, got " + Quote(options_.metrics_bind)};
   }
   k8s::InformerOptions pod_options;

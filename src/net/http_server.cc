@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -760,5 +761,16 @@ void HttpServer::Wake() { impl_->Wake(); }
 void HttpServer::Post(std::function<void()> task) { impl_->Post(std::move(task)); }
 size_t HttpServer::connections() const { return impl_->connections(); }
 uint64_t HttpServer::refused(int status) const { return impl_->refused(status); }
+
+bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
+  size_t colon = bind.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = bind.substr(0, colon);
+  if (host->empty()) *host = "0.0.0.0";
+  std::optional<int32_t> p = ParseInt32(bind.substr(colon + 1));
+  if (!p || *p < 0 || *p > 65535) return false;
+  *port = *p;
+  return true;
+}
 
 }  // namespace hami::net

@@ -73,6 +73,10 @@ struct RouteOptions {
   bool inline_handler = false;
 };
 
+// A listen address as the binaries' flags take it: "host:port" or ":port" (host 0.0.0.0), port
+// 0-65535. False when there is no colon or the port is not such a number.
+bool SplitHostPort(const std::string& bind, std::string* host, int* port);
+
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options);

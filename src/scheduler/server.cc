@@ -37,18 +37,6 @@ bool LeaseHeldBy(const json& lease, const std::string& identity, SystemTime now)
 
 namespace {
 
-// "host:port" / ":port" -> (host, port); host defaults to 0.0.0.0.
-bool SplitHostPort(const std::string& bind, std::string* host, int* port) {
-  size_t colon = bind.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = bind.substr(0, colon);
-  if (host->empty()) *host = "0.0.0.0";
-  std::optional<int32_t> p = ParseInt32(bind.substr(colon + 1));
-  if (!p || *p < 0 || *p > 65535) return false;
-  *port = *p;
-  return true;
-}
-
 // Replies `r` and records the latency since `start` in `h`.
 void Reply(const net::Responder& responder, const HttpReply& r, LatencyHistogram& h,
            std::chrono::steady_clock::time_point start) {
@@ -136,11 +124,11 @@ Server::~Server() { Stop(); }
 Status Server::Start() {
   std::string host, mhost;
   int port = 0, mport = 0;
-  if (!SplitHostPort(options_.http_bind, &host, &port)) {
+  if (!net::SplitHostPort(options_.http_bind, &host, &port)) {
     return Error{"--http_bind: want host:port, got " + Quote(options_.http_bind)};
   }
   bool with_metrics = !options_.metrics_bind.empty();
-  if (with_metrics && !SplitHostPort(options_.metrics_bind, &mhost, &mport)) {
+  if (with_metrics && !net::SplitHostPort(options_.metrics_bind, &mhost, &mport)) {
     return Error{"--metrics-bind-address: want host:port, got " + Quote(options_.metrics_bind)};
   }
   http_ = std::make_unique<Http>();

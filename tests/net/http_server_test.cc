@@ -320,5 +320,20 @@ TEST_F(HttpServerTest, ASendAfterStopIsHarmless) {
   parked_.clear();  // destroying the last copy after Stop posts nothing either
 }
 
+TEST(SplitHostPortTest, HostPortAndBarePort) {
+  std::string host;
+  int port = -1;
+  ASSERT_TRUE(SplitHostPort("127.0.0.1:9395", &host, &port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 9395);
+  ASSERT_TRUE(SplitHostPort(":9394", &host, &port));
+  EXPECT_EQ(host, "0.0.0.0");
+  EXPECT_EQ(port, 9394);
+  EXPECT_FALSE(SplitHostPort("9394", &host, &port));
+  EXPECT_FALSE(SplitHostPort(":65536", &host, &port));
+  EXPECT_FALSE(SplitHostPort(":-1", &host, &port));
+  EXPECT_FALSE(SplitHostPort("host:port", &host, &port));
+}
+
 }  // namespace
 }  // namespace hami::net
