@@ -292,9 +292,13 @@ VendorInfo AscendVendor(std::string_view common_word) {
       .core_resource = "huawei.com/" + cw + "-core",
       .register_key = "hami.io/node-register-" + cw,
       .register_format = RegisterFormat::kJson,
+      // Node: "true"/"false", whether the node takes soft-split (hami-core) vNPU pods.
+      .extra_node_keys = {"hami-vnpu-core"},
       .handshake_key = "hami.io/node-handshake-" + cw,
       .to_allocate_key = "hami.io/" + cw + "-devices-to-allocate",
       .allocated_key = "hami.io/" + cw + "-devices-allocated",
+      // Pod: the runtime list the Ascend plugin reads, then the split-mode choice.
+      .extra_pod_keys = {"huawei.com/" + cw, "huawei.com/vnpu-mode"},
       .use_uuid_key = "hami.io/use-" + cw + "-uuid",
       .nouse_uuid_key = "hami.io/no-use-" + cw + "-uuid",
   };
