@@ -394,10 +394,16 @@ std::string_view ReasonPhrase(int status) {
       return "Continue";
     case 200:
       return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
     case 204:
       return "No Content";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 403:
       return "Forbidden";
     case 404:
@@ -408,6 +414,8 @@ std::string_view ReasonPhrase(int status) {
       return "Request Timeout";
     case 409:
       return "Conflict";
+    case 410:
+      return "Gone";
     case 413:
       return "Payload Too Large";
     case 414:
@@ -424,13 +432,71 @@ std::string_view ReasonPhrase(int status) {
       return "Internal Server Error";
     case 501:
       return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
     case 503:
       return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
     case 505:
       return "HTTP Version Not Supported";
     default:
       return "";
   }
+}
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string FormDecode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '+') {
+      out += ' ';
+    } else if (c == '%' && i + 2 < in.size() && HexValue(in[i + 1]) >= 0 &&
+               HexValue(in[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(in[i + 1]) * 16 + HexValue(in[i + 2]));
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+QueryParams ParseQuery(std::string_view target) {
+  QueryParams out;
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return out;
+  std::string_view query = target.substr(q + 1);
+  size_t hash = query.find('#');
+  if (hash != std::string_view::npos) query = query.substr(0, hash);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    std::string key = FormDecode(item.substr(0, eq));
+    std::string value = eq == std::string_view::npos ? "" : FormDecode(item.substr(eq + 1));
+    out.emplace(std::move(key), std::move(value));
+  }
+  return out;
+}
+
+std::string QueryValue(const QueryParams& params, const std::string& key) {
+  auto it = params.find(key);
+  return it == params.end() ? std::string() : it->second;
 }
 
 }  // namespace hami::net

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, in order
   std::string body;                                          // decoded (chunked removed)
   bool keep_alive = true;  // HTTP/1.1 unless "Connection: close"; 1.0 only with keep-alive
+  // Set by the server: the connection is TLS and its client sent a certificate that the
+  // server's trust store verified.
+  bool peer_verified = false;
 
   // The first header named `name` (lower case), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
@@ -107,6 +111,14 @@ class RequestParser {
   Request request_;
   ParseError error_;
 };
+
+// The query of a request target ("/p?a=1&b=x%20y" -> {a:1, b:"x y"}), percent-decoded, '+' read
+// as a space (form encoding, as Go's url.ParseQuery does). A key without '=' has the value "";
+// repeated keys keep every value in order. Malformed escapes are kept as written.
+using QueryParams = std::multimap<std::string, std::string>;
+QueryParams ParseQuery(std::string_view target);
+// The first value of `key` in `params`, or "" when absent.
+std::string QueryValue(const QueryParams& params, const std::string& key);
 
 // The standard reason phrase of a status ("OK", "Payload Too Large", ...); "" when unknown.
 std::string_view ReasonPhrase(int status);

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -58,28 +60,61 @@ std::string FormatResponse(const Response& r, bool close) {
   return out;
 }
 
+std::string FormatStreamHead(const Response& r, bool chunked, bool close) {
+  std::string_view reason = ReasonPhrase(r.status);
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " +
+                    std::string(reason.empty() ? "Status" : reason) + "\r\n";
+  if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
+  if (chunked) out += "Transfer-Encoding: chunked\r\n";
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  return out;
+}
+
+void AppendChunk(std::string& out, std::string_view data) {
+  char size[32];
+  int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  out.append(size, static_cast<size_t>(n));
+  out.append(data);
+  out += "\r\n";
+}
+
 }  // namespace
+
+// What a stream's writers and the loop share: whether the connection is gone, and how many of
+// its bytes wait (posted and not yet delivered to the connection, or delivered and not sent).
+struct StreamShared {
+  std::atomic<bool> closed{false};
+  std::atomic<size_t> pending{0};
+  std::atomic<size_t> unsent{0};
+};
 
 // Replies travel from any thread to the loop through the mailbox; it outlives the server while a
 // Responder holds it, and is closed (Send does nothing) once the server stops.
 struct Mailbox {
+  enum class Kind { kReply, kHead, kChunk, kEnd, kAbort, kCut };
   struct Letter {
     uint64_t conn = 0;
     uint64_t seq = 0;
-    Response response;
+    Response response{};  // kReply; kHead: status and content type
+    Kind kind = Kind::kReply;
+    std::string data{};                      // kChunk
+    std::shared_ptr<StreamShared> stream{};  // kHead
   };
   std::mutex mu;
   std::vector<Letter> letters;
   bool closed = false;
   int wake_fd = -1;
 
-  void Post(Letter letter) {
+  // False once the server stopped (nothing will be delivered).
+  bool Post(Letter letter) {
     std::lock_guard<std::mutex> lock(mu);
-    if (closed) return;
+    if (closed) return false;
     letters.push_back(std::move(letter));
     uint64_t one = 1;
     ssize_t n = write(wake_fd, &one, sizeof(one));
     (void)n;
+    return true;
   }
 };
 
@@ -87,6 +122,7 @@ struct Responder::State {
   std::shared_ptr<Mailbox> mailbox;
   uint64_t conn = 0;
   uint64_t seq = 0;
+  size_t max_stream_backlog = 0;
   std::atomic<bool> sent{false};
 
   ~State() {
@@ -101,6 +137,89 @@ void Responder::Send(Response response) const {
   state_->mailbox->Post({state_->conn, state_->seq, std::move(response)});
 }
 
+struct Stream::State {
+  std::shared_ptr<Mailbox> mailbox;
+  uint64_t conn = 0;
+  uint64_t seq = 0;
+  size_t max_backlog = 0;
+  std::shared_ptr<StreamShared> shared = std::make_shared<StreamShared>();
+  std::mutex mu;  // orders the letters of concurrent writers
+  std::atomic<bool> finished{false};
+
+  ~State() {
+    if (!finished.exchange(true)) {
+      Mailbox::Letter l{conn, seq};
+      l.kind = Mailbox::Kind::kEnd;
+      mailbox->Post(std::move(l));
+    }
+  }
+  // Under mu.
+  void Finish(Mailbox::Kind kind) {
+    finished = true;
+    Mailbox::Letter l{conn, seq};
+    l.kind = kind;
+    mailbox->Post(std::move(l));
+  }
+};
+
+Stream Responder::StartStream(int status, std::string content_type) const {
+  auto st = std::make_shared<Stream::State>();
+  if (!state_ || state_->sent.exchange(true)) {
+    st->finished = true;
+    return Stream(std::move(st));
+  }
+  st->mailbox = state_->mailbox;
+  st->conn = state_->conn;
+  st->seq = state_->seq;
+  st->max_backlog = state_->max_stream_backlog;
+  Mailbox::Letter head{st->conn, st->seq, Response{status, std::move(content_type), ""}};
+  head.kind = Mailbox::Kind::kHead;
+  head.stream = st->shared;
+  if (!st->mailbox->Post(std::move(head))) st->finished = true;
+  return Stream(std::move(st));
+}
+
+bool Stream::Write(std::string_view data) const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  StreamShared& shared = *state_->shared;
+  if (state_->finished || shared.closed) return false;
+  if (data.empty()) return true;
+  if (shared.pending + shared.unsent + data.size() > state_->max_backlog) {
+    shared.closed = true;
+    state_->Finish(Mailbox::Kind::kCut);  // what it has not read is dropped
+    return false;
+  }
+  shared.pending += data.size();
+  Mailbox::Letter l{state_->conn, state_->seq};
+  l.kind = Mailbox::Kind::kChunk;
+  l.data.assign(data);
+  if (!state_->mailbox->Post(std::move(l))) {
+    state_->finished = true;
+    shared.closed = true;
+    return false;
+  }
+  return true;
+}
+
+void Stream::End() const {
+  if (!state_) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->finished) state_->Finish(Mailbox::Kind::kEnd);
+}
+
+void Stream::Abort() const {
+  if (!state_) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->finished) state_->Finish(Mailbox::Kind::kAbort);
+}
+
+size_t Stream::backlog() const {
+  return state_ ? state_->shared->pending + state_->shared->unsent : 0;
+}
+
+bool Stream::open() const { return state_ && !state_->finished && !state_->shared->closed; }
+
 class HttpServer::Impl {
  public:
   explicit Impl(HttpServerOptions options)
@@ -111,6 +230,9 @@ class HttpServer::Impl {
 
   void Route(std::string method, std::string path, RouteOptions opts, Handler handler) {
     routes_[std::move(path)][std::move(method)] = RouteEntry{opts, std::move(handler)};
+  }
+  void Fallback(RouteOptions opts, Handler handler) {
+    fallback_ = RouteEntry{opts, std::move(handler)};
   }
 
   Result<int> Listen(const std::string& host, int port);
@@ -152,6 +274,11 @@ class HttpServer::Impl {
     size_t out_off = 0;
     bool busy = false;
     bool keep_alive = true;
+    int minor_version = 1;
+    // Answering with a stream (Responder::StartStream): busy until its end.
+    bool streaming = false;
+    bool chunked = true;
+    std::shared_ptr<StreamShared> stream;
     bool close_after_write = false;
     size_t drained = 0;
     uint64_t seq = 0;
@@ -187,6 +314,7 @@ class HttpServer::Impl {
   const HttpServerOptions options_;
   const Clock& clock_;
   std::map<std::string, std::map<std::string, RouteEntry>> routes_;
+  std::optional<RouteEntry> fallback_;
   RequestLimits limits_;
   size_t max_connections_ = 0;
   std::shared_ptr<Mailbox> mailbox_;
@@ -218,8 +346,11 @@ Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
     caps[path] = cap;
   }
   const size_t default_cap = limits_.max_body_bytes;
-  limits_.body_limit = [caps, default_cap](std::string_view, std::string_view path) {
+  const std::optional<size_t> fallback_cap =
+      fallback_ ? std::optional<size_t>(fallback_->options.max_body) : std::nullopt;
+  limits_.body_limit = [caps, default_cap, fallback_cap](std::string_view, std::string_view path) {
     auto it = caps.find(std::string(path));
+    if (fallback_cap) return it == caps.end() ? *fallback_cap : std::max(*fallback_cap, it->second);
     // An unknown path gets 404 after its body: read at most a small one.
     return it == caps.end() ? std::min<size_t>(default_cap, 64 << 10) : it->second;
   };
@@ -323,6 +454,7 @@ void HttpServer::Impl::Stop() {
     mailbox_->letters.clear();
   }
   for (auto& [id, c] : conns_) {
+    if (c->stream) c->stream->closed = true;
     if (c->ssl != nullptr) SSL_free(c->ssl);
     close(c->fd);
   }
@@ -454,6 +586,11 @@ void HttpServer::Impl::Accept() {
 
 void HttpServer::Impl::OnEvent(Conn& c, uint32_t events) {
   const uint64_t id = c.id;
+  // A streaming connection reads nothing until the stream ends: a hang-up is the peer leaving.
+  if (c.streaming && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+    Close(id);
+    return;
+  }
   if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) {
     Close(id);
     return;
@@ -467,6 +604,7 @@ void HttpServer::Impl::OnEvent(Conn& c, uint32_t events) {
       Close(id);
       return;
     }
+    if (c.stream) c.stream->unsent = c.out.size() - c.out_off;
     if (c.phase == Phase::kDraining) {
       Drain(c);
     } else if (c.out.empty()) {
@@ -559,28 +697,44 @@ void HttpServer::Impl::Refuse(Conn& c, int status, const std::string& message) {
 }
 
 void HttpServer::Impl::Dispatch(Conn& c, Request request) {
+  const RouteEntry* entry = nullptr;
   auto route = routes_.find(request.path);
   if (route == routes_.end()) {
-    Queue(c, Response{404, "text/plain", "no route for " + Quote(request.path) + "\n"},
-          !request.keep_alive);
-    return;
+    if (!fallback_) {
+      Queue(c, Response{404, "text/plain", "no route for " + Quote(request.path) + "\n"},
+            !request.keep_alive);
+      return;
+    }
+    entry = &*fallback_;
+  } else {
+    auto it = route->second.find(request.method);
+    if (it != route->second.end()) {
+      entry = &it->second;
+    } else if (fallback_) {
+      entry = &*fallback_;
+    } else {
+      Queue(c, Response{405, "text/plain", "method " + Quote(request.method) + " not allowed\n"},
+            !request.keep_alive);
+      return;
+    }
   }
-  auto entry = route->second.find(request.method);
-  if (entry == route->second.end()) {
-    Queue(c, Response{405, "text/plain", "method " + Quote(request.method) + " not allowed\n"},
-          !request.keep_alive);
-    return;
+  if (c.ssl != nullptr) {
+    X509* peer = SSL_get_peer_certificate(c.ssl);
+    request.peer_verified = peer != nullptr && SSL_get_verify_result(c.ssl) == X509_V_OK;
+    X509_free(peer);
   }
   c.busy = true;
   c.keep_alive = request.keep_alive;
+  c.minor_version = request.minor_version;
   ++c.seq;
   auto state = std::make_shared<Responder::State>();
   state->mailbox = mailbox_;
   state->conn = c.id;
   state->seq = c.seq;
+  state->max_stream_backlog = options_.max_stream_backlog;
   Responder responder(std::move(state));
-  const Handler& handler = entry->second.handler;
-  if (entry->second.options.inline_handler) {
+  const Handler& handler = entry->handler;
+  if (entry->options.inline_handler) {
     // Its reply is delivered by the loop after this read: delivering it here would parse the
     // next pipelined request from inside this call, a recursion as deep as the client likes.
     handler(std::move(request), std::move(responder));
@@ -623,6 +777,8 @@ bool HttpServer::Impl::Flush(Conn& c) {
       }
     }
     c.out_off += static_cast<size_t>(n);
+    // A stream is cut off when the client stops reading, not when it reads slowly.
+    if (c.streaming && n > 0) c.deadline = clock_.Now() + options_.write_timeout;
   }
   c.out.clear();
   c.out_off = 0;
@@ -664,13 +820,52 @@ void HttpServer::Impl::Deliver() {
     if (it == conns_.end()) continue;
     Conn& c = *it->second;
     if (!c.busy || c.seq != l.seq) continue;
-    c.busy = false;
-    Queue(c, l.response, !c.keep_alive);
+    switch (l.kind) {
+      case Mailbox::Kind::kReply:
+        if (c.streaming) continue;
+        c.busy = false;
+        Queue(c, l.response, !c.keep_alive);
+        break;
+      case Mailbox::Kind::kHead:
+        if (c.streaming) continue;
+        c.streaming = true;
+        c.stream = std::move(l.stream);
+        c.chunked = c.minor_version >= 1;
+        if (!c.chunked) c.keep_alive = false;  // HTTP/1.0: the end of the body is the close
+        c.out += FormatStreamHead(l.response, c.chunked, !c.keep_alive);
+        break;
+      case Mailbox::Kind::kChunk:
+        if (!c.streaming) continue;
+        c.stream->pending -= l.data.size();
+        if (c.chunked) {
+          AppendChunk(c.out, l.data);
+        } else {
+          c.out += l.data;
+        }
+        break;
+      case Mailbox::Kind::kCut:
+        if (!c.streaming) continue;
+        Close(c.id);
+        continue;
+      case Mailbox::Kind::kEnd:
+      case Mailbox::Kind::kAbort:
+        if (!c.streaming) continue;
+        const bool abort = l.kind == Mailbox::Kind::kAbort;
+        if (c.chunked && !abort) c.out += "0\r\n\r\n";
+        c.stream->closed = true;
+        c.stream.reset();
+        c.streaming = false;
+        c.busy = false;
+        if (abort || !c.keep_alive) c.close_after_write = true;
+        break;
+    }
     if (!Flush(c)) {
       Close(c.id);
       continue;
     }
-    if (c.phase != Phase::kDraining && c.out.empty()) ReadAndParse(c);  // pipelined requests
+    if (c.stream) c.stream->unsent = c.out.size() - c.out_off;
+    // Pipelined requests.
+    if (!c.busy && c.phase != Phase::kDraining && c.out.empty()) ReadAndParse(c);
     if (conns_.count(l.conn) == 0) continue;
     Rearm(c);
     UpdateInterest(c);
@@ -726,6 +921,7 @@ void HttpServer::Impl::UpdateInterest(Conn& c) {
   uint32_t want = 0;
   const bool reading = c.handshaking || c.phase == Phase::kDraining || (!c.busy && c.out.empty());
   if (reading) want |= EPOLLIN;
+  if (c.streaming) want |= EPOLLRDHUP;
   if (c.out_off < c.out.size() || c.ssl_wants_write) want |= EPOLLOUT;
   if (want == c.events) return;
   epoll_event ev{};
@@ -739,6 +935,7 @@ void HttpServer::Impl::Close(uint64_t id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
+  if (c.stream) c.stream->closed = true;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   if (c.ssl != nullptr) SSL_free(c.ssl);
   close(c.fd);
@@ -752,6 +949,9 @@ HttpServer::~HttpServer() { impl_->Stop(); }
 void HttpServer::Route(std::string method, std::string path, RouteOptions options,
                        Handler handler) {
   impl_->Route(std::move(method), std::move(path), options, std::move(handler));
+}
+void HttpServer::Fallback(RouteOptions options, Handler handler) {
+  impl_->Fallback(options, std::move(handler));
 }
 Result<int> HttpServer::Listen(const std::string& host, int port) {
   return impl_->Listen(host, port);

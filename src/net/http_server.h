@@ -7,6 +7,11 @@
 // through a Responder, at once or later from any thread: a handler that must wait (for a lock,
 // for the first sync) keeps its Responder and returns, holding no worker.
 //
+// A reply may also be a stream (Responder::StartStream): a status and head at once, then chunks
+// (chunked transfer encoding) written from any thread as they come, then an end. A streaming
+// connection holds no worker and no thread, only its buffered output; the writer learns that the
+// peer went away from Stream::open() and Write() turning false. A Kubernetes watch is one.
+//
 // Per connection, requests are answered in order (pipelining): the next request is parsed only
 // once the previous one's reply is queued. Limits: connections (past it, new ones are closed at
 // once), header bytes and count, body bytes per route, a header deadline (from the request's
@@ -36,6 +41,33 @@ struct Response {
   std::string body{};
 };
 
+// A streamed reply (Responder::StartStream). Copyable and thread-safe; copies share the stream.
+// When the last copy is destroyed without End() or Abort(), the stream is ended (a dropped
+// writer never leaves a client waiting for the last chunk).
+class Stream {
+ public:
+  struct State;
+  Stream() = default;
+  explicit Stream(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Queues `data` as one chunk (empty data queues nothing). False, and nothing queued, once the
+  // stream ended or was aborted, the peer went away, the server stopped, or the bytes queued and
+  // not yet sent would pass HttpServerOptions::max_stream_backlog (the stream is then aborted:
+  // a client that does not read is cut off, as kube-apiserver cuts off a slow watcher).
+  bool Write(std::string_view data) const;
+  // Sends the last chunk; the connection then serves its next request. Idempotent.
+  void End() const;
+  // Closes the connection after what is queued, without the last chunk: the client sees a
+  // truncated stream. Idempotent.
+  void Abort() const;
+  // False once End() or Abort() was called, the peer closed its side, or the server stopped.
+  bool open() const;
+  // Bytes written and not yet sent to the peer (what counts against the backlog cap).
+  size_t backlog() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 // Sends the reply to one request. Copyable; the first Send wins, later ones are ignored. When
 // the last copy is destroyed unsent, the client gets 500 (a lost reply never hangs a client).
 // Thread-safe; Send after the server stopped or the client left is a no-op.
@@ -45,6 +77,10 @@ class Responder {
   Responder() = default;
   explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void Send(Response response) const;
+  // Answers with a stream instead: the head (`status`, `content_type`, chunked encoding; for an
+  // HTTP/1.0 client no encoding, and the connection closes at the end) is queued at once. Counts
+  // as the reply: a later Send is ignored, and a second StartStream returns a closed Stream.
+  Stream StartStream(int status, std::string content_type) const;
 
  private:
   std::shared_ptr<State> state_;
@@ -61,6 +97,8 @@ struct HttpServerOptions {
   std::chrono::milliseconds body_timeout{30000};    // end of head -> end of body
   std::chrono::milliseconds idle_timeout{90000};    // kept-alive connection between requests
   std::chrono::milliseconds write_timeout{30000};   // a reply the client does not read
+  // A stream's bytes queued and not yet sent (see Stream::Write).
+  size_t max_stream_backlog = 16 << 20;
   // With TLS (TLS 1.2 and later only): called once on the server's SSL_CTX after its defaults
   // are set, to install the certificate (e.g. CertReloader::Install). Empty = plain HTTP.
   std::function<Status(SSL_CTX* ctx)> tls_setup{};
@@ -86,6 +124,9 @@ class HttpServer {
 
   // Before Listen(). A path answers 405 to other methods, an unknown path 404.
   void Route(std::string method, std::string path, RouteOptions options, Handler handler);
+  // Before Listen(). Serves every request no route takes (any method, any path; a routed path
+  // with an unrouted method too) instead of the 404/405; its body cap is options.max_body.
+  void Fallback(RouteOptions options, Handler handler);
   // Binds host:port (port 0 = ephemeral) and starts the loop and the workers; returns the port.
   Result<int> Listen(const std::string& host, int port);
   // Closes the listener and every connection, wakes nothing else: handlers still holding a

@@ -71,6 +71,21 @@ class RawClient {
       if (!Fill(deadline)) return std::nullopt;
     }
   }
+  // The bytes received up to and including the first `marker` (consumed), or nullopt at EOF,
+  // reset or timeout first: reads a streamed (chunked) reply piece by piece.
+  std::optional<std::string> ReadUntil(
+      std::string_view marker, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      size_t at = buf_.find(marker);
+      if (at != std::string::npos) {
+        std::string out = buf_.substr(0, at + marker.size());
+        buf_.erase(0, at + marker.size());
+        return out;
+      }
+      if (!Fill(deadline)) return std::nullopt;
+    }
+  }
   // True once the server closed the connection (EOF or reset) before `timeout`; unread replies
   // are discarded.
   bool WaitClosed(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
