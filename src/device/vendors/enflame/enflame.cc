@@ -1,0 +1,523 @@
+#include "device/vendors/enflame/enflame.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/json.h"
+#include "common/strings.h"
+#include "device/vendors/nvidia/nvidia.h"
+#include "protocol/node_register.h"
+#include "protocol/quantity.h"
+
+namespace hami::device::enflame {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+// HAMi common.ModeNotFit: no DRS profile matches the request.
+constexpr std::string_view kModeNotFit = "ModeNotFit";
+
+int32_t Clamp32(int64_t v) { return static_cast<int32_t>(std::clamp(v, kInt32Min, kInt32Max)); }
+
+const std::string* Lookup(const ContainerView& c, const std::string& resource) {
+  if (const std::string* v = FindValue(c.limits, resource)) return v;
+  return FindValue(c.requests, resource);
+}
+
+Error ContainerError(const ContainerView& c, const std::string& why) {
+  return Error{"container " + Quote(c.name) + ": " + why};
+}
+
+// Kubernetes Quantity.Value(): the value rounded up to a whole number (saturating at int64).
+Result<int64_t> QuantityValue(const ContainerView& c, const std::string& resource,
+                              const std::string& text) {
+  auto q = protocol::ParseQuantity(text);
+  if (!q) {
+    return ContainerError(c, "resource " + resource + " value " + Quote(text) + ": " + q.error());
+  }
+  long double v = static_cast<long double>(q->mantissa);
+  v *= std::pow(10.0L, q->exp10);
+  v *= std::pow(2.0L, q->exp2);
+  v = std::ceil(v);
+  if (q->negative) v = -v;
+  if (v >= 9.2e18L) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18L) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+// Go strconv.Atoi on a 64-bit int: optional sign, decimal digits, in range.
+std::optional<int64_t> Atoi(std::string_view s) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty() || s.front() == '+') return std::nullopt;
+  return ParseInt64(s);
+}
+
+std::string_view TrimSuffix(std::string_view s, std::string_view suffix) {
+  if (s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix) {
+    s.remove_suffix(suffix.size());
+  }
+  return s;
+}
+
+}  // namespace
+
+EnflameConfig Normalized(EnflameConfig config) {
+  if (config.resource_name_drs_gcu.empty())
+    config.resource_name_drs_gcu = config.resource_name_vgcu;
+  if (config.resource_name_drs_gcu.empty()) config.resource_name_drs_gcu = "enflame.com/drs-gcu";
+  if (config.resource_name_gcu_memory.empty()) {
+    config.resource_name_gcu_memory = "enflame.com/gcu-memory";
+  }
+  if (config.resource_name_gcu_core.empty()) config.resource_name_gcu_core = "enflame.com/gcu-core";
+  return config;
+}
+
+// ---- GCU ----
+
+std::vector<DeviceUsage> GcuNodeDevices(std::string_view node_name, int64_t capacity) {
+  std::vector<DeviceUsage> out;
+  for (int64_t i = 0; i < capacity && i < kInt32Max; ++i) {
+    DeviceUsage d;
+    d.id = std::string(node_name) + "-GCU-" + std::to_string(i);
+    d.index = static_cast<uint64_t>(i);
+    d.type = std::string(kGcuVendorKey);
+    d.vendor = std::string(kGcuVendorKey);
+    d.health = true;
+    d.count = 1;
+    d.totalmem = 100;
+    d.totalcore = 100;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+HealthPair GcuCheckHealth(int64_t capacity) { return {capacity > 0, true}; }
+
+bool GcuMutateAdmission(const EnflameConfig& config, const ContainerView& container) {
+  return FindValue(container.limits, config.resource_name_gcu) != nullptr;
+}
+
+Result<DeviceRequest> GcuNormalizeRequest(const EnflameConfig& config,
+                                          const ContainerView& container) {
+  DeviceRequest req;
+  const std::string* count = Lookup(container, config.resource_name_gcu);
+  if (!count) return req;
+  auto nums = protocol::ParseDeviceCount(config.resource_name_gcu, *count);
+  if (!nums) return ContainerError(container, nums.error());
+  if (*nums == 0) return req;
+  req.nums = *nums;
+  req.type = std::string(kGcuVendorKey);
+  req.memreq = 100;
+  req.mem_percentage = 100;
+  req.coresreq = 100;
+  return req;
+}
+
+FitResult GcuFit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request) {
+  FitResult out;
+  out.devices_considered = static_cast<int>(candidates.size());
+  int32_t want = request.nums;
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    const DeviceUsage& dev = **it;
+    if (!dev.health) {
+      ++out.reasons[std::string(protocol::kCardNotHealth)];
+      continue;
+    }
+    if (request.type != kGcuVendorKey) {
+      ++out.reasons[std::string(protocol::kCardTypeMismatch)];
+      continue;
+    }
+    if (dev.used > 0) {
+      ++out.reasons[std::string(protocol::kExclusiveDeviceAllocateConflict)];
+      continue;
+    }
+    if (want > 0) {
+      --want;
+      out.devices.push_back(protocol::ContainerDevice{
+          .uuid = dev.id,
+          .type = request.type,
+          .usedmem = request.memreq,
+          .usedcores = request.coresreq,
+      });
+    }
+    if (want == 0) {
+      out.fit = true;
+      out.reasons.clear();
+      return out;
+    }
+  }
+  if (!out.devices.empty()) {
+    out.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] =
+        static_cast<int>(out.devices.size());
+  }
+  return out;
+}
+
+StringMap GcuPatchAnnotations(const protocol::PodDevices& devices) {
+  StringMap out;
+  bool any = std::any_of(devices.begin(), devices.end(),
+                         [](const protocol::ContainerDevices& c) { return !c.empty(); });
+  if (!any) return out;
+  std::string value = protocol::EncodePodDevices(devices);
+  const protocol::VendorInfo info = *protocol::FindVendor(kGcuVendorKey);
+  out[info.to_allocate_key] = value;
+  out[info.allocated_key] = value;
+  return out;
+}
+
+// ---- DRS ----
+
+std::pair<int64_t, int64_t> ParseProfileName(std::string_view name) {
+  std::string normalized = ToLower(Trim(name));
+  std::vector<std::string_view> parts = Split(normalized, '.');
+  if (parts.size() < 2) return {0, 0};
+  auto size = Atoi(TrimSuffix(Trim(parts[0]), "g"));
+  if (!size) return {0, 0};
+  auto mem = Atoi(TrimSuffix(Trim(parts[1]), "gb"));
+  if (!mem) return {*size, 0};
+  return {*size, *mem};
+}
+
+std::vector<DeviceUsage> DrsNode::Devices(std::string_view node_name) const {
+  std::vector<DeviceUsage> out;
+  int64_t mem_mib = max_memory_gb * 1024;
+  for (const DrsDevice& d : devices) {
+    DeviceUsage u;
+    u.id = std::string(node_name) + "-enflame-drs-" + std::to_string(d.index);
+    u.index = static_cast<uint64_t>(d.index);
+    u.type = std::string(kDrsVendorKey);
+    u.vendor = std::string(kDrsVendorKey);
+    u.health = true;
+    u.count = d.capacity;
+    u.totalmem = Clamp32(mem_mib);
+    u.totalcore = 100;
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+std::string DrsNode::MinorOf(int64_t index) const {
+  for (const DrsDevice& d : devices) {
+    if (d.index == index) return d.minor;
+  }
+  return "";
+}
+
+Result<DrsNode> ParseDrsCapacity(std::string_view node_name, std::string_view value) {
+  auto fail = [&](const std::string& why) {
+    return Error{"node " + Quote(node_name) + ": annotation " + std::string(kDrsCapacityKey) +
+                 ": " + why};
+  };
+  auto parsed = ParseJson(value);
+  if (!parsed) return fail(parsed.error());
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return fail("not a JSON object");
+  DrsNode node;
+  if (auto p = j.find("profiles"); p != j.end() && !p->is_null()) {
+    if (!p->is_object()) return fail("\"profiles\" is not an object");
+    for (const auto& [name, id] : p->items()) {
+      if (!id.is_string()) return fail("profile " + Quote(name) + ": id is not a string");
+      node.profiles[name] = id.get<std::string>();
+    }
+  }
+  for (const auto& [name, id] : node.profiles) {
+    auto [size, mem] = ParseProfileName(name);
+    node.max_slice = std::max(node.max_slice, size);
+    node.max_memory_gb = std::max(node.max_memory_gb, mem);
+  }
+  if (node.max_slice <= 0) return fail("no valid DRS profile (\"<size>g.<memory>gb\")");
+  if (node.max_memory_gb <= 0) node.max_memory_gb = node.max_slice;
+  const nlohmann::json* devs = nullptr;
+  if (auto d = j.find("devices"); d != j.end() && !d->is_null()) {
+    if (!d->is_array()) return fail("\"devices\" is not an array");
+    devs = &*d;
+  }
+  if (devs) {
+    for (size_t i = 0; i < devs->size(); ++i) {
+      const nlohmann::json& d = (*devs)[i];
+      std::string where = "device " + std::to_string(i) + ": ";
+      if (!d.is_object()) return fail(where + "not an object");
+      auto text = [&](const char* key) -> Result<std::string> {
+        auto it = d.find(key);
+        if (it == d.end() || it->is_null()) return std::string();
+        if (!it->is_string()) return Error{where + "\"" + key + "\" is not a string"};
+        return it->get<std::string>();
+      };
+      auto index_text = text("index");
+      if (!index_text) return fail(index_text.error());
+      auto minor_text = text("minor");
+      if (!minor_text) return fail(minor_text.error());
+      DrsDevice dev;
+      auto index = Atoi(*index_text);
+      dev.index = index ? *index : static_cast<int64_t>(i);
+      // HAMi keeps the index as an unsigned device position.
+      if (dev.index < 0) return fail(where + "index " + Quote(*index_text) + " is negative");
+      auto cap = d.find("capacity");
+      std::optional<int64_t> capacity;
+      std::string cap_text = cap == d.end() ? "" : cap->dump();
+      if (cap != d.end() && cap->is_number()) {
+        double v = cap->get<double>();
+        if (std::isfinite(v) && v <= static_cast<double>(kInt32Max) &&
+            v >= static_cast<double>(kInt32Min)) {
+          capacity = static_cast<int64_t>(v);
+        }
+      } else if (cap != d.end() && cap->is_string()) {
+        auto v = Atoi(Trim(cap->get<std::string>()));
+        if (v) capacity = Clamp32(*v);
+      }
+      if (!capacity || *capacity <= 0) {
+        return fail(where + "capacity " + Quote(cap_text) + " is not a positive number");
+      }
+      dev.capacity = static_cast<int32_t>(*capacity);
+      std::string minor(Trim(*minor_text));
+      dev.minor = minor.empty() ? std::to_string(dev.index) : minor;
+      node.devices.push_back(std::move(dev));
+    }
+  }
+  if (node.devices.empty()) return fail("no DRS devices");
+  return node;
+}
+
+HealthPair DrsCheckHealth() { return {true, true}; }
+
+Result<bool> DrsMutateAdmission(const EnflameConfig& config, ContainerView* container) {
+  ContainerView& c = *container;
+  auto copy_both = [&](const std::string& resource) {
+    const std::string* v = FindValue(c.limits, resource);
+    std::string value = v ? *v : *FindValue(c.requests, resource);
+    if (!v) c.limits[resource] = value;
+    if (!FindValue(c.requests, resource)) c.requests[resource] = value;
+  };
+  const std::string& drs = config.resource_name_drs_gcu;
+  if (const std::string* count = Lookup(c, drs)) {
+    auto v = QuantityValue(c, drs, *count);
+    if (!v) return std::move(v).take_error();
+    if (*v <= 0) return ContainerError(c, drs + " must be greater than 0");
+    copy_both(drs);
+    return true;
+  }
+  const std::string& mem_name = config.resource_name_gcu_memory;
+  const std::string& core_name = config.resource_name_gcu_core;
+  const std::string* mem = Lookup(c, mem_name);
+  const std::string* core = Lookup(c, core_name);
+  if (!mem && !core) return false;
+  if (mem) {
+    auto v = QuantityValue(c, mem_name, *mem);
+    if (!v) return std::move(v).take_error();
+    if (*v <= 0) return ContainerError(c, mem_name + " must be greater than 0");
+  }
+  if (core) {
+    auto v = QuantityValue(c, core_name, *core);
+    if (!v) return std::move(v).take_error();
+    if (*v <= 0 || *v > 100) return ContainerError(c, core_name + " must be in range (0,100]");
+  }
+  if (mem) copy_both(mem_name);
+  if (core) copy_both(core_name);
+  return true;
+}
+
+Result<DeviceRequest> DrsNormalizeRequest(const EnflameConfig& config,
+                                          const ContainerView& container) {
+  DeviceRequest req;
+  const std::string& drs = config.resource_name_drs_gcu;
+  if (const std::string* count = Lookup(container, drs)) {
+    // HAMi's AsInt64: only an exact whole number counts; anything else falls through.
+    auto n = protocol::ParseDeviceCount(drs, *count);
+    if (n && *n > 0) {
+      req.nums = 1;
+      req.type = std::string(kDrsVendorKey);
+      req.memreq = *n;
+      req.mem_percentage = kDrsModeDirect;
+      req.coresreq = 0;
+      return req;
+    }
+    auto q = protocol::ParseQuantity(*count);
+    if (!q) return ContainerError(container, n.error());
+  }
+  const std::string& mem_name = config.resource_name_gcu_memory;
+  const std::string& core_name = config.resource_name_gcu_core;
+  const std::string* mem = Lookup(container, mem_name);
+  const std::string* core = Lookup(container, core_name);
+  if (!mem && !core) return req;
+  int64_t mem_value = 0, core_value = 0;
+  if (mem) {
+    auto v = QuantityValue(container, mem_name, *mem);
+    if (!v) return std::move(v).take_error();
+    mem_value = *v;
+  }
+  if (core) {
+    auto v = QuantityValue(container, core_name, *core);
+    if (!v) return std::move(v).take_error();
+    core_value = *v;
+  }
+  if (mem_value > kInt32Max || core_value > kInt32Max) return req;
+  req.nums = 1;
+  req.type = std::string(kDrsVendorKey);
+  req.memreq = Clamp32(mem_value);
+  req.mem_percentage = kDrsModeBySpec;
+  req.coresreq = Clamp32(core_value);
+  return req;
+}
+
+std::vector<DrsProfile> DrsProfiles(const std::map<std::string, std::string>& profiles,
+                                    int64_t max_slice) {
+  std::vector<DrsProfile> out;
+  if (max_slice <= 0) return out;
+  for (const auto& [name, id] : profiles) {
+    auto [size, mem] = ParseProfileName(name);
+    if (size <= 0 || mem <= 0) continue;
+    long double pct = std::ceil(static_cast<long double>(size) * 100 / max_slice);
+    out.push_back(DrsProfile{
+        .name = name,
+        .id = id,
+        .size = size,
+        .memory_gb = mem,
+        .core_percent =
+            pct > 9e18L ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(pct),
+    });
+  }
+  // Stable on the name order, so equal (size, memory) profiles come out in a fixed order.
+  std::stable_sort(out.begin(), out.end(), [](const DrsProfile& a, const DrsProfile& b) {
+    if (a.size != b.size) return a.size < b.size;
+    return a.memory_gb < b.memory_gb;
+  });
+  return out;
+}
+
+std::optional<DrsProfile> SelectProfile(const std::vector<DrsProfile>& profiles,
+                                        const DeviceRequest& request) {
+  if (profiles.empty()) return std::nullopt;
+  if (request.mem_percentage == kDrsModeDirect) {
+    for (const DrsProfile& p : profiles) {
+      if (p.size == request.memreq) return p;
+    }
+    return std::nullopt;
+  }
+  int64_t max_mem = profiles.back().memory_gb;
+  int64_t want_gb = 0;
+  if (request.memreq > 0) {
+    want_gb = request.memreq;
+    if (max_mem > 0 && request.memreq > max_mem * 2) want_gb = (request.memreq + 1023) / 1024;
+  }
+  for (const DrsProfile& p : profiles) {
+    if (want_gb > 0 && p.memory_gb < want_gb) continue;
+    if (request.coresreq > 0 && p.core_percent < request.coresreq) continue;
+    return p;
+  }
+  return std::nullopt;
+}
+
+DrsPick DrsFit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+               const FitContext& context, const std::map<std::string, std::string>& profiles,
+               int64_t max_slice) {
+  DrsPick pick;
+  FitResult& out = pick.result;
+  out.devices_considered = static_cast<int>(candidates.size());
+  auto profile = SelectProfile(DrsProfiles(profiles, max_slice), request);
+  if (!profile || profile->size <= 0 || profile->size > kInt32Max || profile->memory_gb <= 0 ||
+      profile->memory_gb > kInt32Max / 1024 || profile->core_percent > kInt32Max) {
+    out.reasons[std::string(kModeNotFit)] = 1;
+    return pick;
+  }
+  pick.profile = *profile;
+  const int32_t mem_mib = static_cast<int32_t>(profile->memory_gb * 1024);
+  const int32_t cores = static_cast<int32_t>(profile->core_percent);
+  static const StringMap kNoAnnotations;
+  const protocol::VendorInfo info = *protocol::FindVendor(kDrsVendorKey);
+  const StringMap& annos = context.pod ? context.pod->annotations : kNoAnnotations;
+  int32_t want = request.nums;
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    const DeviceUsage& dev = **it;
+    std::string_view reason;
+    if (!dev.health) {
+      reason = protocol::kCardNotHealth;
+    } else if (request.type != kDrsVendorKey) {
+      reason = protocol::kCardTypeMismatch;
+    } else if (!nvidia::CheckUuid(annos, info.use_uuid_key, info.nouse_uuid_key, dev.id)) {
+      reason = protocol::kCardUuidMismatch;
+    } else if (dev.count <= dev.used) {
+      reason = protocol::kCardTimeSlicingExhausted;
+    } else if (context.policy.mutex && dev.used > 0) {
+      reason = protocol::kExclusiveDeviceAllocateConflict;
+    } else if (static_cast<int64_t>(dev.totalmem) - dev.usedmem < mem_mib) {
+      reason = protocol::kCardInsufficientMemory;
+    } else if (dev.totalcore > 0 && static_cast<int64_t>(dev.totalcore) - dev.usedcores < cores) {
+      reason = protocol::kCardInsufficientCore;
+    }
+    if (!reason.empty()) {
+      ++out.reasons[std::string(reason)];
+      continue;
+    }
+    if (want > 0) {
+      --want;
+      out.devices.push_back(protocol::ContainerDevice{
+          .uuid = dev.id,
+          .type = request.type,
+          .usedmem = mem_mib,
+          .usedcores = cores,
+      });
+    }
+    if (want == 0) {
+      out.fit = true;
+      out.reasons.clear();
+      return pick;
+    }
+  }
+  if (!out.devices.empty()) {
+    out.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] =
+        static_cast<int>(out.devices.size());
+  }
+  return pick;
+}
+
+StringMap DrsPatchAnnotations(const protocol::PodDevices& devices,
+                              const std::vector<DrsAssignment>& assignments,
+                              int64_t now_unix_nanos) {
+  StringMap out;
+  bool any = std::any_of(devices.begin(), devices.end(),
+                         [](const protocol::ContainerDevices& c) { return !c.empty(); });
+  if (!any) return out;
+  const protocol::VendorInfo info = *protocol::FindVendor(kDrsVendorKey);
+  out[info.allocated_key] = protocol::EncodePodDevices(devices);
+  out[std::string(kPodHasAssignedGcu)] = "false";
+  out[std::string(kPodAssignedGcuTime)] = std::to_string(now_unix_nanos);
+  std::map<std::string, const DrsAssignment*> by_name;  // Go's json.Marshal sorts map keys
+  for (const DrsAssignment& a : assignments) {
+    int64_t slice = a.profile.size > 0 ? a.profile.size : 1;
+    if (!out.count(std::string(kPodAssignedGcuIndex))) {
+      out[std::string(kPodAssignedGcuIndex)] = std::to_string(a.device_index);
+      out[std::string(kPodAssignedGcuId)] = std::to_string(a.device_index);
+    }
+    if (!out.count(std::string(kPodAssignedGcuMinor)) && !a.minor.empty()) {
+      out[std::string(kPodAssignedGcuMinor)] = a.minor;
+    }
+    if (!out.count(std::string(kPodRequestGcuSize))) {
+      out[std::string(kPodRequestGcuSize)] = std::to_string(slice);
+    }
+    by_name[a.container] = &a;  // a later container of the same name wins, as in a Go map
+  }
+  if (!by_name.empty()) {
+    std::string json = "{";
+    for (const auto& [name, a] : by_name) {
+      if (json.size() > 1) json += ',';
+      protocol::AppendGoJsonString(&json, name);
+      json += ":{\"allocated\":false,\"request\":";
+      json += std::to_string(Clamp32(a->profile.size > 0 ? a->profile.size : 1));
+      if (!a->profile.id.empty()) {
+        json += ",\"profileID\":";
+        protocol::AppendGoJsonString(&json, a->profile.id);
+      }
+      if (!a->profile.name.empty()) {
+        json += ",\"profileName\":";
+        protocol::AppendGoJsonString(&json, a->profile.name);
+      }
+      json += '}';
+    }
+    json += '}';
+    out[std::string(kAssignedContainers)] = json;
+  }
+  return out;
+}
+
+}  // namespace hami::device::enflame
