@@ -133,6 +133,12 @@ VendorInfo EnflameDrs() {
       .register_key = "enflame.com/gcu-drs-capacity",
       .register_format = RegisterFormat::kVendorSpecific,
       .allocated_key = "hami.io/enflame-vgpu-devices-allocated",
+      // Pod: what Enflame's DRS plugin reads (slice size, device, minor, assignment state and
+      // time, per-container profiles as JSON).
+      .extra_pod_keys = {"enflame.com/gcu-request-size", "enflame.com/gcu-assigned-id",
+                         "enflame.com/gcu-assigned", "enflame.com/gcu-assigned-index",
+                         "enflame.com/gcu-assigned-minor", "enflame.com/gcu-assigned-time",
+                         "assigned-containers"},
       .use_uuid_key = "enflame.com/use-gpuuuid",
       .nouse_uuid_key = "enflame.com/nouse-gpuuuid",
   };
@@ -145,6 +151,8 @@ VendorInfo Kunlun() {
       .count_resource = "kunlunxin.com/xpu",
       .register_format = RegisterFormat::kCapacity,
       .allocated_key = "hami.io/kunlun-allocated",
+      // Pod: the chosen device indexes Kunlunxin's plugin reads ("0,4").
+      .extra_pod_keys = {"BAIDU_COM_DEVICE_IDX"},
       .use_uuid_key = "baidu.com/use-gpuuuid",
       .nouse_uuid_key = "baidu.com/nouse-gpuuuid",
   };
@@ -174,6 +182,9 @@ VendorInfo AwsNeuron() {
       .core_resource = "aws.amazon.com/neuroncore",
       .register_format = RegisterFormat::kCapacity,
       .allocated_key = "hami.io/aws-neuron-devices-allocated",
+      // Pod: what Neuron's plugin reads (device or core indexes, node, time, flag, core mode).
+      .extra_pod_keys = {"AWS_NEURON_IDS", "aws.amazon.com/predicate-node", "NEURON_ALLOC_TIME",
+                         "NEURON_RESOURCE_TYPE", "NEURON_ALLOCATED"},
       .use_uuid_key = "aws.amazon.com/use-neuron-uuid",
       .nouse_uuid_key = "aws.amazon.com/nouse-neuron-uuid",
   };
