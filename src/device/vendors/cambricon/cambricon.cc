@@ -1,0 +1,254 @@
+#include "device/vendors/cambricon/cambricon.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+#include "device/vendors/nvidia/nvidia.h"
+#include "device/yaml_error.h"
+#include "protocol/quantity.h"
+
+namespace hami::device::cambricon {
+namespace {
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+protocol::VendorInfo MakeInfo(const CambriconConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kVendorKey);
+  info.count_resource = config.resource_count_name;
+  info.memory_resource = config.resource_memory_name;
+  info.core_resource = config.resource_core_name;
+  return info;
+}
+
+const std::string* Lookup(const ContainerView& container, const std::string& resource) {
+  if (const std::string* v = FindValue(container.limits, resource)) return v;
+  return FindValue(container.requests, resource);
+}
+
+// The pod's collapsed total for the quota check: the earlier containers, then the current one
+// with `candidate` added (HAMi fitQuota).
+std::pair<int64_t, int64_t> HypotheticalTotal(const FitContext& ctx,
+                                              const protocol::ContainerDevices& current,
+                                              const protocol::ContainerDevice& candidate) {
+  protocol::PodDevices pod = ctx.earlier ? *ctx.earlier : protocol::PodDevices{};
+  pod.push_back(current);
+  pod.back().push_back(candidate);
+  int64_t mem = 0, cores = 0;
+  for (const auto& d : CollapsePodDevices(pod, ctx.init_count, false)) {
+    mem += d.usedmem;
+    cores += d.usedcores;
+  }
+  return {mem, cores};
+}
+
+// The number ending "<node>-cambricon-mlu-<i>", else 0.
+int64_t IndexFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos) return 0;
+  return ParseInt64(id.substr(dash + 1)).value_or(0);
+}
+
+}  // namespace
+
+Result<CambriconConfig> ParseCambriconConfig(const YAML::Node& section) {
+  CambriconConfig config;
+  if (!section || section.IsNull()) return config;
+  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
+  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
+                            std::pair{"resourceMemoryName", &config.resource_memory_name},
+                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
+    YAML::Node value = section[key];
+    if (!value || value.IsNull()) continue;
+    if (!value.IsScalar() || Trim(value.Scalar()).empty()) {
+      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
+    }
+    *field = value.Scalar();
+  }
+  return config;
+}
+
+CambriconDevice::CambriconDevice(CambriconConfig config)
+    : config_(std::move(config)), info_(MakeInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> CambriconDevice::NodeDevices(const NodeView& node) const {
+  std::vector<DeviceUsage> out;
+  const std::string* vcore = FindValue(node.capacity, config_.resource_core_name);
+  if (!vcore) return out;
+  auto cards = protocol::ParseDeviceCount(config_.resource_core_name, *vcore);
+  if (!cards) return Error{"capacity " + config_.resource_core_name + ": " + cards.error()};
+  if (*cards == 0) return out;
+  int64_t memory = 0;
+  if (const std::string* mem = FindValue(node.capacity, config_.resource_memory_name)) {
+    auto m = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
+    if (!m) return Error{"capacity " + config_.resource_memory_name + ": " + m.error()};
+    memory = *m;
+  }
+  int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * 100 / *cards, kInt32Max);
+  for (int64_t i = 0; i * 100 < *cards; ++i) {
+    out.push_back(DeviceUsage{.id = node.name + "-cambricon-mlu-" + std::to_string(i),
+                              .index = static_cast<uint64_t>(i),
+                              .type = std::string(kVendorKey),
+                              .vendor = info_.vendor_key,
+                              .health = true,
+                              .count = 100,
+                              .totalmem = static_cast<int32_t>(devmem),
+                              .totalcore = 100});
+  }
+  return out;
+}
+
+Health CambriconDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
+  return Health{true, true};
+}
+
+Result<bool> CambriconDevice::MutateAdmission(AdmissionEdit& edit) const {
+  const nlohmann::json* limits = &edit.Container();
+  for (const char* key : {"resources", "limits"}) {
+    if (!limits->is_object() || !limits->contains(key)) return false;
+    limits = &(*limits)[key];
+  }
+  return limits->is_object() && limits->contains(config_.resource_count_name);
+}
+
+Result<DeviceRequest> CambriconDevice::NormalizeRequest(const ContainerView& container) const {
+  auto fail = [&](const std::string& why) {
+    return Error{"container " + Quote(container.name) + ": " + why};
+  };
+  DeviceRequest req;
+  const std::string* count = Lookup(container, config_.resource_count_name);
+  if (!count) return req;
+  auto nums = protocol::ParseDeviceCount(config_.resource_count_name, *count);
+  if (!nums) return fail(nums.error());
+  if (*nums == 0) return req;
+  req.nums = *nums;
+  req.type = std::string(kVendorKey);
+  req.mem_percentage = 0;
+  if (const std::string* mem = Lookup(container, config_.resource_memory_name)) {
+    auto units = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
+    if (!units) return fail(units.error());
+    if (*units > kInt32Max / kMemoryFactor) {
+      return fail("resource " + config_.resource_memory_name + " value " + Quote(*mem) +
+                  ": times 256 MiB exceeds 2147483647 MiB");
+    }
+    req.memreq = *units * kMemoryFactor;
+  }
+  if (req.memreq == 0) req.mem_percentage = 100;
+  req.coresreq = 100;
+  if (const std::string* cores = Lookup(container, config_.resource_core_name)) {
+    auto c = protocol::ParseDeviceCount(config_.resource_core_name, *cores);
+    if (!c) return fail(c.error());
+    req.coresreq = *c;
+  }
+  return req;
+}
+
+FitResult CambriconDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                               const DeviceRequest& request, const FitContext& ctx) const {
+  FitResult r;
+  r.devices_considered = static_cast<int>(candidates.size());
+  if (request.nums <= 0) return r.fit = true, r;
+  static const StringMap kNone;
+  const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
+  protocol::ContainerDevices picked;
+  auto check = [&](const DeviceUsage& dev,
+                   protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
+    if (!dev.health) return protocol::kCardNotHealth;
+    if (request.type != kVendorKey) return protocol::kCardTypeMismatch;
+    if (!nvidia::CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
+      return protocol::kCardUuidMismatch;
+    }
+    if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
+    if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
+    int32_t cores = std::min(request.coresreq, 100);
+    int32_t memreq = std::max(request.memreq, 0);
+    if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
+      memreq =
+          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+    }
+    *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+    if (ctx.quota) {
+      auto [mem, core] = HypotheticalTotal(ctx, picked, *chosen);
+      if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
+                    kMemoryFactor)) {
+        return protocol::kResourceQuotaNotFit;
+      }
+    }
+    if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
+    if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
+    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
+      return protocol::kExclusiveDeviceAllocateConflict;
+    }
+    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
+      return protocol::kCardComputeUnitsExhausted;
+    }
+    return std::nullopt;
+  };
+  for (size_t k = candidates.size(); k-- > 0;) {
+    protocol::ContainerDevice chosen;
+    if (auto reason = check(*candidates[k], &chosen)) {
+      r.reasons[std::string(*reason)] += 1;
+      continue;
+    }
+    picked.push_back(std::move(chosen));
+    if (static_cast<int32_t>(picked.size()) == request.nums) {
+      r.fit = true;
+      r.devices = std::move(picked);
+      return r;
+    }
+  }
+  if (!picked.empty()) {
+    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
+  }
+  return r;
+}
+
+StringMap CambriconDevice::AllocationAnnotations(const PodView& pod,
+                                                 const protocol::PodDevices& devices) const {
+  StringMap out = Device::AllocationAnnotations(pod, devices);
+  for (const auto& ctr : devices) {
+    if (ctr.empty()) continue;
+    const protocol::ContainerDevice& d = ctr.front();
+    out[std::string(kAssignedKey)] = "false";
+    out[std::string(kProfileKey)] = std::to_string(IndexFromId(d.uuid)) + "_" +
+                                    std::to_string(d.usedcores) + "_" +
+                                    std::to_string(d.usedmem / kMemoryFactor);
+    break;
+  }
+  return out;
+}
+
+NodeRegistration CambriconDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  int64_t count = 0, memory = 0;
+  for (const auto& d : devices) {
+    count += d.count;
+    memory += d.devmem;
+  }
+  out.capacity[config_.resource_count_name] = std::to_string(count);
+  out.capacity[config_.resource_core_name] = std::to_string(100 * devices.size());
+  out.capacity[config_.resource_memory_name] = std::to_string(memory / kMemoryFactor);
+  return out;
+}
+
+namespace {
+
+Result<std::vector<std::unique_ptr<Device>>> MakeCambricon(const YAML::Node& section,
+                                                           const DeviceConfig& /*config*/) {
+  auto config = ParseCambriconConfig(section);
+  if (!config) return std::move(config).take_error();
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::make_unique<CambriconDevice>(std::move(*config)));
+  return out;
+}
+
+}  // namespace
+
+HAMI_REGISTER_VENDOR(cambricon, "cambricon", MakeCambricon);
+
+}  // namespace hami::device::cambricon
