@@ -365,5 +365,14 @@ TEST(AwsNeuron, PatchAnnotations) {  // Test_PatchAnnotations
   EXPECT_EQ(AskOf(cfg, Ctr({}, {{"aws.amazon.com/neuron", "2"}})), ContainerAsk{});
 }
 
+TEST(AwsNeuron, KeysAreTheVendorTables) {
+  auto info = protocol::FindVendor(kVendorKey);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->extra_pod_keys,
+            (std::vector<std::string>{std::string(kAssignedIndexKey), std::string(kAssignedNodeKey),
+                                      std::string(kPredicateTimeKey), std::string(kResourceTypeKey),
+                                      std::string(kAllocatedFlagKey)}));
+}
+
 }  // namespace
 }  // namespace hami::device::awsneuron

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "common/json.h"
@@ -629,6 +630,20 @@ TEST(EnflameDrs, PatchAnnotations) {  // TestPatchAnnotations_DRSFields
 }
 
 TEST(EnflameDrs, Health) { EXPECT_EQ(DrsCheckHealth(), HealthPair(true, true)); }
+
+TEST(EnflameDrs, KeysAreTheVendorTables) {
+  auto info = protocol::FindVendor(kDrsVendorKey);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->register_key, kDrsCapacityKey);
+  for (std::string_view key :
+       {kPodRequestGcuSize, kPodAssignedGcuId, kPodHasAssignedGcu, kPodAssignedGcuIndex,
+        kPodAssignedGcuMinor, kPodAssignedGcuTime, kAssignedContainers}) {
+    EXPECT_NE(std::find(info->extra_pod_keys.begin(), info->extra_pod_keys.end(), key),
+              info->extra_pod_keys.end())
+        << key;
+  }
+  EXPECT_TRUE(protocol::FindVendor(kGcuVendorKey));
+}
 
 }  // namespace
 }  // namespace hami::device::enflame

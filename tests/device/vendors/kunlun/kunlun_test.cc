@@ -356,5 +356,14 @@ TEST(KunlunVxpu, Fit) {  // TestKunlunVDevices_Fit_*
   EXPECT_EQ(r.Reason(), "8/8 CardUuidMismatch");
 }
 
+TEST(KunlunXpu, KeysAreTheVendorTables) {
+  auto info = protocol::FindVendor(kXpuVendorKey);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->extra_pod_keys, std::vector<std::string>{std::string(kDeviceSelectionKey)});
+  auto vxpu = protocol::FindVendor(kVxpuVendorKey);
+  ASSERT_TRUE(vxpu);
+  EXPECT_EQ(vxpu->handshake_key, "hami.io/node-handshake-xpu");
+}
+
 }  // namespace
 }  // namespace hami::device::kunlun
