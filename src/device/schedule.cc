@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "device/vendors/nvidia/mig.h"
 #include "protocol/keys.h"
 
 namespace hami::device {
@@ -40,15 +41,36 @@ class WorkingDevices {
   std::optional<std::vector<DeviceUsage>> copy_;
 };
 
+// Adds `chosen` to the usage of its device in `usage` (HAMi AddResourceUsage). On a MIG GPU the
+// instance is chosen too (chosen's memory and cores become the profile's) and returned; nullopt
+// with `*failed` when none fits any more.
+std::optional<MigInstance> AddUsage(std::vector<DeviceUsage>* usage,
+                                    protocol::ContainerDevice* chosen, bool* failed) {
+  for (auto& d : *usage) {
+    if (d.id != chosen->uuid) continue;
+    if (d.mode == nvidia::kMigMode) {
+      auto instance = nvidia::AddMigUsage(&d, chosen);
+      *failed = !instance;
+      return instance;
+    }
+    d.used += 1;
+    d.usedmem += chosen->usedmem;
+    d.usedcores += chosen->usedcores;
+    break;
+  }
+  return std::nullopt;
+}
+
 // Fits container `index` onto `devices` and records the picks in `alloc`; with `record` the
-// picks are also added to the devices' usage (later containers see them). Returns the reason on
-// failure.
+// picks are also added to the devices' usage (later containers see them) and the MIG instances
+// they reserve to `mig` (when not null). Returns the reason on failure.
 std::optional<std::string> FitContainer(const Registry& registry, const PodView& pod,
                                         const PodRequests& requests, size_t index,
                                         const NodeUsage& node, const PodPolicy& policy,
                                         const NamespaceQuota* quota, bool record,
                                         WorkingDevices* devices, Scratch* s,
-                                        std::map<std::string, protocol::PodDevices>* alloc) {
+                                        std::map<std::string, protocol::PodDevices>* alloc,
+                                        std::vector<protocol::MigAllocation>* mig) {
   const ContainerRequests& reqs = requests.containers[index];
   s->scores.clear();
   for (const auto& d : devices->Get()) s->scores.push_back(DeviceScore(d, reqs, policy.weights));
@@ -70,7 +92,10 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
     for (const auto& sd : s->sorted) {
       if (IsCandidate(*sd.device, vendor)) s->candidates.push_back(sd.device);
     }
-    if (static_cast<size_t>(req.nums) > s->candidates.size()) {
+    // A MIG GPU may give one container several instances (spec hami.md §11.15).
+    if (static_cast<size_t>(req.nums) > s->candidates.size() &&
+        !nvidia::IsMigRequest(req, s->candidates,
+                              FindValue(pod.annotations, protocol::kVgpuModeKey))) {
       return std::string(protocol::kNodeInsufficientDevice);
     }
     protocol::PodDevices& pod_devices = (*alloc)[vendor];
@@ -87,13 +112,17 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
     if (!fit.fit) return fit.Reason();
     if (record || vendors_left > 0) {
       std::vector<DeviceUsage>& usage = devices->Mutable();
-      for (const auto& chosen : fit.devices) {
-        for (auto& d : usage) {
-          if (d.id != chosen.uuid) continue;
-          d.used += 1;
-          d.usedmem += chosen.usedmem;
-          d.usedcores += chosen.usedcores;
-          break;
+      for (size_t k = 0; k < fit.devices.size(); ++k) {
+        protocol::ContainerDevice& chosen = fit.devices[k];
+        bool failed = false;
+        auto instance = AddUsage(&usage, &chosen, &failed);
+        if (failed) return "AddResourceUsage failed for device " + chosen.uuid;
+        if (instance && mig) {
+          mig->push_back(protocol::MigAllocation{.container_index = static_cast<int64_t>(index),
+                                                 .device_index = static_cast<int64_t>(k),
+                                                 .gpu_uuid = chosen.uuid,
+                                                 .profile = instance->profile,
+                                                 .placement = instance->placement});
         }
       }
     }
@@ -109,6 +138,14 @@ void MaxInto(const std::vector<DeviceUsage>& from, std::vector<DeviceUsage>* int
     d.used = std::max(d.used, from[i].used);
     d.usedmem = std::max(d.usedmem, from[i].usedmem);
     d.usedcores = std::max(d.usedcores, from[i].usedcores);
+  }
+}
+
+// The MIG instances `fitted` reserved beyond `base`'s, added to `base` (same devices in order).
+void KeepMigInstances(const std::vector<DeviceUsage>& fitted, WorkingDevices* base) {
+  for (size_t i = 0; i < fitted.size() && i < base->Get().size(); ++i) {
+    if (fitted[i].mig_in_use.size() <= base->Get()[i].mig_in_use.size()) continue;
+    base->Mutable()[i].mig_in_use = fitted[i].mig_in_use;
   }
 }
 
@@ -128,28 +165,33 @@ NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& ba
   for (const auto& c : requests.containers) {
     for (const auto& [vendor, req] : c) picks[vendor].resize(total);
   }
+  std::vector<protocol::MigAllocation>* mig = complete ? &out.mig_allocations : nullptr;
   auto fail = [&](std::string reason) {
     out.devices.clear();
+    out.mig_allocations.clear();
     out.reason = std::move(reason);
     return std::move(out);
   };
   // Init containers run one after another, so each sees only the node's current usage; their
-  // peak only matters to usage_after.
+  // peak only matters to usage_after. Their MIG instances, though, live as long as the pod (the
+  // device plugin destroys instances of gone pods only): every later container sees them.
   std::optional<std::vector<DeviceUsage>> peak;
   if (complete && requests.init_count > 0) peak.emplace(node.devices);
+  WorkingDevices base(node.devices);
   for (size_t i = 0; i < requests.init_count && i < total; ++i) {
-    WorkingDevices scratch(node.devices);
-    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, complete,
-                                   &scratch, s, &picks)) {
+    WorkingDevices scratch(base.Get());
+    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota,
+                                   /*record=*/true, &scratch, s, &picks, mig)) {
       return fail(std::move(*reason));
     }
     if (peak) MaxInto(scratch.Get(), &*peak);
+    KeepMigInstances(scratch.Get(), &base);
   }
-  WorkingDevices running(node.devices);
+  WorkingDevices running(base.Get());
   for (size_t i = requests.init_count; i < total; ++i) {
     bool record = complete || i + 1 < total;
     if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, record,
-                                   &running, s, &picks)) {
+                                   &running, s, &picks, mig)) {
       return fail(std::move(*reason));
     }
   }
@@ -316,6 +358,10 @@ std::map<std::string, std::string> AllocationAnnotations(const Registry& registr
     const protocol::VendorInfo& info = backend->Info();
     if (!info.to_allocate_key.empty()) out[info.to_allocate_key] = value;
     if (!info.allocated_key.empty()) out[info.allocated_key] = value;
+  }
+  if (!chosen->mig_allocations.empty()) {
+    out[std::string(protocol::kVgpuMigAllocationsKey)] =
+        protocol::EncodeMigAllocations(chosen->mig_allocations);
   }
   return out;
 }

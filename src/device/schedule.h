@@ -21,6 +21,7 @@
 #include "device/policy.h"
 #include "device/quota.h"
 #include "device/usage.h"
+#include "protocol/mig_allocations.h"
 #include "protocol/pod_devices.h"
 #include "protocol/scoring_weights.h"
 
@@ -60,6 +61,9 @@ struct NodeFit {
   // The node's devices with this pod added as the usage index will count it: per device and
   // field, max(peak over the init containers, sum over the regular containers).
   std::vector<DeviceUsage> usage_after{};
+  // The MIG instances reserved for the pod (profile and placement per container and device on
+  // MIG-mode GPUs; mig.h), filled with `devices`.
+  std::vector<protocol::MigAllocation> mig_allocations{};
 };
 
 // Fits every container of the pod on one node (§4.5 scoreNode): init containers each against
@@ -108,7 +112,8 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
                                   const ScheduleOptions& options);
 
 // The pod annotations Filter writes for the chosen node: hami.io/vgpu-node and, per vendor with
-// a device, its to-allocate and allocated keys (same value). hami.io/vgpu-time is the caller's
+// a device, its to-allocate and allocated keys (same value), and hami.io/vgpu-mig-allocations
+// when MIG instances were reserved. hami.io/vgpu-time is the caller's
 // (it owns the clock). Empty when nothing was chosen.
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
                                                          const ScheduleDecision& decision);

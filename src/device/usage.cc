@@ -29,6 +29,7 @@ DeviceUsage UsageFromDeviceInfo(const protocol::DeviceInfo& info, const std::str
   u.count = info.count;
   u.totalmem = info.devmem;
   u.totalcore = info.devcore;
+  u.mig_profiles = info.mig_profiles;
   return u;
 }
 

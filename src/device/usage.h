@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "protocol/node_register.h"
+#include "protocol/mig_allocations.h"
 #include "protocol/pair_score.h"
 #include "protocol/pod_devices.h"
 
@@ -41,6 +43,15 @@ struct PodRequests {
 };
 
 // One physical device with its capacity (from registration) and its usage (from pods).
+// One MIG instance reserved on a GPU (spec hami.md §2.8): its profile and placement, and the
+// runtime identity once the device plugin created it.
+struct MigInstance {
+  std::string profile{};
+  protocol::MigPlacement placement{};
+  std::optional<protocol::MigRuntimeIdentity> runtime{};
+  bool operator==(const MigInstance&) const = default;
+};
+
 struct DeviceUsage {
   std::string id{};      // UUID
   uint64_t index = 0;    // position on the node
@@ -56,6 +67,14 @@ struct DeviceUsage {
   int32_t totalcore = 0;  // percent
   int32_t usedcores = 0;
   bool operator==(const DeviceUsage&) const = default;
+  // MIG mode: the profiles the GPU offers (registration) and the instances reserved on it (pods'
+  // hami.io/vgpu-mig-allocations, in the order the index saw them).
+  std::vector<protocol::MigProfile> mig_profiles{};
+  std::vector<MigInstance> mig_in_use{};
+  // The pods' MIG state contradicts the device (a MIG GPU used without a reservation, a
+  // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
+  // unhealthy until the state is consistent again (spec hami.md §11.15).
+  bool mig_inconsistent = false;
 };
 
 // A usage row with zero usage from a registered device.

@@ -9,10 +9,43 @@
 #include "protocol/keys.h"
 
 namespace hami::device {
+namespace {
+
+// Device entries per GPU over every container (init ones too): each should have a reservation
+// when the GPU is in MIG mode.
+void CountMigEntries(const protocol::PodDevices& devices, std::map<std::string, int32_t>* out) {
+  for (const auto& container : devices) {
+    for (const auto& d : container) ++(*out)[d.uuid];
+  }
+}
+
+// The pod's hami.io/vgpu-mig-allocations as reservations, and per reserved GPU the entries
+// without one (spec hami.md §11.15).
+void AddMigReservations(const PodView& pod, const std::map<std::string, int32_t>& entries,
+                        PodAllocation* out) {
+  const std::string* raw = FindValue(pod.annotations, protocol::kVgpuMigAllocationsKey);
+  if (!raw) return;
+  auto decoded = protocol::DecodeMigAllocations(*raw);
+  if (!decoded) return;
+  std::map<std::string, int32_t> reserved;
+  for (auto& a : *decoded) {
+    ++reserved[a.gpu_uuid];
+    out->mig.push_back(MigReservation{std::move(a.gpu_uuid),
+                                      MigInstance{std::move(a.profile), a.placement, a.runtime}});
+  }
+  for (const auto& [uuid, count] : reserved) {
+    auto e = entries.find(uuid);
+    int32_t used = e == entries.end() ? 0 : e->second;
+    out->mig_unreserved[uuid] = std::max(used - count, 0);
+  }
+}
+
+}  // namespace
 
 Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& registry,
                                                           const PodView& pod) {
   std::optional<PodAllocation> none;
+  std::map<std::string, int32_t> entries;  // device entries per GPU
   auto node = pod.annotations.find(std::string(protocol::kVgpuNodeKey));
   if (node == pod.annotations.end() || node->second.empty()) return none;
   if (pod.phase == "Succeeded" || pod.phase == "Failed") return none;
@@ -31,12 +64,16 @@ Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& regist
     for (auto& d : CollapsePodDevices(*decoded, pod.init_containers.size(), pod.init_done)) {
       out.deltas.push_back(std::move(d));
     }
+    CountMigEntries(*decoded, &entries);
   }
   if (out.deltas.empty()) return none;
+  AddMigReservations(pod, entries, &out);
   return std::optional<PodAllocation>(std::move(out));
 }
 
 namespace {
+
+constexpr std::string_view kMigModeName = "mig";
 
 // A pod never frees what others hold: a negative size counts as 0 (the decoder already refuses
 // one), the same way on add and on remove so the counters stay exact.
@@ -52,12 +89,31 @@ int32_t ToRow(int64_t v) {
 void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
   auto& node = usage_[allocation.node];
   auto& ns = namespaces_[allocation.namespace_name];
+  for (const auto& r : allocation.mig) {
+    std::vector<MigInstance>& held = node[r.uuid].mig;
+    if (sign > 0) {
+      held.push_back(r.instance);
+    } else if (auto it = std::find(held.begin(), held.end(), r.instance); it != held.end()) {
+      held.erase(it);
+    }
+  }
   for (const auto& d : allocation.deltas) {
     Counters& c = node[d.uuid];
     c.used += sign * std::max(d.slots, 1);
     c.usedmem += sign * Held(d.usedmem);
     c.usedcores += sign * Held(d.usedcores);
-    if (c.used == 0 && c.usedmem == 0 && c.usedcores == 0) node.erase(d.uuid);
+    auto unreserved = allocation.mig_unreserved.find(d.uuid);
+    c.mig_unreserved +=
+        sign * (unreserved == allocation.mig_unreserved.end() ? 1 : unreserved->second);
+  }
+  // Erased once every field is back to zero (a reservation may name a GPU without a delta).
+  for (const auto& d : allocation.deltas) {
+    if (auto it = node.find(d.uuid); it != node.end() && it->second.Empty()) node.erase(it);
+  }
+  for (const auto& r : allocation.mig) {
+    if (auto it = node.find(r.uuid); it != node.end() && it->second.Empty()) node.erase(it);
+  }
+  for (const auto& d : allocation.deltas) {
     Totals& t = ns[d.vendor];
     t.usedmem += sign * Held(d.usedmem);
     t.usedcores += sign * Held(d.usedcores);
@@ -68,15 +124,28 @@ void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
 }
 
 void UsageIndex::MergeUsageLocked(NodeUsage* row) const {
+  static const Counters kNone;
   auto u = usage_.find(row->name);
   for (auto& d : row->devices) {
-    Counters c;
+    const Counters* c = &kNone;
     if (u != usage_.end()) {
-      if (auto it = u->second.find(d.id); it != u->second.end()) c = it->second;
+      if (auto it = u->second.find(d.id); it != u->second.end()) c = &it->second;
     }
-    d.used = ToRow(c.used);
-    d.usedmem = ToRow(c.usedmem);
-    d.usedcores = ToRow(c.usedcores);
+    d.used = ToRow(c->used);
+    d.usedmem = ToRow(c->usedmem);
+    d.usedcores = ToRow(c->usedcores);
+    d.mig_in_use = c->mig;
+    d.mig_inconsistent = d.mode == kMigModeName ? c->mig_unreserved > 0 : !c->mig.empty();
+  }
+  if (u == usage_.end()) return;
+  // A reservation on a GPU the node does not register: no MIG device of it can be trusted.
+  for (const auto& [uuid, c] : u->second) {
+    if (c.mig.empty()) continue;
+    bool known = std::any_of(row->devices.begin(), row->devices.end(),
+                             [&](const DeviceUsage& d) { return d.id == uuid; });
+    if (known) continue;
+    for (auto& d : row->devices) d.mig_inconsistent |= d.mode == kMigModeName;
+    break;
   }
 }
 

@@ -24,12 +24,26 @@
 
 namespace hami::device {
 
+// One MIG instance a pod reserved (hami.io/vgpu-mig-allocations) on the GPU `uuid`.
+struct MigReservation {
+  std::string uuid{};
+  MigInstance instance{};
+  bool operator==(const MigReservation&) const = default;
+};
+
 // What one pod holds on its node, collapsed (§4.4) over all vendors.
 struct PodAllocation {
   std::string key{};             // "namespace/name"
   std::string namespace_name{};  // for quota usage
   std::string node{};            // hami.io/vgpu-node
   std::vector<DeviceDelta> deltas{};
+  // MIG: the reserved instances, in annotation order, and for each GPU that has one, how many
+  // of the pod's device entries on it lack a reservation (a GPU of `deltas` without any
+  // reservation has all its entries unreserved). The index marks a device mig_inconsistent when
+  // it is in MIG mode and used without a reservation, when it is not in MIG mode and holds a
+  // reservation, and every MIG device of the node when a reservation names a GPU the node lacks.
+  std::vector<MigReservation> mig{};
+  std::map<std::string, int32_t> mig_unreserved{};
   bool operator==(const PodAllocation&) const = default;
 };
 
@@ -37,7 +51,8 @@ struct PodAllocation {
 // phase Succeeded or Failed, or no backend's allocated annotation with a device. A pod being
 // deleted keeps its usage until it is gone. Init containers count until they have all exited 0
 // (PodView::init_done). An allocated annotation that does not decode is an error naming the pod
-// and the key.
+// and the key. A hami.io/vgpu-mig-allocations value that does not decode reserves nothing (as in
+// HAMi), so the MIG GPUs the pod uses read as inconsistent.
 Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& registry,
                                                           const PodView& pod);
 
@@ -122,6 +137,11 @@ class UsageIndex {
     int64_t used = 0;
     int64_t usedmem = 0;
     int64_t usedcores = 0;
+    int64_t mig_unreserved = 0;    // device entries of pods without a MIG reservation
+    std::vector<MigInstance> mig;  // reserved MIG instances
+    bool Empty() const {
+      return used == 0 && usedmem == 0 && usedcores == 0 && mig_unreserved == 0 && mig.empty();
+    }
   };
   struct PodEntry {
     std::optional<PodAllocation> allocation{};  // what is counted now

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "device/vendors/nvidia/mig.h"
 #include "protocol/keys.h"
 #include "protocol/node_register.h"
 #include "protocol/quantity.h"
@@ -12,7 +13,6 @@
 namespace hami::device::nvidia {
 namespace {
 
-constexpr std::string_view kMigMode = "mig";
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
@@ -214,7 +214,7 @@ std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& d
                                                             const DeviceRequest& request,
                                                             const FitContext& ctx,
                                                             const StringMap& annos) const {
-  if (!dev.health) return protocol::kCardNotHealth;
+  if (!dev.health || dev.mig_inconsistent) return protocol::kCardNotHealth;
   if (ctx.node && ctx.node->cordoned.count(dev.id)) return protocol::kCardCordoned;
   const std::string* vgpu_mode = FindValue(annos, protocol::kVgpuModeKey);
   if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
@@ -256,9 +256,11 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
   if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
     return protocol::kCardComputeUnitsExhausted;
   }
-  // Check 15 (MIG placement) is not implemented yet; a GPU in MIG mode cannot take a hami-core
-  // slice, so it is refused rather than over-committed.
-  if (dev.mode == kMigMode) return protocol::kCardMigTopologyInfeasible;
+  // Check 15: a MIG GPU needs a profile of at least memreq with a free placement, after the
+  // instances this container already took on it (mig.h).
+  if (dev.mode == kMigMode && !MigFits(dev, picked, memreq)) {
+    return protocol::kCardMigTopologyInfeasible;
+  }
   return std::nullopt;
 }
 
@@ -301,6 +303,9 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
       r.devices = std::move(picked);
       return r;
     }
+    // A MIG GPU may give this container another instance: visit it again (HAMi does the same),
+    // at most up to its instance count.
+    if (dev.mode == kMigMode && MigRoomLeft(dev, picked)) ++k;
   }
   if (ctx.policy.topology_aware && static_cast<int64_t>(passed.size()) >= request.nums) {
     static const protocol::PairScores kNoScores;

@@ -39,9 +39,11 @@ class NvidiaDevice : public Device {
   // CardTimeSlicingExhausted (count <= used), ExclusiveDeviceAllocateConflict (mutex policy and
   // used > 0), [cores clamped to 100, memory from percentage], ResourceQuotaNotFit,
   // CardInsufficientMemory, CardInsufficientCore, ExclusiveDeviceAllocateConflict (whole-card
-  // request on a used card), CardComputeUnitsExhausted, CardMigTopologyInfeasible (any GPU in
-  // "mig" mode: MIG placement is not implemented yet). A failed request also counts its partial
-  // picks as AllocatedCardsInsufficientRequest. Topology-aware: see PickByTopology.
+  // request on a used card), CardComputeUnitsExhausted, CardMigTopologyInfeasible (a GPU
+  // in "mig" mode without a free placement of a profile large enough: mig.h MigFits). A MIG GPU
+  // that passed is visited again, so one GPU may give a container several instances. A failed
+  // request also counts its partial picks as AllocatedCardsInsufficientRequest. Topology-aware:
+  // see PickByTopology.
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
 
