@@ -5,14 +5,15 @@
 #define HAMI_DEVICE_USAGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "protocol/node_register.h"
 #include "protocol/mig_allocations.h"
+#include "protocol/node_register.h"
 #include "protocol/pair_score.h"
 #include "protocol/pod_devices.h"
 
@@ -42,7 +43,6 @@ struct PodRequests {
   bool Empty() const;  // true when no container requests anything
 };
 
-// One physical device with its capacity (from registration) and its usage (from pods).
 // One MIG instance reserved on a GPU (spec hami.md §2.8): its profile and placement, and the
 // runtime identity once the device plugin created it.
 struct MigInstance {
@@ -52,6 +52,7 @@ struct MigInstance {
   bool operator==(const MigInstance&) const = default;
 };
 
+// One physical device with its capacity (from registration) and its usage (from pods).
 struct DeviceUsage {
   std::string id{};      // UUID
   uint64_t index = 0;    // position on the node
@@ -66,7 +67,6 @@ struct DeviceUsage {
   int32_t usedmem = 0;
   int32_t totalcore = 0;  // percent
   int32_t usedcores = 0;
-  bool operator==(const DeviceUsage&) const = default;
   // MIG mode: the profiles the GPU offers (registration) and the instances reserved on it (pods'
   // hami.io/vgpu-mig-allocations, in the order the index saw them).
   std::vector<protocol::MigProfile> mig_profiles{};
@@ -75,6 +75,10 @@ struct DeviceUsage {
   // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
   // unhealthy until the state is consistent again (spec hami.md §11.15).
   bool mig_inconsistent = false;
+  // Numbers a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key,
+  // e.g. Ascend's "NetworkID" (the HCCS ring a 910 NPU sits on).
+  std::map<std::string, int64_t, std::less<>> custom_info{};
+  bool operator==(const DeviceUsage&) const = default;
 };
 
 // A usage row with zero usage from a registered device.
