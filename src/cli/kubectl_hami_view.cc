@@ -117,29 +117,6 @@ std::vector<device::DeviceDelta> PodDeltas(const device::PodView& pod,
 // A MIG device string of v2.8 carries "[t-s]" after the GPU's UUID.
 std::string BaseUuid(const std::string& uuid) { return uuid.substr(0, uuid.find('[')); }
 
-// What the devices counted under each of HAMi's reason names (protocol/reason.h) have in common.
-std::optional<std::string_view> ReasonPhrase(std::string_view name) {
-  static const std::map<std::string_view, std::string_view> kPhrases = {
-      {protocol::kCardNotHealth, "are unhealthy"},
-      {protocol::kCardCordoned, "are cordoned"},
-      {protocol::kCardTypeMismatch, "are not of the requested type"},
-      {protocol::kNumaNotFit, "do not fit the NUMA binding"},
-      {protocol::kCardUuidMismatch, "are excluded by the pod's UUID selection"},
-      {protocol::kCardTimeSlicingExhausted, "have no vGPU slot left"},
-      {protocol::kExclusiveDeviceAllocateConflict, "conflict with an exclusive allocation"},
-      {protocol::kResourceQuotaNotFit, "would exceed the namespace's quota"},
-      {protocol::kCardInsufficientMemory, "lack memory"},
-      {protocol::kCardInsufficientCore, "lack cores"},
-      {protocol::kCardComputeUnitsExhausted, "have no compute units left"},
-      {protocol::kCardMigTopologyInfeasible, "have no MIG placement for the request"},
-      {protocol::kNodeInsufficientDevice, "are too few for the request"},
-      {protocol::kAllocatedCardsInsufficientRequest, "cannot serve the request together"},
-  };
-  auto it = kPhrases.find(name);
-  if (it == kPhrases.end()) return std::nullopt;
-  return it->second;
-}
-
 std::optional<std::string> PendingReason(const json& pod) {
   auto status = pod.find("status");
   if (status == pod.end() || !status->is_object()) return std::nullopt;
@@ -172,26 +149,7 @@ bool RequestsVendor(const device::PodView& pod, const std::vector<protocol::Vend
   return false;
 }
 
-// A column table: every cell padded to its column's width, three spaces apart, no trailing
-// blanks.
-std::string Render(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (row.size() > width.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 3, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
+std::string Render(const std::vector<std::vector<std::string>>& rows) { return RenderTable(rows); }
 
 std::string Join(const std::vector<std::string>& items, std::string_view sep) {
   std::string out;
@@ -217,6 +175,57 @@ struct ReasonEntry {
 std::string ScanReasons(const std::string& message, std::vector<ReasonEntry>* entries);
 
 }  // namespace
+
+std::optional<std::string_view> ReasonPhrase(std::string_view name) {
+  static const std::map<std::string_view, std::string_view> kPhrases = {
+      {protocol::kCardNotHealth, "are unhealthy"},
+      {protocol::kCardCordoned, "are cordoned"},
+      {protocol::kCardTypeMismatch, "are not of the requested type"},
+      {protocol::kNumaNotFit, "do not fit the NUMA binding"},
+      {protocol::kCardUuidMismatch, "are excluded by the pod's UUID selection"},
+      {protocol::kCardTimeSlicingExhausted, "have no vGPU slot left"},
+      {protocol::kExclusiveDeviceAllocateConflict, "conflict with an exclusive allocation"},
+      {protocol::kResourceQuotaNotFit, "would exceed the namespace's quota"},
+      {protocol::kCardInsufficientMemory, "lack memory"},
+      {protocol::kCardInsufficientCore, "lack cores"},
+      {protocol::kCardComputeUnitsExhausted, "have no compute units left"},
+      {protocol::kCardMigTopologyInfeasible, "have no MIG placement for the request"},
+      {protocol::kNodeInsufficientDevice, "are too few for the request"},
+      {protocol::kAllocatedCardsInsufficientRequest, "cannot serve the request together"},
+  };
+  auto it = kPhrases.find(name);
+  if (it == kPhrases.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows, size_t indent,
+                        const std::function<const char*(size_t row, size_t col)>& colour) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (row.size() > width.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& row = rows[r];
+    std::string line(indent, ' ');
+    size_t pad = 0;  // blanks owed before the next cell (none after the last)
+    for (size_t i = 0; i < row.size(); ++i) {
+      line.append(pad, ' ');
+      const char* code = colour ? colour(r, i) : nullptr;
+      if (code != nullptr && !row[i].empty()) {
+        line += std::string(code) + row[i] + "\033[0m";
+      } else {
+        line += row[i];
+      }
+      pad = width[i] - row[i].size() + 3;
+      if (row[i].empty() && i + 1 == row.size()) pad = 0;
+    }
+    while (line.size() > indent && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
 
 std::string ReasonInWords(const std::string& message) { return ScanReasons(message, nullptr); }
 
@@ -462,6 +471,50 @@ PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods
   return view;
 }
 
+std::vector<ContainerAllocation> ContainerAllocations(const std::vector<json>& nodes,
+                                                      const std::vector<json>& pods,
+                                                      std::vector<std::string>* warnings) {
+  std::vector<ContainerAllocation> out;
+  const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  for (const auto& obj : pods) {
+    auto parsed = device::ParsePodView(obj);
+    if (!parsed.ok()) {
+      warnings->push_back("pod " + device::ObjectName(obj) + ": " + parsed.error());
+      continue;
+    }
+    const device::PodView& pod = parsed.value();
+    if (!Holds(pod)) continue;
+    std::string node = pod.node_name;
+    if (node.empty()) {
+      if (const std::string* v = device::FindValue(pod.annotations, protocol::kVgpuNodeKey)) {
+        node = *v;
+      }
+    }
+    const std::vector<const device::ContainerView*> containers = pod.AllContainers();
+    std::set<std::string> seen_keys;
+    for (const auto& vendor : vendors) {
+      const std::string* value = AllocationValue(pod, vendor);
+      if (value == nullptr) continue;
+      std::string key =
+          vendor.allocated_key.empty() ? vendor.to_allocate_key : vendor.allocated_key;
+      if (!seen_keys.insert(key).second) continue;
+      auto decoded = protocol::DecodePodDevices(*value);
+      if (!decoded.ok()) {
+        warnings->push_back("pod " + pod.Key() + ": " + key + ": " + decoded.error());
+        continue;
+      }
+      for (size_t i = 0; i < decoded.value().size(); ++i) {
+        std::string name = i < containers.size() ? containers[i]->name : std::to_string(i);
+        for (const auto& d : decoded.value()[i]) {
+          out.push_back({node, pod.namespace_name, pod.name, name, BaseUuid(d.uuid), d.type,
+                         d.usedmem, d.usedcores});
+        }
+      }
+    }
+  }
+  return out;
+}
+
 std::string InspectJson(const InspectView& view) {
   using oj = nlohmann::ordered_json;  // keys in the documented order
   oj nodes = oj::array();
@@ -567,7 +620,11 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
     if (options.wide) total.insert(total.end() - 1, {"", ""});
     rows.push_back(std::move(total));
   }
-  std::string out = Render(rows);
+  // Colour: an unhealthy device's HEALTH cell in red.
+  std::string out = RenderTable(rows, 0, [&](size_t r, size_t c) -> const char* {
+    if (!options.colour || c != 5 || (r == 0 && !options.no_headers)) return nullptr;
+    return rows[r][c] == "false" ? "\033[31m" : nullptr;
+  });
   // The node state: handshake and lock.
   std::vector<std::vector<std::string>> state;
   if (!options.no_headers) state.push_back({"NODE", "HANDSHAKE", "LOCK-HOLDER", "LOCK-AGE"});
@@ -603,11 +660,20 @@ std::string PodsTable(const PodsView& view, const TableOptions& options) {
     if (options.wide) r.insert(r.end(), {p.phase, p.reason.value_or("")});
     rows.push_back(std::move(r));
   }
-  std::string out = Render(rows);
+  // Colour: the bind phase (success green, allocating yellow, failed red), pending lines yellow.
+  std::string out = RenderTable(rows, 0, [&](size_t r, size_t c) -> const char* {
+    if (!options.colour || c != 3 || (r == 0 && !options.no_headers)) return nullptr;
+    if (rows[r][c] == "success") return "\033[32m";
+    if (rows[r][c] == "allocating") return "\033[33m";
+    if (rows[r][c] == "failed") return "\033[31m";
+    return nullptr;
+  });
   // Pending pods: the reason in words, below the table (it is long).
   if (!options.wide) {
     for (const auto& p : view.pods) {
-      if (p.reason) out += p.ns + "/" + p.name + " pending: " + *p.reason + "\n";
+      if (!p.reason) continue;
+      std::string line = p.ns + "/" + p.name + " pending: " + *p.reason;
+      out += options.colour ? "\033[33m" + line + "\033[0m\n" : line + "\n";
     }
   }
   return out;

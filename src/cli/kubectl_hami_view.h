@@ -7,8 +7,10 @@
 #define HAMI_CLI_KUBECTL_HAMI_VIEW_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +83,22 @@ Result<InspectView> BuildInspect(const std::vector<nlohmann::json>& nodes,
 PodsView BuildPods(const std::vector<nlohmann::json>& nodes,
                    const std::vector<nlohmann::json>& pods, SystemTime now);
 
+// One container's share of one device, as the pod's allocation annotation records it.
+struct ContainerAllocation {
+  std::string node;  // spec.nodeName, else hami.io/vgpu-node
+  std::string ns, pod, container;
+  std::string uuid, vendor;
+  int64_t memory = 0;  // MiB
+  int64_t cores = 0;   // percent
+};
+
+// Every holding pod's (allocation annotation, not Succeeded or Failed) devices per container,
+// all vendors, in pod list order then container order (init first); `nodes` tells which
+// Iluvatar/Ascend chip names exist. Undecodable annotations are skipped with a warning.
+std::vector<ContainerAllocation> ContainerAllocations(const std::vector<nlohmann::json>& nodes,
+                                                      const std::vector<nlohmann::json>& pods,
+                                                      std::vector<std::string>* warnings);
+
 // The -o json shapes (docs/KUBECTL_HAMI.md), one line plus '\n'.
 std::string InspectJson(const InspectView& view);
 std::string PodsJson(const PodsView& view);
@@ -88,10 +106,21 @@ std::string PodsJson(const PodsView& view);
 struct TableOptions {
   bool wide = false;
   bool no_headers = false;
+  bool colour = false;  // ANSI colours (the caller decides: a terminal and no NO_COLOR)
 };
+
+// A column table: every cell padded to its column's width, three spaces apart, no trailing
+// blanks, each line indented by `indent` spaces. `colour(row, col)` may name an ANSI code for a
+// cell: it wraps the cell's text (widths count the text only).
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows, size_t indent = 0,
+                        const std::function<const char*(size_t row, size_t col)>& colour = {});
 // kubectl-style aligned tables (columns separated by three spaces at least).
 std::string InspectTable(const InspectView& view, const TableOptions& options);
 std::string PodsTable(const PodsView& view, const TableOptions& options);
+
+// What the devices counted under one of HAMi's reason names have in common ("lack memory" for
+// CardInsufficientMemory); nullopt for a name that is not a reason code.
+std::optional<std::string_view> ReasonPhrase(std::string_view name);
 
 // A scheduling failure message with HAMi's reason codes spelled out: "1 2/2
 // CardInsufficientMemory" (nodes, then rejected/considered devices) becomes "1 node(s) where 2 of
