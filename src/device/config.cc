@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "common/strings.h"
+#include "device/device.h"
 #include "device/policy.h"
 #include "device/yaml_error.h"
 
@@ -222,7 +223,7 @@ Status ReadOthers(const YAML::Node& root, DeviceConfig* config) {
     YAML::Node list = node;
     if (key == "vnpus") {
       config->others[k] = ReadSection(node);
-      list = node["configs"];
+      list.reset(node["configs"]);  // `list = ...` would overwrite the vnpus node itself
       k = "vnpus.configs";
       if (!list || list.IsNull()) continue;
     }
@@ -267,11 +268,26 @@ Result<DeviceConfig> Parse(const YAML::Node& root) {
   if (!any) return Error{"device config: all configurations are empty"};
   DeviceConfig config = DefaultDeviceConfig();
   config.has_nvidia = root["nvidia"] && !root["nvidia"].IsNull();
+  config.sections.clear();
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar() || kv.first.Scalar() == "scheduler") continue;
+    if (!kv.second || kv.second.IsNull()) continue;
+    YAML::Emitter out;
+    out << kv.second;
+    config.sections[kv.first.Scalar()] = out.c_str();
+  }
   if (auto s = ReadNvidia(root["nvidia"], &config.nvidia); !s) return std::move(s).take_error();
   if (auto s = ReadOthers(root, &config); !s) return std::move(s).take_error();
   if (auto s = ReadScheduler(root["scheduler"], &config.scheduler); !s)
     return std::move(s).take_error();
   if (auto s = ValidateDeviceConfig(config); !s) return std::move(s).take_error();
+  // Each present vendor section is parsed by its own backend (device.h self-registration).
+  for (const auto& [name, text] : config.sections) {
+    const VendorFactory* factory = FindVendorFactory(name);
+    if (!factory) continue;
+    auto made = (*factory)(root[name], config);
+    if (!made) return std::move(made).take_error();
+  }
   return config;
 }
 
@@ -279,6 +295,7 @@ Result<DeviceConfig> Parse(const YAML::Node& root) {
 
 DeviceConfig DefaultDeviceConfig() {
   DeviceConfig config;
+  config.sections["nvidia"] = "";
   config.nvidia.mig_profile_allowlist = {
       {{"A30"}, {"1g.6gb", "2g.12gb", "4g.24gb"}},
       {{"A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB"},

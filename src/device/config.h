@@ -77,12 +77,17 @@ struct DeviceConfig {
   // sections (`iluvatars`, `vnpus.configs`) keep one VendorSection per element under
   // "<key>[<i>]", e.g. "iluvatars[0]".
   std::map<std::string, VendorSection> others{};
+  // Every top-level vendor section present, by name ("nvidia", "hygon", "iluvatars", "vnpus",
+  // ...), as YAML text ("" for an empty section). A vendor is active when its section is here;
+  // its registered factory (device.h, HAMI_REGISTER_VENDOR) parses the text.
+  std::map<std::string, std::string> sections{};
   SchedulerPolicyConfig scheduler{};
   bool operator==(const DeviceConfig&) const = default;
 };
 
-// The chart's configuration: the nvidia section with the defaults above and the chart's MIG
-// allowlist (A30, A100 40/80 GB, H100 80/94 GB, H20/GH200, H200, B200, RTX PRO 6000).
+// The nvidia section alone, with the defaults above and the chart's MIG allowlist (A30, A100
+// 40/80 GB, H100 80/94 GB, H20/GH200, H200, B200, RTX PRO 6000): what the scheduler runs with
+// when no --device-config-file is given.
 DeviceConfig DefaultDeviceConfig();
 
 // Parses a device-config.yaml text. Keys absent from a present section keep the defaults above.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,8 +22,14 @@
 #include "device/policy.h"
 #include "device/quota.h"
 #include "device/usage.h"
+#include "protocol/node_register.h"
+#include "protocol/pod_devices.h"
 #include "protocol/reason.h"
 #include "protocol/vendor.h"
+
+namespace YAML {
+class Node;
+}  // namespace YAML
 
 namespace hami::device {
 
@@ -49,6 +56,56 @@ struct FitResult {
   std::string Reason() const;
 };
 
+// A Node as the backends read it (HAMi GetNodeDevices gets the whole corev1.Node): several
+// vendors register through status.capacity / status.allocatable instead of an annotation.
+struct NodeView {
+  std::string name{};
+  StringMap annotations{};
+  StringMap labels{};
+  StringMap capacity{};     // status.capacity: resource -> quantity text ("8", "64Gi")
+  StringMap allocatable{};  // status.allocatable
+  bool operator==(const NodeView&) const = default;
+};
+
+// Reads metadata.name/annotations/labels and status.capacity/allocatable of a core/v1 Node;
+// tolerant like ObjectAnnotations (non-string values are skipped, integers rendered as text).
+NodeView NodeViewFromNode(const nlohmann::json& node);
+
+// The edits a backend's admission mutation may make to the pod under review (the webhook turns
+// them into a minimal JSON Patch). Paths are object keys relative to the container being mutated
+// (Set/Append) or to the pod (SetPod); missing parent objects are created. The views show the
+// pod as mutated so far (earlier backends' and containers' edits included).
+class AdmissionEdit {
+ public:
+  virtual ~AdmissionEdit() = default;
+  virtual const nlohmann::json& Pod() const = 0;
+  virtual const nlohmann::json& Container() const = 0;
+  virtual bool IsInitContainer() const = 0;
+  // container[path...] = value, e.g. Set({"resources", "limits", "nvidia.com/gpucores"}, "100").
+  virtual void Set(const std::vector<std::string>& path, const nlohmann::json& value) = 0;
+  // Appends to the list container[path...], creating it, e.g. Append({"env"}, {{"name", ...}}).
+  virtual void Append(const std::vector<std::string>& path, const nlohmann::json& value) = 0;
+  // pod[path...] = value, e.g. SetPod({"spec", "runtimeClassName"}, "nvidia"),
+  // SetPod({"metadata", "annotations", "hami.io/..."}, "...").
+  virtual void SetPod(const std::vector<std::string>& path, const nlohmann::json& value) = 0;
+};
+
+// The handshake verdict for one backend on one node (HAMi CheckHealth's (healthy, needUpdate)).
+struct Health {
+  bool healthy = true;
+  bool need_update = true;
+  bool operator==(const Health&) const = default;
+};
+
+// What a simulated node publishes for a list of this vendor's devices (hami-sim's generic
+// vendor plugin): annotations to merge into metadata.annotations, and status.capacity /
+// status.allocatable entries (the same map is written to both).
+struct NodeRegistration {
+  StringMap annotations{};
+  StringMap capacity{};
+  bool operator==(const NodeRegistration&) const = default;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -60,10 +117,33 @@ class Device {
   // gpumem requests and quota memory limits are multiplied by this (>= 1).
   virtual int32_t MemoryFactor() const { return 1; }
 
+  // --- the node side ---
+
   // This vendor's devices on a node, as usage rows with zero usage and `vendor` = VendorKey(),
-  // from the node's annotations. No register annotation = no devices (not an error); an
-  // undecodable one is an error naming the key.
-  virtual Result<std::vector<DeviceUsage>> NodeDevices(const StringMap& node_annotations) const = 0;
+  // from the node's register annotation or its capacity (HAMi GetNodeDevices). No registration =
+  // no devices (not an error); an undecodable one is an error naming the key and quoting the
+  // value's fault.
+  virtual Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const = 0;
+
+  // HAMi CheckHealth: the scheduler's registrar runs the generic handshake
+  // (protocol::CheckHandshake on Info().handshake_key; no key = {true, true}) and passes its
+  // verdict here; a backend with more rules refines it. Default: the handshake's verdict.
+  virtual Health CheckHealth(const NodeView& /*node*/, Health handshake) const { return handshake; }
+
+  // A bonus added to the node score (HAMi ScoreNode); NVIDIA adds 0.
+  virtual double NodeScoreBonus(const NodeUsage& /*node*/, NodePolicy /*policy*/) const {
+    return 0;
+  }
+
+  // --- the webhook ---
+
+  // HAMi MutateAdmission for one container: normalises the container's request through `edit`
+  // (e.g. adds the default count, env, runtimeClassName) and says whether the container asks for
+  // this vendor's devices. An error (-> admission code 500) names the resource and quotes the
+  // value. Default: no edit; true when the count resource is in limits or requests.
+  virtual Result<bool> MutateAdmission(AdmissionEdit& edit) const;
+
+  // --- the scheduler ---
 
   // One container's request (limits first, then requests, per resource). nums == 0 when the
   // container asks for none of this vendor's devices. A bad quantity is an error naming the
@@ -75,9 +155,42 @@ class Device {
   virtual FitResult Fit(const std::vector<const DeviceUsage*>& candidates,
                         const DeviceRequest& request, const FitContext& context) const = 0;
 
-  // A bonus added to the node score (HAMi ScoreNode); NVIDIA adds 0.
-  virtual double NodeScoreBonus(const NodeUsage& /*node*/, NodePolicy /*policy*/) const {
-    return 0;
+  // HAMi PatchAnnotations: the pod annotations that carry this vendor's allocation (`devices`
+  // has one entry per container, init first). Default: EncodePodDevices under to_allocate_key
+  // and allocated_key (each when non-empty).
+  virtual StringMap AllocationAnnotations(const PodView& pod,
+                                          const protocol::PodDevices& devices) const;
+
+  // This vendor's allocation as recorded on a pod (what the usage index counts). nullopt when
+  // the pod carries none; an undecodable value is an error naming the key. Default: the
+  // allocated_key, protocol::DecodePodDevices.
+  virtual Result<std::optional<protocol::PodDevices>> PodAllocated(
+      const StringMap& pod_annotations) const;
+
+  // HAMi AddResourceUsage, in the usage index's form: how a pod's allocation counts against
+  // its devices. Default: CollapsePodDevices (used slots, memory, cores; §4.4).
+  virtual std::vector<DeviceDelta> UsageDeltas(const protocol::PodDevices& devices,
+                                               size_t init_count, bool init_done) const;
+
+  // --- the device plugin (hami-sim simulates it; the real NVIDIA plugin uses the same keys) ---
+
+  // What this vendor's HAMi device plugin publishes on its node for `devices`. Default: the
+  // register annotation in Info().register_format (JSON or legacy colon) and the count resource
+  // as capacity (sum of the devices' split counts). The handshake value is the caller's (clock).
+  virtual NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const;
+
+  // The devices the scheduler assigned to a pod and not yet handed to a container
+  // (to_allocate_key, then the to_allocate_read_keys). nullopt when none is set.
+  virtual Result<std::optional<protocol::PodDevices>> PodToAllocate(
+      const StringMap& pod_annotations) const;
+
+  // Pod annotations this vendor's plugin writes when its Allocate has served every container of
+  // `pod` (besides the common bind-phase success and node-lock release, which hami-sim's
+  // generic plugin does for every vendor). Default: none.
+  virtual StringMap AllocateAnnotations(const PodView& /*pod*/,
+                                        const protocol::PodDevices& /*allocated*/) const {
+    return {};
   }
 };
 
@@ -95,23 +208,66 @@ class Registry {
   const Device* Find(std::string_view vendor_key) const;
   // Every backend, sorted by vendor key (the order HAMi uses for multi-vendor work).
   std::vector<const Device*> All() const;
+  // Hands every backend over, leaving the registry empty.
+  std::map<std::string, std::unique_ptr<Device>, std::less<>> Release();
 
  private:
   std::map<std::string, std::unique_ptr<Device>, std::less<>> devices_;
 };
 
-// The backends `config` enables: NVIDIA when config.has_nvidia. (Other vendors join here as
-// they are implemented.)
+// --- Self-registration (docs/VENDORS.md) ---
+//
+// A vendor registers a factory keyed by its device-config.yaml section name ("nvidia", "hygon",
+// "cambricon", "iluvatars", "vnpus", ...). The factory parses its own section (the YAML value of
+// that top-level key: a map, or a list for `iluvatars`; a null node when the section is empty)
+// with the defaults of HAMi's chart, and returns the section's backend(s). Errors name the YAML
+// path ("hygon.resourceCountName: want a string, got [1]"). `config` gives the parsed
+// configuration around it (e.g. the scheduler policy defaults).
+using VendorFactory = std::function<Result<std::vector<std::unique_ptr<Device>>>(
+    const YAML::Node& section, const DeviceConfig& config)>;
+
+// Records `factory` for `section`; a second registration of the same section is ignored and
+// returns false. Called from static initialisers (HAMI_REGISTER_VENDOR), so it must not depend
+// on other statics.
+bool RegisterVendorFactory(std::string_view section, VendorFactory factory);
+
+// The registered section names, sorted.
+std::vector<std::string> RegisteredVendorSections();
+
+// The registered factory for `section`, or null.
+const VendorFactory* FindVendorFactory(std::string_view section);
+
+// Registers a vendor from its folder src/device/vendors/<folder>/ (one use per folder; a folder
+// with a second section uses HAMI_REGISTER_VENDOR_SECTION for it in the same file). The anchor
+// symbol it defines is referenced by a file CMake generates from the folder list, so a static
+// library never drops the vendor's object file.
+#define HAMI_REGISTER_VENDOR(folder, section, factory) \
+  extern "C" {                                         \
+  extern const bool hami_vendor_anchor_##folder;       \
+  }                                                    \
+  const bool hami_vendor_anchor_##folder = ::hami::device::RegisterVendorFactory(section, factory)
+#define HAMI_REGISTER_VENDOR_SECTION(folder, section, factory) \
+  static const bool hami_vendor_section_##folder =             \
+      ::hami::device::RegisterVendorFactory(section, factory)
+
+// Runs every registered factory whose section is present in `config` (config.sections), in
+// section order. The first failing factory is the error.
+Result<Registry> BuildRegistry(const DeviceConfig& config);
+
+// BuildRegistry for a configuration already validated by LoadDeviceConfig (or built in code):
+// a section whose factory fails is left out.
 Registry MakeRegistry(const DeviceConfig& config);
 
 // A node's usage row with zero usage: every backend's devices from the annotations, in backend
 // order then registered order, plus the cordon list and the NVIDIA pair scores. A register or
 // pair-score annotation that does not decode is an error naming the node and key.
+Result<NodeUsage> NodeUsageFromView(const Registry& registry, const NodeView& node);
+// The same for a node known by its annotations only (no capacity).
 Result<NodeUsage> NodeUsageFromAnnotations(const Registry& registry, const std::string& node_name,
                                            const StringMap& node_annotations);
 
-// The same from a core/v1 Node object (metadata.name and metadata.annotations), for the
-// simulation filter, whose ExtenderArgs carry full nodes and whose usage is zero.
+// The same from a core/v1 Node object (NodeViewFromNode), e.g. for the simulation filter, whose
+// ExtenderArgs carry full nodes and whose usage is zero.
 Result<NodeUsage> NodeUsageFromNode(const Registry& registry, const nlohmann::json& node);
 
 }  // namespace hami::device

@@ -59,6 +59,9 @@ std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs&
   std::map<std::string, json> by_name;
   FilterResult result;
   std::map<std::string, std::string> failed;
+  // A node without any backend's devices is "node unregistered", as in HAMi's simulation
+  // filter (buildTransientNodeInfo) and as the NodeNames form reports a node it does not know.
+  std::vector<std::string> unregistered;
   for (const json& node : *args.nodes) {
     Result<device::NodeUsage> row = device::NodeUsageFromNode(registry, node);
     std::string name = device::ObjectName(node);
@@ -66,10 +69,15 @@ std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs&
       failed[name] = row.error();
       continue;
     }
+    if (row->devices.empty()) {
+      unregistered.push_back(std::move(name));
+      continue;
+    }
     by_name[row->name] = node;
     rows.push_back(std::move(*row));
   }
-  Result<device::ScheduleDecision> decision = device::Schedule(registry, *pod, rows, {}, options);
+  Result<device::ScheduleDecision> decision =
+      device::Schedule(registry, *pod, rows, unregistered, options);
   if (!decision) return FilterError(decision.error());
   if (decision->pass_through) {
     result.nodes = *args.nodes;

@@ -11,7 +11,6 @@
 #include "common/strings.h"
 #include "device/pod_view.h"
 #include "device/schedule.h"
-#include "device/vendors/nvidia/nvidia.h"
 #include "k8s/base64.h"
 #include "scheduler/json_patch.h"
 
@@ -46,87 +45,39 @@ json Errored(int code, const std::string& message) {
   return {{"allowed", false}, {"status", {{"code", code}, {"message", message}}}};
 }
 
-bool HasKey(const json& container, const char* section, const std::string& name) {
-  if (name.empty()) return false;
-  auto res = container.find("resources");
-  if (res == container.end() || !res->is_object()) return false;
-  auto sec = res->find(section);
-  return sec != res->end() && sec->is_object() && sec->contains(name);
-}
+// The edits a backend makes to one container, recorded as JSON Patch operations.
+class PatchEdit final : public device::AdmissionEdit {
+ public:
+  PatchEdit(json* pod, JsonPatchBuilder* patch, const char* list, size_t index)
+      : pod_(pod), patch_(patch), list_(list), index_(index) {}
+  const json& Pod() const override { return *pod_; }
+  const json& Container() const override { return (*pod_)["spec"][list_][index_]; }
+  bool IsInitContainer() const override { return std::string_view(list_) == "initContainers"; }
+  void Set(const std::vector<std::string>& path, const json& value) override {
+    patch_->Set(ContainerPath(path), value);
+  }
+  void Append(const std::vector<std::string>& path, const json& value) override {
+    patch_->Append(ContainerPath(path), value);
+  }
+  void SetPod(const std::vector<std::string>& path, const json& value) override {
+    std::vector<PathStep> steps;
+    for (const auto& k : path) steps.push_back(PathStep::Key(k));
+    patch_->Set(steps, value);
+  }
 
-std::optional<std::string> LimitText(const json& container, const std::string& name) {
-  if (!HasKey(container, "limits", name)) return std::nullopt;
-  const json& v = container["resources"]["limits"][name];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  return std::string();
-}
+ private:
+  std::vector<PathStep> ContainerPath(const std::vector<std::string>& path) const {
+    std::vector<PathStep> steps = {PathStep::Key("spec"), PathStep::Key(list_),
+                                   PathStep::Index(static_cast<int>(index_))};
+    for (const auto& k : path) steps.push_back(PathStep::Key(k));
+    return steps;
+  }
 
-struct ContainerOutcome {
-  bool has_resource = false;
-  std::optional<std::string> error;  // -> code 500
+  json* pod_;
+  JsonPatchBuilder* patch_;
+  const char* list_;
+  size_t index_;
 };
-
-// NVIDIA MutateAdmission for one container (spec §3, "NVIDIA MutateAdmission per container").
-ContainerOutcome MutateNvidia(const device::NvidiaConfig& cfg, json* pod, JsonPatchBuilder* patch,
-                              const char* list, int index) {
-  ContainerOutcome out;
-  json& ctr = (*pod)["spec"][list][static_cast<size_t>(index)];
-  const std::vector<PathStep> base = {PathStep::Key("spec"), PathStep::Key(list),
-                                      PathStep::Index(index)};
-  auto path = [&](std::initializer_list<std::string> keys) {
-    std::vector<PathStep> p = base;
-    for (const auto& k : keys) p.push_back(PathStep::Key(k));
-    return p;
-  };
-  if (auto pct = LimitText(ctr, cfg.resource_memory_percentage_name)) {
-    std::optional<int64_t> v = ParseInt64(*pct);
-    if (!v || *v < 0 || *v > 100) {
-      out.error = "gpumem-percentage must be between 0 and 100, got " + Quote(*pct);
-      return out;
-    }
-  }
-  if (auto prio = LimitText(ctr, cfg.resource_priority_name)) {
-    patch->Append(path({"env"}), {{"name", "CUDA_TASK_PRIORITY"}, {"value", *prio}});
-  }
-  if (!cfg.gpu_core_policy.empty() && cfg.gpu_core_policy != "default") {
-    patch->Append(path({"env"}),
-                  {{"name", "GPU_CORE_UTILIZATION_POLICY"}, {"value", cfg.gpu_core_policy}});
-  }
-  if (HasKey(ctr, "limits", cfg.resource_count_name)) {
-    out.has_resource = true;
-  } else if ((HasKey(ctr, "limits", cfg.resource_core_name) ||
-              HasKey(ctr, "limits", cfg.resource_memory_name) ||
-              HasKey(ctr, "limits", cfg.resource_memory_percentage_name)) &&
-             cfg.default_gpu_num > 0) {
-    patch->Set(path({"resources", "limits", cfg.resource_count_name}),
-               std::to_string(cfg.default_gpu_num));
-    out.has_resource = true;
-  }
-  const json& now = (*pod)["spec"][list][static_cast<size_t>(index)];
-  auto present = [&](const std::string& name) {
-    return HasKey(now, "limits", name) || HasKey(now, "requests", name);
-  };
-  if (present(cfg.resource_count_name) && !present(cfg.resource_core_name)) {
-    std::optional<std::string> pct = LimitText(now, cfg.resource_memory_percentage_name);
-    // A percentage decides alone (only 100 % is a whole card); without one, a missing memory
-    // request means the whole card (vector 7: gpu + 50 % stays shared).
-    bool whole = pct ? *pct == "100"
-                     : cfg.resource_memory_name.empty() || !present(cfg.resource_memory_name);
-    if (whole) {
-      patch->Set(path({"resources", "limits", cfg.resource_core_name}), "100");
-    }
-  }
-  if (out.has_resource && !cfg.runtime_class_name.empty() &&
-      (!pod->contains("spec") || !(*pod)["spec"].contains("runtimeClassName") ||
-       (*pod)["spec"]["runtimeClassName"].is_null())) {
-    patch->Set({PathStep::Key("spec"), PathStep::Key("runtimeClassName")}, cfg.runtime_class_name);
-  }
-  if (!out.has_resource && cfg.overwrite_env) {
-    patch->Append(path({"env"}), {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "none"}});
-  }
-  return out;
-}
 
 bool Privileged(const json& ctr) {
   auto sc = ctr.find("securityContext");
@@ -222,16 +173,17 @@ HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& r
   }
   JsonPatchBuilder patch(&pod);
   bool found = false;
-  const auto* nvidia =
-      dynamic_cast<const device::nvidia::NvidiaDevice*>(registry.Find(device::nvidia::kVendorKey));
+  const std::vector<const device::Device*> backends = registry.All();
+  // HAMi's order: init containers then containers, every backend on each (registry order).
   for (const char* list : {"initContainers", "containers"}) {
     for (size_t i = 0; i < list_size(list); ++i) {
       if (!pod["spec"][list][i].is_object()) continue;
-      if (nvidia == nullptr) continue;
-      ContainerOutcome out =
-          MutateNvidia(nvidia->config(), &pod, &patch, list, static_cast<int>(i));
-      if (out.error) return Reply(200, api_version, uid, Errored(500, *out.error));
-      found = found || out.has_resource;
+      PatchEdit edit(&pod, &patch, list, i);
+      for (const device::Device* backend : backends) {
+        Result<bool> asks = backend->MutateAdmission(edit);
+        if (!asks) return Reply(200, api_version, uid, Errored(500, asks.error()));
+        found = found || *asks;
+      }
     }
   }
   if (found) {

@@ -3,11 +3,12 @@
 // the same version out, with a minimal JSON Patch (base64 in `response.patch`).
 //
 // Decision order (§3): undecodable review -> HTTP 400; no containers -> denied "pod has no
-// containers"; another scheduler assigned -> allowed untouched; per init container then container
-// the NVIDIA mutation (a gpumem-percentage outside 0..100 -> code 500); a privileged container in
-// a pod with a device request -> denied "container <name> is privileged"; schedulerName set when
-// configured, and a pod with spec.nodeName -> denied "pod has node assigned"; quota pre-check ->
-// denied "exceeding resource quota"; else allowed with the patch (if any).
+// containers"; another scheduler assigned -> allowed untouched; per init container then
+// container, every backend's Device::MutateAdmission in registry order (an error, e.g. NVIDIA's
+// gpumem-percentage outside 0..100 -> code 500); a privileged container in a pod with a device
+// request -> denied "container <name> is privileged"; schedulerName set when configured, and a
+// pod with spec.nodeName -> denied "pod has node assigned"; quota pre-check -> denied
+// "exceeding resource quota"; else allowed with the patch (if any). No vendor is named here.
 #ifndef HAMI_SCHEDULER_WEBHOOK_H_
 #define HAMI_SCHEDULER_WEBHOOK_H_
 

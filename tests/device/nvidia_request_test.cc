@@ -121,11 +121,12 @@ TEST(NvidiaNodeDevices, JsonLegacyAndAbsent) {
   auto none = dev.NodeDevices({});
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
-  auto json = dev.NodeDevices(
+  auto json = dev.NodeDevices(NodeView{
+      "n1",
       {{"hami.io/node-nvidia-register",
         R"([{"id":"GPU-a","count":10,"devmem":24576,"devcore":100,"type":"NVIDIA A10",)"
         R"("mode":"hami-core","health":true},{"id":"GPU-b","index":1,"count":10,)"
-        R"("devmem":24576,"devcore":100,"type":"NVIDIA A10","numa":1,"mode":"hami-core"}])"}});
+        R"("devmem":24576,"devcore":100,"type":"NVIDIA A10","numa":1,"mode":"hami-core"}])"}}});
   ASSERT_TRUE(json) << json.error();
   ASSERT_EQ(json->size(), 2u);
   EXPECT_EQ((*json)[0].id, "GPU-a");
@@ -140,14 +141,16 @@ TEST(NvidiaNodeDevices, JsonLegacyAndAbsent) {
   EXPECT_EQ((*json)[1].used, 0);
 
   auto legacy = dev.NodeDevices(
-      {{"hami.io/node-nvidia-register",
-        "GPU-ebe7c3f7-303d-558d-435e-99a160631fe4,10,7680,100,NVIDIA-Tesla P4,0,true:"}});
+      NodeView{"n1",
+               {{"hami.io/node-nvidia-register",
+                 "GPU-ebe7c3f7-303d-558d-435e-99a160631fe4,10,7680,100,NVIDIA-Tesla P4,0,true:"}}});
   ASSERT_TRUE(legacy) << legacy.error();
   ASSERT_EQ(legacy->size(), 1u);
   EXPECT_EQ((*legacy)[0].totalmem, 7680);
   EXPECT_EQ((*legacy)[0].mode, "hami-core");
 
-  auto bad = dev.NodeDevices({{"hami.io/node-nvidia-register", "[{\"devmem\":\"x\"}]"}});
+  auto bad =
+      dev.NodeDevices(NodeView{"n1", {{"hami.io/node-nvidia-register", "[{\"devmem\":\"x\"}]"}}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("hami.io/node-nvidia-register"), std::string::npos) << bad.error();
 }

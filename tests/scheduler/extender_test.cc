@@ -278,6 +278,31 @@ TEST_F(ExtenderTest, SimulationFilterHasNoSideEffects) {
   EXPECT_EQ(index_.PodCount(), 0u);
 }
 
+// Issue 15 item 5: a node with no register annotation is "node unregistered" in both argument
+// forms, as in HAMi (pkg/scheduler/scheduler.go), not NodeInsufficientDevice.
+TEST_F(ExtenderTest, ANodeWithoutRegistrationIsUnregisteredInBothForms) {
+  AddNode("node-1");
+  AddNode("bare", "");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  json sim = CreatePod(GpuPod("sim", 3000));
+  json nodes = {{"items", json::array({Node("n1", kSeedRegister), Node("bare", "")})}};
+  json res = json::parse(ext->Filter(json{{"Pod", sim}, {"Nodes", nodes}}.dump()).body);
+  EXPECT_EQ(res["Error"], "");
+  EXPECT_EQ(res["FailedNodes"], (json{{"bare", "node unregistered"}}));
+  ASSERT_EQ(res["Nodes"]["items"].size(), 1u);
+  // Only unregistered nodes: each says so, none is chosen.
+  json only_bare = {{"items", json::array({Node("bare", ""), Node("bare2", "")})}};
+  res = json::parse(ext->Filter(json{{"Pod", sim}, {"Nodes", only_bare}}.dump()).body);
+  EXPECT_EQ(res["FailedNodes"],
+            (json{{"bare", "node unregistered"}, {"bare2", "node unregistered"}}));
+  json pod = CreatePod(GpuPod("live", 3000));
+  res = Filter(*ext, pod, {"node-1", "bare"});
+  EXPECT_EQ(res["Error"], "");
+  EXPECT_EQ(res["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(res["FailedNodes"], (json{{"bare", "node unregistered"}}));
+}
+
 TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
   AddNode("node-1");
   ASSERT_TRUE(registrar_->RunOnce().ok());

@@ -148,9 +148,9 @@ std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed
 NvidiaDevice::NvidiaDevice(NvidiaConfig config)
     : config_(std::move(config)), info_(MakeInfo(config_)) {}
 
-Result<std::vector<DeviceUsage>> NvidiaDevice::NodeDevices(const StringMap& annotations) const {
+Result<std::vector<DeviceUsage>> NvidiaDevice::NodeDevices(const NodeView& node) const {
   std::vector<DeviceUsage> out;
-  const std::string* value = FindValue(annotations, info_.register_key);
+  const std::string* value = FindValue(node.annotations, info_.register_key);
   if (!value) return out;
   std::string_view text = Trim(*value);
   // JSON since v2.8; older plugins wrote the colon form, which we still read.

@@ -25,7 +25,14 @@ class NvidiaDevice : public Device {
   int32_t MemoryFactor() const override { return config_.memory_factor; }
   const NvidiaConfig& config() const { return config_; }
 
-  Result<std::vector<DeviceUsage>> NodeDevices(const StringMap& node_annotations) const override;
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+
+  // Spec §3 (admission.cc): a gpumem-percentage limit outside 0..100 is an error; priority ->
+  // CUDA_TASK_PRIORITY env; gpuCorePolicy other than default -> GPU_CORE_UTILIZATION_POLICY
+  // env; only mem/cores/percentage -> the count defaultGPUNum; a whole card (no memory, or 100 %)
+  // without cores -> cores 100; runtimeClassName when configured and unset; a container without
+  // the count and overwriteEnv -> NVIDIA_VISIBLE_DEVICES=none.
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
 
   // Spec §4.5 end, vector 6: nums = count; memreq = gpumem x memoryFactor; percentage default
   // 101 (unset), > 100 clamped to 100 (also beyond int32), <= 0 ignored; neither memory nor
