@@ -1,0 +1,307 @@
+#include "device/vendors/mthreads/mthreads.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+#include "device/vendors/nvidia/nvidia.h"
+#include "device/yaml_error.h"
+#include "protocol/keys.h"
+#include "protocol/quantity.h"
+
+namespace hami::device::mthreads {
+namespace {
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kLegalMemorySlices[] = {2, 4, 8, 16, 32, 64, 96};
+
+protocol::VendorInfo MakeInfo(const MthreadsConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kVendorKey);
+  info.count_resource = config.resource_count_name;
+  info.memory_resource = config.resource_memory_name;
+  info.core_resource = config.resource_core_name;
+  return info;
+}
+
+const std::string* Lookup(const ContainerView& container, const std::string& resource) {
+  if (const std::string* v = FindValue(container.limits, resource)) return v;
+  return FindValue(container.requests, resource);
+}
+
+// container.resources.<section>[name], or null.
+const nlohmann::json* Resource(const nlohmann::json& ctr, const char* section,
+                               const std::string& name) {
+  const nlohmann::json* v = &ctr;
+  for (const char* key : {"resources", section}) {
+    if (!v->is_object() || !v->contains(key)) return nullptr;
+    v = &(*v)[key];
+  }
+  if (!v->is_object()) return nullptr;
+  auto it = v->find(name);
+  return it == v->end() ? nullptr : &*it;
+}
+
+std::string Text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The number ending "<node>-mthreads-<i>", else 0.
+int64_t IndexFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos) return 0;
+  return ParseInt64(id.substr(dash + 1)).value_or(0);
+}
+
+}  // namespace
+
+Result<MthreadsConfig> ParseMthreadsConfig(const YAML::Node& section) {
+  MthreadsConfig config;
+  if (!section || section.IsNull()) return config;
+  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
+  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
+                            std::pair{"resourceMemoryName", &config.resource_memory_name},
+                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
+    YAML::Node value = section[key];
+    if (!value || value.IsNull()) continue;
+    if (!value.IsScalar() || Trim(value.Scalar()).empty()) {
+      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
+    }
+    *field = value.Scalar();
+  }
+  return config;
+}
+
+MthreadsDevice::MthreadsDevice(MthreadsConfig config)
+    : config_(std::move(config)), info_(MakeInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> MthreadsDevice::NodeDevices(const NodeView& node) const {
+  std::vector<DeviceUsage> out;
+  const std::string* core_text = FindValue(node.capacity, config_.resource_core_name);
+  if (!core_text) return out;
+  auto cores = protocol::ParseDeviceCount(config_.resource_core_name, *core_text);
+  if (!cores) return Error{"capacity " + config_.resource_core_name + ": " + cores.error()};
+  if (*cores == 0) return out;
+  int64_t memory = 0;
+  if (const std::string* mem = FindValue(node.capacity, config_.resource_memory_name)) {
+    auto m = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
+    if (!m) return Error{"capacity " + config_.resource_memory_name + ": " + m.error()};
+    memory = *m;
+  }
+  int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * kCoresPerGpu / *cores, kInt32Max);
+  for (int64_t i = 0; i * kCoresPerGpu < *cores; ++i) {
+    out.push_back(DeviceUsage{.id = node.name + "-mthreads-" + std::to_string(i),
+                              .index = static_cast<uint64_t>(i),
+                              .type = std::string(kVendorKey),
+                              .vendor = info_.vendor_key,
+                              .health = true,
+                              .count = 100,
+                              .totalmem = static_cast<int32_t>(devmem),
+                              .totalcore = kCoresPerGpu});
+  }
+  return out;
+}
+
+Health MthreadsDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
+  return Health{true, true};
+}
+
+Result<bool> MthreadsDevice::MutateAdmission(AdmissionEdit& edit) const {
+  const nlohmann::json& ctr = edit.Container();
+  const nlohmann::json* count = Resource(ctr, "limits", config_.resource_count_name);
+  if (!count) count = Resource(ctr, "requests", config_.resource_count_name);
+  if (!count) return false;
+  auto n = protocol::ParseDeviceCount(config_.resource_count_name, Text(*count));
+  if (!n || *n <= 0) {
+    return Error{config_.resource_count_name + " must be greater than 0, got " +
+                 Quote(Text(*count))};
+  }
+  auto whole_cards = [&] {
+    edit.Set({"resources", "limits", config_.resource_core_name},
+             std::to_string(int64_t{*n} * kCoresPerGpu));
+    edit.Set({"resources", "limits", config_.resource_memory_name},
+             std::to_string(int64_t{*n} * kMemoryPerGpu));
+  };
+  if (*n > 1) {
+    whole_cards();
+    edit.SetPod({"metadata", "annotations", std::string(kRequestGpuNumKey)}, std::to_string(*n));
+    return true;
+  }
+  const nlohmann::json* mem = Resource(ctr, "limits", config_.resource_memory_name);
+  if (!mem) {
+    whole_cards();
+    return true;
+  }
+  auto units = protocol::ParseDeviceCount(config_.resource_memory_name, Text(*mem));
+  if (!units || std::find(std::begin(kLegalMemorySlices), std::end(kLegalMemorySlices), *units) ==
+                    std::end(kLegalMemorySlices)) {
+    return Error{
+        "sGPU memory request value is invalid, valid values are [2, 4, 8, 16, 32, 64, 96], got " +
+        config_.resource_memory_name + " " + Quote(Text(*mem))};
+  }
+  return true;
+}
+
+Result<DeviceRequest> MthreadsDevice::NormalizeRequest(const ContainerView& container) const {
+  auto fail = [&](const std::string& why) {
+    return Error{"container " + Quote(container.name) + ": " + why};
+  };
+  DeviceRequest req;
+  const std::string* count = Lookup(container, config_.resource_count_name);
+  if (!count) return req;
+  auto nums = protocol::ParseDeviceCount(config_.resource_count_name, *count);
+  if (!nums) return fail(nums.error());
+  if (*nums == 0) return req;
+  req.nums = *nums;
+  req.type = std::string(kVendorKey);
+  req.mem_percentage = 0;
+  int32_t memory = 0;
+  if (const std::string* mem = Lookup(container, config_.resource_memory_name)) {
+    auto units = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
+    if (!units) return fail(units.error());
+    if (*units > kInt32Max / kMemoryFactor) {
+      return fail("resource " + config_.resource_memory_name + " value " + Quote(*mem) +
+                  ": times 512 MiB exceeds 2147483647 MiB");
+    }
+    memory = *units * kMemoryFactor;
+  }
+  if (memory == 0) req.mem_percentage = 100;
+  req.memreq = memory / req.nums;
+  if (const std::string* cores = Lookup(container, config_.resource_core_name)) {
+    auto c = protocol::ParseDeviceCount(config_.resource_core_name, *cores);
+    if (!c) return fail(c.error());
+    req.coresreq = *c / req.nums;
+  }
+  return req;
+}
+
+FitResult MthreadsDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                              const DeviceRequest& request, const FitContext& ctx) const {
+  FitResult r;
+  r.devices_considered = static_cast<int>(candidates.size());
+  if (request.nums <= 0) return r.fit = true, r;
+  static const StringMap kNone;
+  const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
+  // HAMi customFilterRule: the pod's earlier containers all sit on this device.
+  auto same_device = [&](const DeviceUsage& dev) {
+    if (!ctx.earlier) return true;
+    for (const auto& ctr : *ctx.earlier) {
+      for (const auto& d : ctr) {
+        if (d.uuid != dev.id) return false;
+      }
+    }
+    return true;
+  };
+  auto check = [&](const DeviceUsage& dev,
+                   protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
+    if (!dev.health) return protocol::kCardNotHealth;
+    if (dev.type.find(request.type) == std::string::npos || request.type != kVendorKey) {
+      return protocol::kCardTypeMismatch;
+    }
+    if (!nvidia::CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
+      return protocol::kCardUuidMismatch;
+    }
+    if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
+    if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
+    int32_t cores = std::min(request.coresreq, 100);
+    int32_t memreq = std::max(request.memreq, 0);
+    if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
+      memreq =
+          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+    }
+    if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
+    if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
+    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
+      return protocol::kExclusiveDeviceAllocateConflict;
+    }
+    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
+      return protocol::kCardComputeUnitsExhausted;
+    }
+    if (!same_device(dev)) return kCustomFilterReason;
+    *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+    return std::nullopt;
+  };
+  protocol::ContainerDevices picked;
+  for (size_t k = candidates.size(); k-- > 0;) {
+    protocol::ContainerDevice chosen;
+    if (auto reason = check(*candidates[k], &chosen)) {
+      r.reasons[std::string(*reason)] += 1;
+      continue;
+    }
+    picked.push_back(std::move(chosen));
+    if (static_cast<int32_t>(picked.size()) == request.nums) {
+      r.fit = true;
+      r.devices = std::move(picked);
+      return r;
+    }
+  }
+  if (!picked.empty()) {
+    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
+  }
+  return r;
+}
+
+StringMap MthreadsDevice::AllocationAnnotations(const PodView& pod,
+                                                const protocol::PodDevices& devices) const {
+  StringMap out;
+  bool any = false;
+  for (const auto& ctr : devices) any = any || !ctr.empty();
+  if (!any) return out;
+  out[info_.allocated_key] = protocol::EncodePodDevices(devices);
+  std::string node;
+  if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuNodeKey)) node = *v;
+  std::optional<int64_t> seconds;
+  if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuTimeKey)) {
+    seconds = ParseInt64(Trim(*v));
+  }
+  for (const auto& ctr : devices) {
+    if (ctr.empty()) continue;
+    std::vector<std::string> indexes;
+    for (const auto& d : ctr) indexes.push_back(std::to_string(IndexFromId(d.uuid)));
+    out[std::string(kGpuIndexKey)] = Join(indexes, ",");
+    out[std::string(kPredicateNodeKey)] = node;
+    if (seconds && *seconds >= 0 && *seconds <= std::numeric_limits<int64_t>::max() / 1000000000) {
+      out[std::string(kPredicateTimeKey)] = std::to_string(*seconds * 1000000000);
+    }
+  }
+  return out;
+}
+
+Result<std::optional<protocol::PodDevices>> MthreadsDevice::PodToAllocate(
+    const StringMap& pod_annotations) const {
+  return PodAllocated(pod_annotations);
+}
+
+NodeRegistration MthreadsDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  int64_t count = 0, memory = 0;
+  for (const auto& d : devices) {
+    count += d.count;
+    memory += d.devmem;
+  }
+  out.capacity[config_.resource_count_name] = std::to_string(count);
+  out.capacity[config_.resource_core_name] = std::to_string(kCoresPerGpu * devices.size());
+  out.capacity[config_.resource_memory_name] = std::to_string(memory / kMemoryFactor);
+  return out;
+}
+
+namespace {
+
+Result<std::vector<std::unique_ptr<Device>>> MakeMthreads(const YAML::Node& section,
+                                                          const DeviceConfig& /*config*/) {
+  auto config = ParseMthreadsConfig(section);
+  if (!config) return std::move(config).take_error();
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::make_unique<MthreadsDevice>(std::move(*config)));
+  return out;
+}
+
+}  // namespace
+
+HAMI_REGISTER_VENDOR(mthreads, "mthreads", MakeMthreads);
+
+}  // namespace hami::device::mthreads
