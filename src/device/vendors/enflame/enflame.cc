@@ -1,12 +1,16 @@
 #include "device/vendors/enflame/enflame.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "common/json.h"
 #include "common/strings.h"
 #include "device/vendors/nvidia/nvidia.h"
+#include "device/yaml_error.h"
 #include "protocol/node_register.h"
 #include "protocol/quantity.h"
 
@@ -519,5 +523,249 @@ StringMap DrsPatchAnnotations(const protocol::PodDevices& devices,
   }
   return out;
 }
+
+// ---- the Device classes ----
+
+namespace {
+
+constexpr std::string_view kSection = "enflame";
+
+// A container under admission as a ContainerView (quantities as text), through the pod reader.
+Result<ContainerView> ContainerOf(const AdmissionEdit& edit) {
+  nlohmann::json pod = {{"spec", {{"containers", nlohmann::json::array({edit.Container()})}}}};
+  auto view = ParsePodView(pod);
+  if (!view) return std::move(view).take_error();
+  return view->containers.at(0);
+}
+
+// Writes the edits DrsMutateAdmission made to `after` (limits/requests it added).
+void ApplyResourceEdits(const ContainerView& before, const ContainerView& after,
+                        AdmissionEdit& edit) {
+  for (const auto& [list, b, a] : {std::tuple{"limits", &before.limits, &after.limits},
+                                   std::tuple{"requests", &before.requests, &after.requests}}) {
+    for (const auto& [name, value] : *a) {
+      const std::string* old = FindValue(*b, name);
+      if (!old || *old != value) edit.Set({"resources", list, name}, value);
+    }
+  }
+}
+
+int64_t CapacityOf(const NodeView& node, const std::string& resource) {
+  const std::string* v = FindValue(node.capacity, resource);
+  if (!v) return 0;
+  auto n = protocol::ParseDeviceCount(resource, *v);
+  return n ? *n : 0;
+}
+
+protocol::VendorInfo GcuInfo(const EnflameConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kGcuVendorKey);
+  info.count_resource = config.resource_name_gcu;
+  return info;
+}
+
+protocol::VendorInfo DrsInfo(const EnflameConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kDrsVendorKey);
+  info.count_resource = config.resource_name_drs_gcu;
+  info.memory_resource = config.resource_name_gcu_memory;
+  info.core_resource = config.resource_name_gcu_core;
+  return info;
+}
+
+// The number after the last '-' of a device id ("<node>-enflame-drs-3" -> 3), else 0.
+int64_t IndexFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos) return 0;
+  return ParseInt64(id.substr(dash + 1)).value_or(0);
+}
+
+}  // namespace
+
+Result<EnflameConfig> ParseEnflameConfig(const YAML::Node& section) {
+  EnflameConfig config;
+  if (!section || section.IsNull()) return config;
+  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
+  for (auto [key, field] : {std::pair{"resourceNameGCU", &config.resource_name_gcu},
+                            std::pair{"resourceNameDRSGCU", &config.resource_name_drs_gcu},
+                            std::pair{"resourceNameGCUMemory", &config.resource_name_gcu_memory},
+                            std::pair{"resourceNameGCUCore", &config.resource_name_gcu_core},
+                            std::pair{"resourceNameVGCU", &config.resource_name_vgcu}}) {
+    YAML::Node value = section[key];
+    if (!value || value.IsNull()) continue;
+    if (!value.IsScalar()) {
+      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
+    }
+    *field = std::string(Trim(value.Scalar()));
+  }
+  if (config.resource_name_gcu.empty()) config.resource_name_gcu = "enflame.com/gcu";
+  return Normalized(std::move(config));
+}
+
+GcuDevice::GcuDevice(EnflameConfig config) : config_(std::move(config)), info_(GcuInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> GcuDevice::NodeDevices(const NodeView& node) const {
+  const std::string* v = FindValue(node.capacity, config_.resource_name_gcu);
+  if (!v) return std::vector<DeviceUsage>{};
+  auto n = protocol::ParseDeviceCount(config_.resource_name_gcu, *v);
+  if (!n) return Error{"node " + Quote(node.name) + ": capacity " + n.error()};
+  return GcuNodeDevices(node.name, *n);
+}
+
+Health GcuDevice::CheckHealth(const NodeView& node, Health /*handshake*/) const {
+  auto [healthy, update] = GcuCheckHealth(CapacityOf(node, config_.resource_name_gcu));
+  return Health{healthy, update};
+}
+
+Result<bool> GcuDevice::MutateAdmission(AdmissionEdit& edit) const {
+  auto c = ContainerOf(edit);
+  if (!c) return std::move(c).take_error();
+  return GcuMutateAdmission(config_, *c);
+}
+
+Result<DeviceRequest> GcuDevice::NormalizeRequest(const ContainerView& container) const {
+  return GcuNormalizeRequest(config_, container);
+}
+
+FitResult GcuDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                         const DeviceRequest& request, const FitContext& /*context*/) const {
+  return GcuFit(candidates, request);
+}
+
+NodeRegistration GcuDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  out.capacity[config_.resource_name_gcu] = std::to_string(devices.size());
+  return out;
+}
+
+DrsSliceDevice::DrsSliceDevice(EnflameConfig config)
+    : config_(std::move(config)), info_(DrsInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> DrsSliceDevice::NodeDevices(const NodeView& node) const {
+  const std::string* value = FindValue(node.annotations, info_.register_key);
+  if (!value) return std::vector<DeviceUsage>{};
+  auto parsed = ParseDrsCapacity(node.name, *value);
+  if (!parsed) return std::move(parsed).take_error();
+  nlohmann::json profiles = nlohmann::json::object();
+  for (const auto& [name, id] : parsed->profiles) profiles[name] = id;
+  std::string profiles_text = profiles.dump();
+  std::vector<DeviceUsage> rows = parsed->Devices(node.name);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].custom_info["index"] = std::to_string(parsed->devices[i].index);
+    rows[i].custom_info["minor"] = parsed->devices[i].minor;
+    rows[i].custom_info["maxSlice"] = std::to_string(parsed->max_slice);
+    rows[i].custom_info["profiles"] = profiles_text;
+  }
+  return rows;
+}
+
+Health DrsSliceDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
+  auto [healthy, update] = DrsCheckHealth();
+  return Health{healthy, update};
+}
+
+Result<bool> DrsSliceDevice::MutateAdmission(AdmissionEdit& edit) const {
+  auto c = ContainerOf(edit);
+  if (!c) return std::move(c).take_error();
+  ContainerView after = *c;
+  auto asks = DrsMutateAdmission(config_, &after);
+  if (!asks) return std::move(asks).take_error();
+  if (*asks) ApplyResourceEdits(*c, after, edit);
+  return *asks;
+}
+
+Result<DeviceRequest> DrsSliceDevice::NormalizeRequest(const ContainerView& container) const {
+  return DrsNormalizeRequest(config_, container);
+}
+
+FitResult DrsSliceDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                              const DeviceRequest& request, const FitContext& context) const {
+  // HAMi collectDRSProfiles: the largest maxSlice and the union of the candidates' profiles.
+  std::map<std::string, std::string> profiles;
+  int64_t max_slice = 0;
+  for (const DeviceUsage* d : candidates) {
+    if (auto it = d->custom_info.find("maxSlice"); it != d->custom_info.end()) {
+      max_slice = std::max(max_slice, ParseInt64(it->second).value_or(0));
+    }
+    auto it = d->custom_info.find("profiles");
+    if (it == d->custom_info.end()) continue;
+    auto j = ParseJson(it->second);
+    if (!j || !j->is_object()) continue;
+    for (const auto& [name, id] : j->items()) {
+      if (id.is_string()) profiles[name] = id.get<std::string>();
+    }
+  }
+  if (max_slice <= 0) {
+    for (const auto& [name, id] : profiles)
+      max_slice = std::max(max_slice, ParseProfileName(name).first);
+  }
+  return DrsFit(candidates, request, context, profiles, max_slice).result;
+}
+
+StringMap DrsSliceDevice::AllocationAnnotations(const PodView& pod,
+                                                const protocol::PodDevices& devices) const {
+  std::vector<const ContainerView*> containers = pod.AllContainers();
+  std::vector<DrsAssignment> assignments;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].empty()) continue;
+    const protocol::ContainerDevice& d = devices[i][0];
+    int64_t index = IndexFromId(d.uuid);
+    assignments.push_back(DrsAssignment{
+        .container = i < containers.size() ? containers[i]->name : "container-" + std::to_string(i),
+        .device_index = index,
+        .minor = std::to_string(index),
+        .profile = {},
+    });
+  }
+  StringMap out = DrsPatchAnnotations(devices, assignments, 0);
+  out.erase(std::string(kPodAssignedGcuTime));
+  return out;
+}
+
+Result<std::optional<protocol::PodDevices>> DrsSliceDevice::PodToAllocate(
+    const StringMap& pod_annotations) const {
+  return PodAllocated(pod_annotations);
+}
+
+NodeRegistration DrsSliceDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  nlohmann::json devs = nlohmann::json::array();
+  for (const protocol::DeviceInfo& d : devices) {
+    devs.push_back({{"index", std::to_string(d.index)},
+                    {"minor", std::to_string(d.index)},
+                    {"capacity", std::max<int32_t>(d.count, 1)}});
+  }
+  nlohmann::json profiles = nlohmann::json::object();
+  if (!devices.empty()) {
+    int64_t slices = std::max<int32_t>(devices[0].count, 1);
+    int64_t mem_gb = std::max<int64_t>(devices[0].devmem / 1024, slices);
+    int id = 0;
+    for (int64_t s : {int64_t{1}, slices / 2, slices}) {
+      if (s <= 0) continue;
+      std::string name = std::to_string(s) + "g." + std::to_string(mem_gb * s / slices) + "gb";
+      if (!profiles.contains(name)) profiles[name] = std::to_string(id++);
+    }
+  }
+  out.annotations[info_.register_key] =
+      nlohmann::json{{"devices", devs}, {"profiles", profiles}}.dump();
+  out.capacity[config_.resource_name_drs_gcu] = std::to_string(devices.size());
+  return out;
+}
+
+namespace {
+
+Result<std::vector<std::unique_ptr<Device>>> MakeEnflame(const YAML::Node& section,
+                                                         const DeviceConfig& /*config*/) {
+  auto config = ParseEnflameConfig(section);
+  if (!config) return std::move(config).take_error();
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::make_unique<GcuDevice>(*config));
+  out.push_back(std::make_unique<DrsSliceDevice>(*config));
+  return out;
+}
+
+}  // namespace
+
+HAMI_REGISTER_VENDOR(enflame, "enflame", MakeEnflame);
 
 }  // namespace hami::device::enflame

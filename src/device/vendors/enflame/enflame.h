@@ -27,6 +27,10 @@
 #include "common/result.h"
 #include "device/device.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace hami::device::enflame {
 
 inline constexpr std::string_view kGcuVendorKey = "GCU";
@@ -191,6 +195,64 @@ struct DrsAssignment {
 StringMap DrsPatchAnnotations(const protocol::PodDevices& devices,
                               const std::vector<DrsAssignment>& assignments,
                               int64_t now_unix_nanos);
+
+// ---- the Device classes (docs/VENDORS.md), registered by the `enflame` section ----
+
+// Parses the `enflame` section (null: the chart's defaults); errors name the key.
+Result<EnflameConfig> ParseEnflameConfig(const YAML::Node& section);
+
+// Whole GCUs, vendor key "GCU".
+class GcuDevice : public Device {
+ public:
+  explicit GcuDevice(EnflameConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  // From status.capacity of the GCU resource.
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // (capacity > 0, true).
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+  // The GCU resource as capacity: one per device.
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
+
+ private:
+  EnflameConfig config_;
+  protocol::VendorInfo info_;
+};
+
+// DRS slices, vendor key "Enflame". Each row's custom_info carries "index", "minor", "maxSlice"
+// and "profiles" (the node's profiles as a JSON object, name -> id).
+class DrsSliceDevice : public Device {
+ public:
+  explicit DrsSliceDevice(EnflameConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  // DrsFit with the profiles the candidates carry.
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+  // The allocated key, gcu-assigned "false", and per container the device index (from the
+  // device id) and slice count; the profile's name and id, the minor and the assignment time
+  // need the node and a clock, which this call does not have (HAMi writes them here).
+  StringMap AllocationAnnotations(const PodView& pod,
+                                  const protocol::PodDevices& devices) const override;
+  // HAMi's DRS plugin reads the allocated key (there is no to-allocate key).
+  Result<std::optional<protocol::PodDevices>> PodToAllocate(
+      const StringMap& pod_annotations) const override;
+  // enflame.com/gcu-drs-capacity: each device with its split count as capacity, and profiles
+  // for 1 slice, half and all of the first device's slices, memory in proportion.
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
+
+ private:
+  EnflameConfig config_;
+  protocol::VendorInfo info_;
+};
 
 }  // namespace hami::device::enflame
 

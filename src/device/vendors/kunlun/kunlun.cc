@@ -1,14 +1,20 @@
 #include "device/vendors/kunlun/kunlun.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "common/strings.h"
 #include "device/vendors/nvidia/nvidia.h"
+#include "device/yaml_error.h"
 #include "protocol/node_register.h"
 #include "protocol/quantity.h"
 
@@ -431,5 +437,158 @@ FitResult VxpuFit(const std::vector<const DeviceUsage*>& candidates, const Devic
   if (out.reasons.empty()) out.reasons[std::string(protocol::kNumaNotFit)] = 1;
   return out;
 }
+
+// ---- the Device classes ----
+
+namespace {
+
+constexpr std::string_view kSection = "kunlun";
+
+// A container under admission as a ContainerView (quantities as text), through the pod reader.
+Result<ContainerView> ContainerOf(const AdmissionEdit& edit) {
+  nlohmann::json pod = {{"spec", {{"containers", nlohmann::json::array({edit.Container()})}}}};
+  auto view = ParsePodView(pod);
+  if (!view) return std::move(view).take_error();
+  return view->containers.at(0);
+}
+
+// The number after the last '-' of a device id ("<node>-kunlun-3" -> 3).
+std::optional<uint64_t> IndexFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  return ParseUint64(id.substr(dash + 1));
+}
+
+protocol::VendorInfo WholeInfo(const KunlunConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kXpuVendorKey);
+  info.count_resource = config.resource_count_name;
+  return info;
+}
+
+protocol::VendorInfo VirtualInfo(const KunlunConfig& config) {
+  protocol::VendorInfo info = *protocol::FindVendor(kVxpuVendorKey);
+  info.count_resource = config.resource_vcount_name;
+  info.memory_resource = config.resource_vmemory_name;
+  return info;
+}
+
+}  // namespace
+
+Result<KunlunConfig> ParseKunlunConfig(const YAML::Node& section) {
+  KunlunConfig config;
+  if (!section || section.IsNull()) return config;
+  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
+  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
+                            std::pair{"resourceVCountName", &config.resource_vcount_name},
+                            std::pair{"resourceVMemoryName", &config.resource_vmemory_name}}) {
+    YAML::Node value = section[key];
+    if (!value || value.IsNull()) continue;
+    if (!value.IsScalar()) {
+      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
+    }
+    // An empty value (the chart's template with the value unset) keeps the default.
+    if (!Trim(value.Scalar()).empty()) *field = std::string(Trim(value.Scalar()));
+  }
+  return config;
+}
+
+KunlunDevice::KunlunDevice(KunlunConfig config)
+    : config_(std::move(config)), info_(WholeInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> KunlunDevice::NodeDevices(const NodeView& node) const {
+  const std::string* v = FindValue(node.capacity, config_.resource_count_name);
+  if (!v) return std::vector<DeviceUsage>{};
+  auto n = protocol::ParseDeviceCount(config_.resource_count_name, *v);
+  if (!n) return Error{"node " + Quote(node.name) + ": capacity " + n.error()};
+  return XpuNodeDevices(node.name, *n);
+}
+
+Health KunlunDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
+  return Health{true, true};
+}
+
+Result<bool> KunlunDevice::MutateAdmission(AdmissionEdit& edit) const {
+  auto c = ContainerOf(edit);
+  if (!c) return std::move(c).take_error();
+  return XpuMutateAdmission(config_, *c);
+}
+
+Result<DeviceRequest> KunlunDevice::NormalizeRequest(const ContainerView& container) const {
+  return XpuNormalizeRequest(config_, container);
+}
+
+FitResult KunlunDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                            const DeviceRequest& request, const FitContext& context) const {
+  return XpuFit(candidates, request, context);
+}
+
+StringMap KunlunDevice::AllocationAnnotations(const PodView& /*pod*/,
+                                              const protocol::PodDevices& devices) const {
+  std::map<std::string, uint64_t> index_of;
+  for (const auto& ctr : devices) {
+    for (const auto& d : ctr) {
+      if (auto i = IndexFromId(d.uuid)) index_of[d.uuid] = *i;
+    }
+  }
+  return XpuPatchAnnotations(devices, index_of);
+}
+
+Result<std::optional<protocol::PodDevices>> KunlunDevice::PodToAllocate(
+    const StringMap& pod_annotations) const {
+  return PodAllocated(pod_annotations);
+}
+
+NodeRegistration KunlunDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  out.capacity[config_.resource_count_name] = std::to_string(devices.size());
+  return out;
+}
+
+VxpuDevice::VxpuDevice(KunlunConfig config)
+    : config_(std::move(config)), info_(VirtualInfo(config_)) {}
+
+Result<std::vector<DeviceUsage>> VxpuDevice::NodeDevices(const NodeView& node) const {
+  return VxpuNodeDevices(node.name, node.annotations);
+}
+
+Result<bool> VxpuDevice::MutateAdmission(AdmissionEdit& edit) const {
+  auto c = ContainerOf(edit);
+  if (!c) return std::move(c).take_error();
+  ContainerView after = *c;
+  auto asks = VxpuMutateAdmission(config_, &after);
+  if (!asks) return std::move(asks).take_error();
+  const std::string& mem = config_.resource_vmemory_name;
+  if (*asks && FindValue(c->limits, mem)) {
+    edit.Set({"resources", "limits", mem}, after.limits[mem]);
+    edit.Set({"resources", "requests", mem}, after.requests[mem]);
+  }
+  return *asks;
+}
+
+Result<DeviceRequest> VxpuDevice::NormalizeRequest(const ContainerView& container) const {
+  return VxpuNormalizeRequest(config_, container);
+}
+
+FitResult VxpuDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                          const DeviceRequest& request, const FitContext& context) const {
+  return VxpuFit(candidates, request, context);
+}
+
+namespace {
+
+Result<std::vector<std::unique_ptr<Device>>> MakeKunlun(const YAML::Node& section,
+                                                        const DeviceConfig& /*config*/) {
+  auto config = ParseKunlunConfig(section);
+  if (!config) return std::move(config).take_error();
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::make_unique<KunlunDevice>(*config));
+  out.push_back(std::make_unique<VxpuDevice>(*config));
+  return out;
+}
+
+}  // namespace
+
+HAMI_REGISTER_VENDOR(kunlun, "kunlun", MakeKunlun);
 
 }  // namespace hami::device::kunlun

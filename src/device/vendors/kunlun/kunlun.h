@@ -16,6 +16,10 @@
 #include "common/result.h"
 #include "device/device.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace hami::device::kunlun {
 
 inline constexpr std::string_view kXpuVendorKey = "kunlun";  // whole devices
@@ -103,6 +107,56 @@ bool FitVxpu(const DeviceUsage& device, const DeviceRequest& request);
 // device that would otherwise fit; else CardUuidMismatch per rejected device; else one NumaNotFit.
 FitResult VxpuFit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                   const FitContext& context);
+
+// ---- the Device classes (docs/VENDORS.md), registered by the `kunlun` section ----
+
+// Parses the `kunlun` section (null: the chart's defaults); errors name the key.
+Result<KunlunConfig> ParseKunlunConfig(const YAML::Node& section);
+
+// Whole XPUs, vendor key "kunlun".
+class KunlunDevice : public Device {
+ public:
+  explicit KunlunDevice(KunlunConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  // From status.capacity of the count resource.
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // HAMi: always (true, true).
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+  // XpuPatchAnnotations, the device index read from the device id ("<node>-kunlun-<i>").
+  StringMap AllocationAnnotations(const PodView& pod,
+                                  const protocol::PodDevices& devices) const override;
+  // Kunlunxin's plugin reads the allocated key (there is no to-allocate key).
+  Result<std::optional<protocol::PodDevices>> PodToAllocate(
+      const StringMap& pod_annotations) const override;
+  // The count resource as capacity: one per device.
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
+
+ private:
+  KunlunConfig config_;
+  protocol::VendorInfo info_;
+};
+
+// Virtual XPUs, vendor key "XPU": JSON registration and the generic handshake (the defaults).
+class VxpuDevice : public Device {
+ public:
+  explicit VxpuDevice(KunlunConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // VxpuMutateAdmission: the rounded memory is written to the limits and the requests.
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+
+ private:
+  KunlunConfig config_;
+  protocol::VendorInfo info_;
+};
 
 }  // namespace hami::device::kunlun
 
