@@ -9,8 +9,17 @@
 #include <vector>
 
 #include "common/result.h"
+#include "protocol/node_register.h"
 
 namespace hami::deviceplugin {
+
+// One MIG profile a GPU offers in MIG mode (mig_profiles.h): what is registered, plus how many
+// instances of it fit on the empty GPU (not registered; the register `count` is their maximum).
+struct MigProfileCapacity {
+  protocol::MigProfile profile{};
+  uint32_t instance_count = 0;
+  bool operator==(const MigProfileCapacity&) const = default;
+};
 
 // One physical GPU as discovered on this node.
 struct GpuDevice {
@@ -20,6 +29,8 @@ struct GpuDevice {
   int64_t memory_mib = 0;  // total device memory
   int64_t numa = 0;        // NUMA node of the PCI device; 0 when unknown
   bool healthy = true;
+  // MIG mode only: the allowlisted profiles the GPU offers (mig_profiles.h MigProfilesFor).
+  std::vector<MigProfileCapacity> mig_profiles{};
   bool operator==(const GpuDevice&) const = default;
 };
 

@@ -21,6 +21,7 @@ Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginCon
   c.lib_cuda_log_level = nv.lib_cuda_log_level;
   c.enable_numa_topology = nv.enable_numa_topology;
   c.disable_core_limit = nv.disable_core_limit;
+  c.mig_profile_allowlist = nv.mig_profile_allowlist;
   if (Status v = ValidatePluginConfig(c); !v) return std::move(v).take_error();
   return c;
 }
@@ -93,8 +94,10 @@ Status ValidatePluginConfig(const PluginConfig& c) {
     return Error{"deviceCoreScaling: want a positive number, got " +
                  Quote(std::to_string(c.device_core_scaling))};
   }
-  if (c.operating_mode != "hami-core" && c.operating_mode != "mps") {
-    return Error{"operatingmode: want \"hami-core\" or \"mps\", got " + Quote(c.operating_mode)};
+  if (c.operating_mode != "hami-core" && c.operating_mode != "mps" &&
+      c.operating_mode != kMigOperatingMode) {
+    return Error{"operatingmode: want \"hami-core\", \"mps\" or \"mig\", got " +
+                 Quote(c.operating_mode)};
   }
   if (c.resource_name.empty()) return Error{"resourceCountName: must not be empty"};
   return OkStatus();

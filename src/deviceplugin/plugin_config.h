@@ -11,8 +11,12 @@
 #include <vector>
 
 #include "common/result.h"
+#include "device/config.h"
 
 namespace hami::deviceplugin {
+
+// `operatingmode` of a node whose GPUs are split into MIG instances (docs/MIG.md).
+inline constexpr std::string_view kMigOperatingMode = "mig";
 
 struct PluginConfig {
   std::string resource_name = "nvidia.com/gpu";  // nvidia.resourceCountName
@@ -23,10 +27,13 @@ struct PluginConfig {
   std::string lib_cuda_log_level = "1";          // LIBCUDA_LOG_LEVEL when non-empty
   bool enable_numa_topology = false;             // attach NUMA topology in ListAndWatch
   bool disable_core_limit = false;               // GPU_CORE_UTILIZATION_POLICY=disable
-  std::string operating_mode = "hami-core";      // "hami-core" or "mps" ("mig" is not served)
+  std::string operating_mode = "hami-core";      // "hami-core", "mps" or "mig"
   bool enable_preferred_allocation = false;      // Register option + UUIDs from kubelet's ids
   std::vector<std::string> filter_uuids{};       // GPUs hidden from the plugin
   std::vector<uint64_t> filter_indices{};
+  // nvidia.migProfileAllowlist: the profiles a model may be split into in MIG mode.
+  std::vector<device::MigAllowlistEntry> mig_profile_allowlist =
+      device::DefaultDeviceConfig().nvidia.mig_profile_allowlist;
   bool operator==(const PluginConfig&) const = default;
 };
 

@@ -43,6 +43,19 @@ std::vector<protocol::DeviceInfo> BuildDeviceInfos(const std::vector<GpuDevice>&
     info.numa = d.numa;
     info.mode = config.operating_mode;
     info.health = d.healthy;
+    if (config.operating_mode == kMigOperatingMode) {
+      if (d.mig_profiles.empty()) continue;
+      info.devmem =
+          static_cast<int32_t>(std::min<int64_t>(mib, std::numeric_limits<int32_t>::max()));
+      info.devcore = 100;
+      info.count = 0;
+      for (const auto& p : d.mig_profiles) {
+        info.count =
+            std::max(info.count, static_cast<int32_t>(std::min<uint32_t>(
+                                     p.instance_count, std::numeric_limits<int32_t>::max())));
+        info.mig_profiles.push_back(p.profile);
+      }
+    }
     out.push_back(std::move(info));
   }
   return out;

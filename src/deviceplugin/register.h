@@ -34,6 +34,8 @@ std::vector<GpuDevice> FilterDevices(const std::vector<GpuDevice>& devices,
 // One DeviceInfo per GPU: count = deviceSplitCount, devmem = MiB x deviceMemoryScaling
 // (preConfiguredDeviceMemory when the GPU reports 0 MiB; the GPU is skipped when both are 0),
 // devcore = 100 x deviceCoreScaling, type per RegisterType, mode = operating mode, health.
+// In MIG mode (docs/MIG.md): migProfiles = the GPU's discovered profiles, count = their largest
+// instance count, devmem unscaled, devcore 100; a GPU without profiles is not registered.
 std::vector<protocol::DeviceInfo> BuildDeviceInfos(const std::vector<GpuDevice>& devices,
                                                    const PluginConfig& config);
 
