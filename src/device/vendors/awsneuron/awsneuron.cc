@@ -1,12 +1,18 @@
 #include "device/vendors/awsneuron/awsneuron.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "common/strings.h"
 #include "device/vendors/nvidia/nvidia.h"
+#include "device/yaml_error.h"
+#include "protocol/keys.h"
 #include "protocol/quantity.h"
 
 namespace hami::device::awsneuron {
@@ -282,5 +288,140 @@ StringMap PatchAnnotations(const NeuronConfig& config, const protocol::PodDevice
   }
   return out;
 }
+
+// ---- the Device class ----
+
+namespace {
+
+constexpr std::string_view kSection = "awsneuron";
+constexpr std::string_view kNodeTypeInfo = "AWSNodeType";
+
+// A container under admission as a ContainerView (quantities as text), through the pod reader.
+Result<ContainerView> ContainerOf(const AdmissionEdit& edit) {
+  nlohmann::json pod = {{"spec", {{"containers", nlohmann::json::array({edit.Container()})}}}};
+  auto view = ParsePodView(pod);
+  if (!view) return std::move(view).take_error();
+  return view->containers.at(0);
+}
+
+std::optional<uint64_t> IndexFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  return ParseUint64(id.substr(dash + 1));
+}
+
+Result<int64_t> CapacityOf(const NodeView& node, const std::string& resource) {
+  const std::string* v = FindValue(node.capacity, resource);
+  if (!v) return int64_t{0};
+  auto n = protocol::ParseDeviceCount(resource, *v);
+  if (!n) return Error{"node " + Quote(node.name) + ": capacity " + n.error()};
+  return int64_t{*n};
+}
+
+}  // namespace
+
+Result<NeuronConfig> ParseNeuronConfig(const YAML::Node& section) {
+  NeuronConfig config;
+  if (!section || section.IsNull()) return config;
+  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
+  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
+                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
+    YAML::Node value = section[key];
+    if (!value || value.IsNull()) continue;
+    if (!value.IsScalar()) {
+      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
+    }
+    if (!Trim(value.Scalar()).empty()) *field = std::string(Trim(value.Scalar()));
+  }
+  return config;
+}
+
+NeuronDevice::NeuronDevice(NeuronConfig config) : config_(std::move(config)) {
+  info_ = *protocol::FindVendor(kVendorKey);
+  info_.count_resource = config_.resource_count_name;
+  info_.core_resource = config_.resource_core_name;
+}
+
+Result<std::vector<DeviceUsage>> NeuronDevice::NodeDevices(const NodeView& node) const {
+  auto devices = CapacityOf(node, config_.resource_count_name);
+  if (!devices) return std::move(devices).take_error();
+  auto cores = CapacityOf(node, config_.resource_core_name);
+  if (!cores) return std::move(cores).take_error();
+  std::vector<DeviceUsage> rows = awsneuron::NodeDevices(node.name, *devices, *cores);
+  const std::string* type = FindValue(node.labels, kInstanceTypeLabel);
+  for (DeviceUsage& row : rows) row.custom_info[std::string(kNodeTypeInfo)] = type ? *type : "";
+  return rows;
+}
+
+Health NeuronDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
+  return Health{true, true};
+}
+
+Result<bool> NeuronDevice::MutateAdmission(AdmissionEdit& edit) const {
+  auto c = ContainerOf(edit);
+  if (!c) return std::move(c).take_error();
+  return awsneuron::MutateAdmission(config_, *c);
+}
+
+Result<DeviceRequest> NeuronDevice::NormalizeRequest(const ContainerView& container) const {
+  return awsneuron::NormalizeRequest(config_, container);
+}
+
+FitResult NeuronDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                            const DeviceRequest& request, const FitContext& context) const {
+  std::string node_type;
+  if (!candidates.empty()) {
+    auto it = candidates[0]->custom_info.find(kNodeTypeInfo);
+    if (it != candidates[0]->custom_info.end()) node_type = it->second;
+  }
+  return awsneuron::Fit(candidates, request, context, node_type);
+}
+
+StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
+                                              const protocol::PodDevices& devices) const {
+  std::vector<ContainerAsk> asks;
+  for (const ContainerView* c : pod.AllContainers()) asks.push_back(AskOf(config_, *c));
+  std::map<std::string, uint64_t> index_of;
+  for (const auto& ctr : devices) {
+    for (const auto& d : ctr) {
+      if (auto i = IndexFromId(d.uuid)) index_of[d.uuid] = *i;
+    }
+  }
+  const std::string* node = FindValue(pod.annotations, protocol::kVgpuNodeKey);
+  StringMap out = awsneuron::PatchAnnotations(config_, devices, asks, index_of,
+                                              node ? *node : pod.node_name, 0);
+  out.erase(std::string(kPredicateTimeKey));
+  return out;
+}
+
+Result<std::optional<protocol::PodDevices>> NeuronDevice::PodToAllocate(
+    const StringMap& pod_annotations) const {
+  return PodAllocated(pod_annotations);
+}
+
+NodeRegistration NeuronDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  int64_t cores = 0;
+  for (const auto& d : devices) cores += std::max<int32_t>(d.count, 1);
+  out.capacity[config_.resource_count_name] = std::to_string(devices.size());
+  out.capacity[config_.resource_core_name] = std::to_string(cores);
+  return out;
+}
+
+namespace {
+
+Result<std::vector<std::unique_ptr<Device>>> MakeNeuron(const YAML::Node& section,
+                                                        const DeviceConfig& /*config*/) {
+  auto config = ParseNeuronConfig(section);
+  if (!config) return std::move(config).take_error();
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::make_unique<NeuronDevice>(*config));
+  return out;
+}
+
+}  // namespace
+
+HAMI_REGISTER_VENDOR(awsneuron, "awsneuron", MakeNeuron);
 
 }  // namespace hami::device::awsneuron

@@ -18,6 +18,10 @@
 #include "common/result.h"
 #include "device/device.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace hami::device::awsneuron {
 
 inline constexpr std::string_view kVendorKey = "AWSNeuron";
@@ -106,6 +110,42 @@ StringMap PatchAnnotations(const NeuronConfig& config, const protocol::PodDevice
                            const std::vector<ContainerAsk>& asks,
                            const std::map<std::string, uint64_t>& index_of,
                            std::string_view node_name, int64_t now_unix_nanos);
+
+// ---- the Device class (docs/VENDORS.md), registered by the `awsneuron` section ----
+
+// Parses the `awsneuron` section (null: the chart's defaults); errors name the key.
+Result<NeuronConfig> ParseNeuronConfig(const YAML::Node& section);
+
+class NeuronDevice : public Device {
+ public:
+  explicit NeuronDevice(NeuronConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  // From status.capacity (devices and cores); each row's custom_info "AWSNodeType" is the
+  // node's instance-type label.
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // HAMi: always (true, true).
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  // Fit with the node type of the first candidate (HAMi reads devices[0]).
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+  // PatchAnnotations with the pod's containers, the device index from the device id and the
+  // node from hami.io/vgpu-node (else spec.nodeName). NEURON_ALLOC_TIME needs a clock, which
+  // this call does not have: it is left out.
+  StringMap AllocationAnnotations(const PodView& pod,
+                                  const protocol::PodDevices& devices) const override;
+  // Neuron's plugin reads the allocated key (there is no to-allocate key).
+  Result<std::optional<protocol::PodDevices>> PodToAllocate(
+      const StringMap& pod_annotations) const override;
+  // Devices and cores (split count per device, at least one) as capacity.
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
+
+ private:
+  NeuronConfig config_;
+  protocol::VendorInfo info_;
+};
 
 }  // namespace hami::device::awsneuron
 
