@@ -65,19 +65,14 @@ std::set<std::string> AnnotationDomains(const device::Registry& registry) {
 }
 
 std::string JoinValues(const std::vector<int64_t>& values, std::string_view unit) {
-  // "81920 each" when all equal, else "22768, 10000".
-  std::vector<int64_t> unique;
-  for (int64_t v : values) {
-    if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
-  }
-  std::string out;
-  for (size_t i = 0; i < unique.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(unique[i]);
-  }
-  out += unit;
-  if (unique.size() == 1 && values.size() > 1) out += " each";
-  return out;
+  // "81920 each" when all are equal, else every value in the node's device order.
+  bool same =
+      std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values.front(); });
+  if (values.size() > 1 && same)
+    return std::to_string(values.front()) + std::string(unit) + " each";
+  std::vector<std::string> parts;
+  for (int64_t v : values) parts.push_back(std::to_string(v) + std::string(unit));
+  return Join(parts, ", ");
 }
 
 // The memory a request takes on one device (the NVIDIA fit's rule: MiB, else a share).
@@ -326,7 +321,8 @@ Result<ExplainView> BuildExplain(const ExplainInput& input) {
   for (const auto& n : input.nodes) {
     std::string name = device::ObjectName(n);
     node_annotations[name] = device::ObjectAnnotations(n);
-    auto row = device::NodeUsageFromAnnotations(registry, name, node_annotations[name]);
+    // The whole node: some vendors register through status.capacity instead of an annotation.
+    auto row = device::NodeUsageFromNode(registry, n);
     if (!row.ok()) {
       view.warnings.push_back(row.error());
       ++view.other_nodes;

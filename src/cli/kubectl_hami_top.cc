@@ -231,7 +231,8 @@ Result<TopView> BuildTop(const std::vector<json>& nodes, const std::vector<json>
     }
     auto answer = metrics.find(n.name);
     if (!node.monitor) {
-      node.error = "no monitor pod (label app.kubernetes.io/component=hami-device-plugin)";
+      node.error =
+          "no monitor pod on the node (label app.kubernetes.io/component=hami-device-plugin)";
     } else if (answer == metrics.end()) {
       node.error = "not asked";
     } else if (!answer->second.ok()) {
@@ -286,8 +287,7 @@ std::string TopTable(const TopView& view, const TableOptions& options) {
   std::string out = RenderTable(rows);
   for (const auto& n : view.nodes) {
     if (!n.error) continue;
-    std::string line =
-        "node " + n.name + ": no monitor answered (" + *n.error + "); allocations only";
+    std::string line = "node " + n.name + ": no measurements, allocations only: " + *n.error;
     out += options.colour ? "\033[33m" + line + "\033[0m\n" : line + "\n";
   }
   return out;

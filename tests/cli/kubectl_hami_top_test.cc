@@ -187,18 +187,18 @@ TEST(KubectlHamiTop, SaysWhenNoMonitorAnswersAndShowsAllocationsOnly) {
   const auto& nodes = view.value().nodes;
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[0].error,
-            "no monitor pod (label app.kubernetes.io/component=hami-device-plugin)");
+            "no monitor pod on the node (label app.kubernetes.io/component=hami-device-plugin)");
   EXPECT_EQ(nodes[0].rows.size(), 2u);  // the allocations still show
   EXPECT_EQ(nodes[1].error, "503 ServiceUnavailable: no endpoints");
   ASSERT_TRUE(nodes[2].error);
   EXPECT_TRUE(nodes[2].error->starts_with("metrics line 1: want a metric name")) << *nodes[2].error;
   std::string table = TopTable(view.value(), {});
-  EXPECT_NE(table.find("node gpu-2: no monitor answered (503 ServiceUnavailable: no endpoints); "
-                       "allocations only\n"),
+  EXPECT_NE(table.find("node gpu-2: no measurements, allocations only: 503 ServiceUnavailable: "
+                       "no endpoints\n"),
             std::string::npos)
       << table;
   EXPECT_EQ(table.find("\033["), std::string::npos);
-  EXPECT_NE(TopTable(view.value(), {.colour = true}).find("\033[33mnode gpu-1: no monitor"),
+  EXPECT_NE(TopTable(view.value(), {.colour = true}).find("\033[33mnode gpu-1: no measurements"),
             std::string::npos);
   // A named node that does not exist is an error.
   auto missing = BuildTop({Node("gpu-1")}, pods, {"nosuch"}, metrics, kNow);
