@@ -75,9 +75,9 @@ struct DeviceUsage {
   // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
   // unhealthy until the state is consistent again (spec hami.md §11.15).
   bool mig_inconsistent = false;
-  // Numbers a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key,
-  // e.g. Ascend's "NetworkID" (the HCCS ring a 910 NPU sits on).
-  std::map<std::string, int64_t, std::less<>> custom_info{};
+  // What a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key, as
+  // text: e.g. Ascend's "NetworkID" ("3", its HCCS ring), MetaX sGPU's "QosPolicy".
+  std::map<std::string, std::string, std::less<>> custom_info{};
   bool operator==(const DeviceUsage&) const = default;
 };
 

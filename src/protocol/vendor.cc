@@ -90,6 +90,11 @@ VendorInfo MetaxSgpu() {
       .register_format = RegisterFormat::kVendorSpecific,
       .to_allocate_key = "hami.io/metax-sgpu-devices-to-allocate",
       .allocated_key = "hami.io/metax-sgpu-devices-allocated",
+      // The MetaX plugin's allocation list and the scheduler's timestamp (HAMi v2.10 sdevice.go),
+      // then the pod's QoS, app-class and topology-aware choices.
+      .extra_pod_keys = {"metax-tech.com/gpu-devices-allocated", "metax-tech.com/predicate-time",
+                         "metax-tech.com/sgpu-qos-policy", "metax-tech.com/sgpu-app-class",
+                         "metax-tech.com/sgpu-topology-aware"},
       .use_uuid_key = "metax-tech.com/use-gpuuuid",
       .nouse_uuid_key = "metax-tech.com/nouse-gpuuuid",
   };

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/strings.h"
+
 namespace hami::device::ascend {
 namespace {
 
@@ -73,7 +75,9 @@ Result<std::vector<DeviceUsage>> AscendDevice::NodeDevices(const NodeView& node)
   for (const auto& d : *devices) {
     DeviceUsage row = UsageFromDeviceInfo(d.info, info_.vendor_key);
     row.mode = std::string(soft ? kModeSoftSplit : kModeTemplates);
-    if (d.network_id) row.custom_info[std::string(kNetworkIdKey)] = *d.network_id;
+    if (d.network_id) {
+      row.custom_info[std::string(kNetworkIdKey)] = std::to_string(*d.network_id);
+    }
     out.push_back(std::move(row));
   }
   return out;
@@ -109,7 +113,7 @@ FitResult AscendDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   for (const DeviceUsage* d : candidates) {
     Candidate c{d, std::nullopt};
     if (auto it = d->custom_info.find(kNetworkIdKey); it != d->custom_info.end()) {
-      c.network_id = it->second;
+      c.network_id = ParseInt64(it->second);
     }
     node_soft = node_soft && d->mode == kModeSoftSplit;
     cands.push_back(c);

@@ -106,7 +106,7 @@ TEST(AscendDevice, NodeRowsCarryModeAndRing) {
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].vendor, "Ascend910B3");
   EXPECT_EQ((*rows)[0].mode, "vnpu-template");
-  EXPECT_EQ((*rows)[0].custom_info.at("NetworkID"), 3);
+  EXPECT_EQ((*rows)[0].custom_info.at("NetworkID"), "3");
   EXPECT_TRUE((*rows)[1].custom_info.empty());
   EXPECT_EQ((*rows)[1].totalmem, 65536);
   node.annotations["hami-vnpu-core"] = "true";
@@ -162,7 +162,7 @@ TEST(AscendDevice, FitReadsModeAndRingFromRows) {
                   .count = 4,
                   .totalmem = 65536,
                   .totalcore = 20};
-    if (ring) d.custom_info["NetworkID"] = *ring;
+    if (ring) d.custom_info["NetworkID"] = std::to_string(*ring);
     return d;
   };
   std::vector<DeviceUsage> rows = {row("a", "vnpu-template", 1), row("b", "vnpu-template", 2),

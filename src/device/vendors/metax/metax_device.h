@@ -1,0 +1,66 @@
+// The MetaX backends behind the Device API: MetaxGpuDevice (whole devices from capacity) and
+// MetaxSgpuDevice (shared devices from metax-tech.com/node-gpu-devices), both made by the
+// `metax` section's factory (docs/VENDORS.md). The rules are the pure functions of metax.h.
+#ifndef HAMI_DEVICE_VENDORS_METAX_METAX_DEVICE_H_
+#define HAMI_DEVICE_VENDORS_METAX_METAX_DEVICE_H_
+
+#include <string_view>
+
+#include "device/device.h"
+#include "device/vendors/metax/metax.h"
+
+namespace hami::device::metax {
+
+inline constexpr std::string_view kSection = "metax";
+
+class MetaxGpuDevice : public Device {
+ public:
+  explicit MetaxGpuDevice(MetaxConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  // status.capacity[resourceCountName] whole devices; absent or 0: none. A capacity that is not
+  // a whole count is an error naming the resource.
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // Healthy while the node's capacity has a device; always re-registered (HAMi CheckHealth).
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  // Asks when the count resource is in limits (HAMi reads limits only); no edit.
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  // GpuFit; the custom filter rule reads context.earlier (the pod's earlier containers' picks).
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+
+ private:
+  MetaxConfig config_;
+  protocol::VendorInfo info_;
+};
+
+class MetaxSgpuDevice : public Device {
+ public:
+  explicit MetaxSgpuDevice(MetaxConfig config);
+  const protocol::VendorInfo& Info() const override { return info_; }
+  // A bare vmemory is GiB: quota limits on vmemory count x1024 (HAMi MemoryFactor).
+  int32_t MemoryFactor() const override { return kSgpuMemoryFactor; }
+  Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+  // Healthy while the register annotation lists a device; always re-registered.
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  // SgpuMutate: its error rejects the pod; a missing QoS policy is added as a pod annotation.
+  Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
+  Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
+  FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
+                const FitContext& context) const override;
+  // SgpuAnnotations.
+  StringMap AllocationAnnotations(const PodView& pod,
+                                  const protocol::PodDevices& devices) const override;
+  // The register annotation in MetaX's format (uuid, totalDevCount = count, totalCompute =
+  // devcore, totalVRam = devmem, numa, healthy) and the sgpu count as capacity.
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
+
+ private:
+  MetaxConfig config_;
+  protocol::VendorInfo info_;
+};
+
+}  // namespace hami::device::metax
+
+#endif  // HAMI_DEVICE_VENDORS_METAX_METAX_DEVICE_H_
