@@ -2,7 +2,8 @@
 # Issue 14's "done when" on the demo: `hami-sim run examples/demo.yaml --serve`, then
 # `kubectl-hami inspect -o json` equals the report's per-GPU allocations (memory, cores, slices,
 # pods) and `kubectl-hami pods -A -o json` lists all the report's pods with their devices (the
-# report's per-container devices summed per UUID), the unschedulable one with its reason.
+# report's per-container devices summed per UUID), the unschedulable one with its reason; and
+# `kubectl-hami explain` of the unschedulable pod says in words that no GPU has enough memory.
 #
 # Usage: kubectl_hami_demo_test.sh KUBECTL_HAMI HAMI_SIM DEMO_YAML
 set -euo pipefail
@@ -64,4 +65,25 @@ reason=$("$kh" pods -A -o json | jq -r '.pods[] | select(.node == null) | .reaso
 [[ $reason == *"GPUs lack memory"*"No GPU has enough memory"* && $reason != *CardInsufficient* ]] \
   || fail "the unschedulable pod's reason is not in words: $reason"
 echo "reason: $reason"
+
+# explain of the unschedulable pod says, in words, that no GPU has enough memory: per node, every
+# GPU lacks memory with the figures (the request, each GPU's free memory from the report).
+pending=$(jq -r '.pods[] | select(.node == "") | "\(.namespace) \(.name)"' "$work/report.json")
+read -r ns name <<< "$pending"
+out=$("$kh" explain "$name" -n "$ns") || fail "explain $ns/$name exited $?"
+echo "$out"
+[[ $(tail -n 1 <<< "$out") == "Pending: no GPU has enough memory for the request." ]] \
+  || fail "explain: the summary does not say that no GPU has enough memory"
+want=$(jq -c '[.gpus | group_by(.node)[] | {name: .[0].node, fit: false,
+  reason: "\(length)/\(length) CardInsufficientMemory",
+  words: "\(length) of \(length) GPUs lack memory: wants 100000 MiB, free \(
+    [.[] | .memory_limit_mib - .used_memory_mib] as $f
+    | if ($f | length) > 1 and ($f | unique | length) == 1 then "\($f[0]) each"
+      else $f | map(tostring) | join(", ") end)"}]' "$work/report.json")
+got=$("$kh" explain "$name" -n "$ns" -o json | jq -c '[.nodes[] | {name, fit, reason, words}]') \
+  || fail "explain -o json"
+[[ $got == "$want" ]] || fail "explain -o json nodes differ from the report:
+got:  $got
+want: $want"
+echo "explain says no GPU has enough memory, with every GPU's free memory from the report"
 echo "PASS"

@@ -2,8 +2,10 @@
 # kubectl-hami against `hami-sim apiserver`: a node carrying the seed's register, handshake and
 # node-lock annotations, a pod holding an allocation on it, a pending pod with a scheduling
 # failure, a finished pod (not counted) and a pod without HAMi resources (not listed). Checks
-# `inspect -o json`, `pods -A -o json`, `pods -n`, the tables, --context, the exit codes, and that
-# kubectl finds the plugin on PATH. Objects are created with kubectl.
+# `inspect -o json`, `pods -A -o json`, `pods -n`, `explain`, `top` (allocations only, and through
+# the pod proxy to a monitor pod served by python3's http.server when hami-sim proxies),
+# decode/encode, the tables, colour on a pty only, --context, the exit codes, and that kubectl
+# finds the plugin on PATH and runs `kubectl hami inspect`. Objects are created with kubectl.
 #
 # Usage: kubectl_hami_sim_test.sh KUBECTL_HAMI HAMI_SIM
 #   Exits 77 (ctest: skipped) when kubectl is absent.
@@ -131,6 +133,128 @@ echo "$table"
 echo "$table" | grep -Eq "^team-a +big +<none> +<none> +<none> +[0-9]+s$" || fail "pods table: no row for big"
 echo "$table" | grep -q '^team-a/big pending: 0/2 nodes are available' || fail "pods table: no reason"
 
+# explain: the pending pod, its filter outcome computed from the cluster's annotations in words
+# with the figures, hami-scheduler's recorded event, the summary; -o json pinned.
+k create -f - > /dev/null <<'JSON' || fail "kubectl create event"
+{"apiVersion":"v1","kind":"Event","metadata":{"name":"big.1","namespace":"team-a"},
+ "involvedObject":{"kind":"Pod","name":"big","namespace":"team-a"},"type":"Warning",
+ "reason":"FilteringFailed","message":"1 nodes CardInsufficientMemory(gpu-1)",
+ "source":{"component":"hami-scheduler"},"count":2,"lastTimestamp":"2024-01-23T04:30:10Z"}
+JSON
+out=$("$kh" explain big -n team-a) || fail "explain big exited $?"
+echo "$out"
+grep -Eq '^  gpu-1 +no +2 of 2 GPUs lack memory: wants 40000 MiB, free 31768, 29768$' <<< "$out" \
+  || fail "explain big: no node row in words"
+grep -Eq '^  2024-01-23T04:30:10Z +Warning +FilteringFailed \(x2\) +hami-scheduler +1 nodes CardInsufficientMemory\(gpu-1\)$' \
+  <<< "$out" || fail "explain big: no history row"
+grep -q '^Last scheduling failure: 0/2 nodes are available: 1 node(s) had no GPU' <<< "$out" \
+  || fail "explain big: no recorded failure"
+[[ $(tail -n 1 <<< "$out") == "Pending: no GPU has enough memory for the request." ]] \
+  || fail "explain big: summary"
+[[ $("$kh" explain big -n team-a --no-headers | grep -c 'CONTAINER\|NODE   \|TIME   ') == 0 ]] \
+  || fail "explain --no-headers printed a header"
+got=$("$kh" explain pod/big --namespace=team-a -o json | jq -c '{pod, requests, devices,
+  nodes: [.nodes[] | {name, fit, reason, words}], otherNodes, lock, summary,
+  history: [.history[] | {time, type, reason, count, source}]}') || fail "explain -o json"
+want='{"pod":{"namespace":"team-a","name":"big","phase":"Pending","node":null,"bindPhase":null},"requests":[{"container":"a","init":false,"vendor":"NVIDIA","count":1,"memory":40000,"memoryPercent":null,"cores":0}],"devices":[],"nodes":[{"name":"gpu-1","fit":false,"reason":"2/2 CardInsufficientMemory","words":"2 of 2 GPUs lack memory: wants 40000 MiB, free 31768, 29768"}],"otherNodes":1,"lock":null,"summary":"Pending: no GPU has enough memory for the request.","history":[{"time":"2024-01-23T04:30:10Z","type":"Warning","reason":"FilteringFailed","count":2,"source":"hami-scheduler"}]}'
+[[ $got == "$want" ]] || fail "explain big -o json:
+got:  $got
+want: $want"
+# A bound pod: what it holds, the node lock it holds, its bind phase.
+out=$("$kh" explain train-0) || fail "explain train-0 exited $?"
+grep -Eq "^Node lock: gpu-1 held by default/train-0 for [0-9]+[dy] \(this pod\)$" <<< "$out" \
+  || fail "explain train-0: no lock line"
+grep -q "^  $u1 (3000 MiB, 30% cores)$" <<< "$out" || fail "explain train-0: holds"
+[[ $(tail -n 1 <<< "$out") == "Scheduled on gpu-1. The device plugin has not yet allocated its devices (bind phase allocating)." ]] \
+  || fail "explain train-0: summary"
+echo "explain: ok"
+
+# top: no monitor pod anywhere, so allocations only, per container, with the cause.
+got=$("$kh" top -o json) || fail "top -o json exited $?"
+want='{"nodes":[{"name":"gpu-1","monitor":null,"error":"no monitor pod on the node (label app.kubernetes.io/component=hami-device-plugin)","containers":[{"namespace":"default","pod":"train-0","container":"a","uuid":"'$u1'","allocated":{"memory":3000,"cores":30},"used":null},{"namespace":"default","pod":"train-0","container":"c","uuid":"'$u0'","allocated":{"memory":1000,"cores":0},"used":null}]}]}'
+[[ $got == "$want" ]] || fail "top -o json:
+got:  $got
+want: $want"
+"$kh" top | grep -q '^node gpu-1: no measurements, allocations only: no monitor pod' \
+  || fail "top: no line saying no monitor answered"
+
+# top through the API server's pod proxy, when hami-sim serves it: a monitor pod on gpu-1 whose
+# "metrics" port is a local HTTP server with a /metrics file.
+mkdir -p "$work/www"
+cat > "$work/www/metrics" <<METRICS
+# TYPE hami_vgpu_memory_used_bytes gauge
+hami_vgpu_memory_used_bytes{container="a",device_uuid="$u1",namespace="default",pod="train-0",vdevice_index="0"} 1.048576e+09
+hami_container_device_utilization_ratio{container="a",device_uuid="$u1",namespace="default",pod="train-0",vdevice_index="0"} 37
+METRICS
+python3 -m http.server 0 --bind 127.0.0.1 --directory "$work/www" > "$work/http.log" 2>&1 &
+http_pid=$!
+port=
+for _ in $(seq 50); do
+  port=$(grep -o 'port [0-9]*' "$work/http.log" | head -1 | cut -d' ' -f2) && [[ -n $port ]] && break
+  sleep 0.1
+done
+[[ -n $port ]] || fail "python3 http.server did not start"
+k create -f - > /dev/null <<JSON || fail "kubectl create monitor pod"
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hami-device-plugin-gpu-1","namespace":"kube-system",
+ "labels":{"app.kubernetes.io/component":"hami-device-plugin"}},
+ "spec":{"nodeName":"gpu-1","containers":[{"name":"vgpu-monitor","image":"x",
+   "ports":[{"name":"metrics","containerPort":$port}]}]}}
+JSON
+k patch pod hami-device-plugin-gpu-1 -n kube-system --subresource=status --type=merge -p \
+  '{"status":{"phase":"Running","podIP":"127.0.0.1"}}' > /dev/null || fail "patch monitor status"
+if k get --raw "/api/v1/namespaces/kube-system/pods/hami-device-plugin-gpu-1:$port/proxy/metrics" \
+  > /dev/null 2>&1; then
+  got=$("$kh" top -o json | jq -c '.nodes[0] | {monitor, error, containers: [.containers[] | {container, allocated, used}]}')
+  want='{"monitor":"kube-system/hami-device-plugin-gpu-1","error":null,"containers":[{"container":"a","allocated":{"memory":3000,"cores":30},"used":{"memory":1000,"limit":null,"utilization":37.0}},{"container":"c","allocated":{"memory":1000,"cores":0},"used":null}]}'
+  [[ $got == "$want" ]] || fail "top through the pod proxy:
+got:  $got
+want: $want"
+  "$kh" top --no-headers | grep -Eq "^gpu-1 +default +train-0 +a +$u1 +1000 +3000 +30 +37$" \
+    || fail "top table through the pod proxy"
+  echo "top through the pod proxy: ok"
+else
+  echo "NOTE: this hami-sim has no pod proxy; top through it not checked"
+fi
+kill "$http_pid" 2>/dev/null || true
+
+# decode / encode: hamictl's kinds, round trip, exit codes.
+got=$("$kh" decode node-lock "$lock" | "$kh" encode node-lock -) || fail "decode | encode"
+[[ $got == "$lock" ]] || fail "node-lock round trip: $got"
+set +e
+"$kh" decode node-lock garbage > /dev/null 2> "$work/err"; rc=$?
+[[ $rc == 1 ]] && grep -q 'garbage' "$work/err" || fail "decode of a bad value: exit $rc, want 1"
+"$kh" decode nosuch x > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "decode of an unknown kind: exit $rc, want 2"
+"$kh" decode node-lock > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "decode without a value: exit $rc, want 2"
+# explain's usage and input errors.
+"$kh" explain nosuch > /dev/null 2> "$work/err"; rc=$?
+[[ $rc == 1 ]] && grep -q 'pod "default/nosuch": not found' "$work/err" \
+  || fail "explain nosuch: exit $rc, $(cat "$work/err")"
+"$kh" explain > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "explain without a pod: exit $rc, want 2"
+"$kh" explain a b > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "explain of two pods: exit $rc, want 2"
+"$kh" explain big -A > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "explain -A: exit $rc, want 2"
+"$kh" top -o wide > /dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "top -o wide: exit $rc, want 2"
+"$kh" top nosuch > /dev/null 2>&1; rc=$?
+[[ $rc == 1 ]] || fail "top nosuch: exit $rc, want 1"
+set -e
+
+# Colour only on a terminal and without NO_COLOR: a pty (script) shows ANSI codes.
+esc=$'\e['
+got=$(script -qec "$kh pods -A" /dev/null) || fail "pods -A on a pty"
+[[ $got == *"${esc}33mteam-a/big pending"* && $got == *"${esc}33mallocating${esc}0m"* ]] \
+  || fail "pods -A on a terminal has no colour: $got"
+got=$(NO_COLOR=1 script -qec "$kh pods -A" /dev/null)
+[[ $got != *"$esc"* ]] || fail "NO_COLOR=1 still colours"
+[[ $("$kh" pods -A) != *"$esc"* ]] || fail "colour on a pipe"
+got=$(script -qec "$kh explain big -n team-a" /dev/null)
+[[ $got == *"${esc}31mno${esc}0m"* ]] || fail "explain on a terminal has no colour"
+echo "colour: ok"
+
 # Plugin discovery: kubectl finds kubectl-hami on PATH and runs it.
 mkdir -p "$work/path"
 ln -s "$(readlink -f "$kh")" "$work/path/kubectl-hami"
@@ -138,6 +262,11 @@ PATH=$work/path:$PATH k plugin list 2>/dev/null | grep -q "$work/path/kubectl-ha
   || fail "kubectl plugin list does not show kubectl-hami"
 got=$(PATH=$work/path:$PATH k hami pods -A -o json | jq -c '[.pods[].name]')
 [[ $got == '["train-0","big","done"]' ]] || fail "kubectl hami pods -A: $got"
+via=$(PATH=$work/path:$PATH k hami inspect -o json 2>&1); direct=$("$kh" inspect -o json)
+[[ $via == "$direct" ]] \
+  || fail "kubectl hami inspect differs from kubectl-hami inspect: $via vs $direct"
+PATH=$work/path:$PATH k hami explain big -n team-a | grep -q 'lack memory' \
+  || fail "kubectl hami explain"
 echo "plugin discovery: ok"
 
 # An unreachable API server: exit 1 with a message, quickly.
