@@ -167,6 +167,19 @@ grep -Eq "^Node lock: gpu-1 held by default/train-0 for [0-9]+[dy] \(this pod\)$
 grep -q "^  $u1 (3000 MiB, 30% cores)$" <<< "$out" || fail "explain train-0: holds"
 [[ $(tail -n 1 <<< "$out") == "Scheduled on gpu-1. The device plugin has not yet allocated its devices (bind phase allocating)." ]] \
   || fail "explain train-0: summary"
+# --device-config: the scheduler's resource names (here the count is another resource, so big
+# asks for nothing HAMi knows); a missing or bad file is an input error.
+printf 'nvidia:\n  resourceCountName: example.com/vgpu\n' > "$work/dc.yaml"
+[[ $("$kh" explain big -n team-a --device-config "$work/dc.yaml" | tail -n 1) == \
+  "The pod asks for no HAMi device; hami-scheduler passes it through." ]] \
+  || fail "explain --device-config: the configured resource names are not used"
+set +e
+"$kh" explain big -n team-a --device-config "$work/nosuch.yaml" > /dev/null 2>&1; rc=$?
+[[ $rc == 1 ]] || fail "explain --device-config of a missing file: exit $rc, want 1"
+printf 'nvidia: [\n' > "$work/bad.yaml"
+"$kh" explain big -n team-a --device-config="$work/bad.yaml" > /dev/null 2> "$work/err"; rc=$?
+[[ $rc == 1 ]] && grep -q 'invalid YAML' "$work/err" || fail "explain --device-config of bad YAML: exit $rc"
+set -e
 echo "explain: ok"
 
 # top: no monitor pod anywhere, so allocations only, per container, with the cause.
