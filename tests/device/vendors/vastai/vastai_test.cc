@@ -1,0 +1,294 @@
+// VastAI backend: vectors from HAMi v2.10.0 pkg/device/vastai/device_test.go
+// (Test_MutateAdmission, Test_GetNodeDevices, Test_checkType, Test_PatchAnnotations,
+// Test_GenerateResourceRequests, TestDevices_Fit incl. the die-mode mutex cases,
+// TestComputeBestCombination).
+#include "device/vendors/vastai/vastai.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+
+#include "device/schedule.h"
+
+namespace hami::device::vastai {
+namespace {
+
+DeviceUsage Dev(std::string id, int32_t used, bool health = true, int32_t count = 1,
+                std::string aic = "") {
+  DeviceUsage d{.id = std::move(id),
+                .type = "Vastai",
+                .vendor = "Vastai",
+                .health = health,
+                .count = count,
+                .used = used,
+                .totalcore = 100};
+  if (!aic.empty()) d.custom_info = {{"DeviceStrategy", "die"}, {"AIC", aic}};
+  return d;
+}
+
+DeviceRequest Req(int32_t nums, std::string type = "Vastai") {
+  return DeviceRequest{.nums = nums, .type = std::move(type), .mem_percentage = 100};
+}
+
+ContainerView Ctr(StringMap limits, StringMap requests = {}) {
+  return ContainerView{
+      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
+}
+
+NodeView Node(StringMap annotations) {
+  return NodeView{.name = "n", .annotations = std::move(annotations)};
+}
+
+TEST(VastaiInfo, KeysAndConfig) {
+  VastaiDevice dev{VastaiConfig{}};
+  EXPECT_EQ(dev.VendorKey(), "Vastai");
+  EXPECT_EQ(dev.Info().count_resource, "vastaitech.com/va");
+  EXPECT_EQ(dev.Info().register_key, "hami.io/node-va-register");
+  EXPECT_EQ(dev.Info().handshake_key, "hami.io/node-handshake-va");
+  EXPECT_EQ(dev.Info().to_allocate_key, "hami.io/Vastai-devices-to-allocate");
+  EXPECT_EQ(dev.Info().allocated_key, "hami.io/Vastai-devices-allocated");
+  const VendorFactory* factory = FindVendorFactory("vastai");
+  ASSERT_NE(factory, nullptr);
+  auto made = (*factory)(YAML::Load("resourceCountName: \"vastaitech.com/va\""), DeviceConfig{});
+  ASSERT_TRUE(made) << made.error();
+  EXPECT_EQ((*made)[0]->VendorKey(), "Vastai");
+  auto bad = ParseVastaiConfig(YAML::Load("resourceCountName: ''"));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), "vastai.resourceCountName: want a resource name, got \"\"");
+}
+
+TEST(VastaiNodeDevices, Register) {
+  VastaiDevice dev{VastaiConfig{}};
+  auto none = dev.NodeDevices(Node({}));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  auto one = dev.NodeDevices(Node(StringMap{
+      {"hami.io/node-va-register",
+       R"([{"id":"7-0","count":1,"devmem":32768,"type":"Vastai","health":true,"devicepairscore":{}}])"}}));
+  ASSERT_TRUE(one) << one.error();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0], (DeviceUsage{.id = "7-0",
+                                    .type = "Vastai",
+                                    .vendor = "Vastai",
+                                    .health = true,
+                                    .count = 1,
+                                    .totalmem = 32768,
+                                    .totalcore = 100}));
+  // Die mode: custominfo (any key case) is kept; other value types are ignored.
+  auto dies = dev.NodeDevices(Node(StringMap{
+      {"hami.io/node-va-register",
+       R"([{"id":"d0","count":1,"health":true,"custominfo":{"DeviceStrategy":"die","AIC":"1"}},)"
+       R"({"id":"d1","count":1,"health":true,"customInfo":{"DeviceStrategy":"die","AIC":7}}])"}}));
+  ASSERT_TRUE(dies) << dies.error();
+  ASSERT_EQ(dies->size(), 2u);
+  EXPECT_EQ((*dies)[0].custom_info, (std::map<std::string, std::string, std::less<>>{
+                                        {"AIC", "1"}, {"DeviceStrategy", "die"}}));
+  EXPECT_EQ((*dies)[1].custom_info,
+            (std::map<std::string, std::string, std::less<>>{{"DeviceStrategy", "die"}}));
+  for (const char* value : {":", "", "[{\"id\":1}]"}) {
+    auto bad = dev.NodeDevices(Node(StringMap{{"hami.io/node-va-register", value}}));
+    ASSERT_FALSE(bad) << value;
+    EXPECT_EQ(bad.error().rfind("annotation hami.io/node-va-register: ", 0), 0u) << bad.error();
+  }
+}
+
+class FakeEdit : public AdmissionEdit {
+ public:
+  explicit FakeEdit(const char* ctr) : ctr_(nlohmann::json::parse(ctr)) {}
+  const nlohmann::json& Pod() const override { return pod_; }
+  const nlohmann::json& Container() const override { return ctr_; }
+  bool IsInitContainer() const override { return false; }
+  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
+  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
+  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
+  int edits = 0;
+
+ private:
+  nlohmann::json pod_ = nlohmann::json::object();
+  nlohmann::json ctr_;
+};
+
+TEST(VastaiWebhook, MutateAdmission) {
+  VastaiDevice dev{VastaiConfig{}};
+  FakeEdit limits(R"({"resources":{"limits":{"vastaitech.com/va":"1"}}})");
+  EXPECT_EQ(dev.MutateAdmission(limits).value(), true);
+  FakeEdit requests(R"({"resources":{"requests":{"vastaitech.com/va":"1"}}})");
+  EXPECT_EQ(dev.MutateAdmission(requests).value(), false);
+  EXPECT_EQ(limits.edits + requests.edits, 0);
+}
+
+TEST(VastaiRequest, GenerateResourceRequests) {
+  VastaiDevice dev{VastaiConfig{}};
+  EXPECT_EQ(dev.NormalizeRequest(Ctr({})).value(), DeviceRequest{});
+  const StringMap one = {{"vastaitech.com/va", "1"}};
+  EXPECT_EQ(dev.NormalizeRequest(Ctr(one, one)).value(), Req(1));
+  EXPECT_EQ(dev.NormalizeRequest(Ctr(one)).value(), Req(1));
+  EXPECT_EQ(dev.NormalizeRequest(Ctr({}, one)).value(), Req(1));
+  auto bad = dev.NormalizeRequest(Ctr({{"vastaitech.com/va", "-2"}}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("vastaitech.com/va"), std::string::npos) << bad.error();
+}
+
+TEST(VastaiFit, UpstreamVectors) {
+  VastaiDevice dev{VastaiConfig{}};
+  const std::string use = "vastaitech.com/use-gpuuuid", nouse = "vastaitech.com/nouse-gpuuuid";
+  struct Case {
+    const char* name;
+    std::vector<DeviceUsage> devices;
+    DeviceRequest request;
+    StringMap annos;
+    bool mutex;
+    bool want_fit;
+    std::vector<std::string> want_ids;
+    const char* want_reason;
+  };
+  std::vector<Case> cases = {
+      {"fit success", {Dev("dev-0", 0), Dev("dev-1", 0)}, Req(1), {}, false, true, {"dev-1"}, ""},
+      {"type mismatch",
+       {Dev("dev-0", 0)},
+       Req(1, "OtherType"),
+       {},
+       false,
+       false,
+       {},
+       "1/1 CardTypeMismatch"},
+      {"use uuid mismatch",
+       {Dev("dev-1", 0)},
+       Req(1),
+       {{use, "dev-0"}},
+       false,
+       false,
+       {},
+       "1/1 CardUuidMismatch"},
+      {"nouse uuid match",
+       {Dev("dev-0", 0)},
+       Req(1),
+       {{nouse, "dev-0"}},
+       false,
+       false,
+       {},
+       "1/1 CardUuidMismatch"},
+      {"card overused",
+       {Dev("dev-0", 1)},
+       Req(1),
+       {},
+       false,
+       false,
+       {},
+       "1/1 CardTimeSlicingExhausted"},
+      {"allocated cards insufficient",
+       {Dev("dev-0", 0)},
+       Req(2),
+       {},
+       false,
+       false,
+       {},
+       "1/1 AllocatedCardsInsufficientRequest"},
+      {"mutex rejects a used device",
+       {Dev("dev-0", 1, true, 2)},
+       Req(1),
+       {},
+       true,
+       false,
+       {},
+       "1/1 ExclusiveDeviceAllocateConflict"},
+      {"mutex die mode: an idle die on an occupied card is refused",
+       {Dev("dev-0", 1, true, 2, "1"), Dev("dev-1", 0, true, 1, "1"),
+        Dev("dev-2", 0, true, 1, "2")},
+       Req(1),
+       {},
+       true,
+       true,
+       {"dev-2"},
+       ""},
+      {"mutex die mode: every die of the card occupied",
+       {Dev("dev-0", 1, true, 2, "1"), Dev("dev-1", 0, true, 1, "1")},
+       Req(1),
+       {},
+       true,
+       false,
+       {},
+       "2/2 ExclusiveDeviceAllocateConflict"},
+      {"partial allocation of three",
+       {Dev("dev-0", 0), Dev("dev-1", 0)},
+       Req(3),
+       {},
+       false,
+       false,
+       {},
+       "2/2 AllocatedCardsInsufficientRequest"},
+      {"not healthy", {Dev("dev-0", 0, false)}, Req(1), {}, false, false, {}, "1/1 CardNotHealth"},
+      // Die mode without mutex: all passing dies collected, then the best card's dies.
+      {"die mode picks the fullest card",
+       {Dev("a1", 0, true, 1, "1"), Dev("b1", 0, true, 1, "2"), Dev("b2", 0, true, 1, "2"),
+        Dev("a2", 0, true, 1, "1"), Dev("b3", 0, true, 1, "2")},
+       Req(2),
+       {},
+       false,
+       true,
+       {"b3", "b2"},
+       ""},
+      {"die mode, one die: the first collected",
+       {Dev("a1", 0, true, 1, "1"), Dev("b1", 0, true, 1, "2")},
+       Req(1),
+       {},
+       false,
+       true,
+       {"b1"},
+       ""},
+  };
+  for (const auto& c : cases) {
+    PodView pod;
+    pod.annotations = c.annos;
+    GpuPolicy policy;
+    policy.mutex = c.mutex;
+    std::vector<const DeviceUsage*> ptrs;
+    for (const auto& d : c.devices) ptrs.push_back(&d);
+    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
+    EXPECT_EQ(r.fit, c.want_fit) << c.name;
+    if (!c.want_fit) {
+      EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
+    }
+    std::vector<std::string> ids;
+    for (const auto& d : r.devices) ids.push_back(d.uuid);
+    if (c.want_fit) {
+      EXPECT_EQ(ids, c.want_ids) << c.name;
+    }
+  }
+}
+
+TEST(VastaiFit, ComputeBestCombination) {
+  using Aics = std::vector<std::optional<std::string>>;
+  // One card: the first two.
+  EXPECT_EQ(BestDieCombination(Aics{"1", "1", "1"}, 2), (std::vector<size_t>{0, 1}));
+  // aic1 x3, aic2 x2, aic3 x1: the fullest card first, then the next.
+  Aics three = {"1", "1", "1", "2", "2", "3"};
+  EXPECT_EQ(BestDieCombination(three, 3), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(BestDieCombination(three, 4), (std::vector<size_t>{0, 1, 2, 3}));
+  // More than there are: all of them.
+  EXPECT_EQ(BestDieCombination(Aics{"1", "1", "1"}, 5), (std::vector<size_t>{0, 1, 2}));
+  // Dies without a card are left out; ties go to the card picked first.
+  EXPECT_EQ(BestDieCombination(Aics{std::nullopt, "2", "1", "1", "2"}, 2),
+            (std::vector<size_t>{1, 4}));
+}
+
+TEST(VastaiSchedule, Keys) {
+  Registry registry;
+  registry.Register(std::make_unique<VastaiDevice>(VastaiConfig{}));
+  auto node = NodeUsageFromAnnotations(
+      registry, "n1",
+      {{"hami.io/node-va-register", R"([{"id":"va-0","count":1,"type":"Vastai","health":true}])"}});
+  ASSERT_TRUE(node) << node.error();
+  PodView pod;
+  pod.containers = {Ctr({{"vastaitech.com/va", "1"}})};
+  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  auto annos = AllocationAnnotations(registry, *d);
+  EXPECT_EQ(annos["hami.io/Vastai-devices-to-allocate"], "va-0,Vastai,0,0:;");
+  EXPECT_EQ(annos["hami.io/Vastai-devices-allocated"], "va-0,Vastai,0,0:;");
+}
+
+}  // namespace
+}  // namespace hami::device::vastai
