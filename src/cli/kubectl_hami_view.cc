@@ -192,6 +192,12 @@ std::optional<std::string_view> ReasonPhrase(std::string_view name) {
       {protocol::kCardMigTopologyInfeasible, "have no MIG placement for the request"},
       {protocol::kNodeInsufficientDevice, "are too few for the request"},
       {protocol::kAllocatedCardsInsufficientRequest, "cannot serve the request together"},
+      // Reason names of other vendors' fits (HAMi v2.10 pkg/device/common, metax, ascend).
+      {"CardNotFoundCustomFilterRule", "fail the vendor's custom filter rule"},
+      {"ModeNotFit", "are not in the requested mode"},
+      {"CardUnhealthy", "are unhealthy"},
+      {"CardQosPolicyMismatch", "do not match the requested QoS policy"},
+      {"CardAppClassMismatch", "do not match the requested application class"},
   };
   auto it = kPhrases.find(name);
   if (it == kPhrases.end()) return std::nullopt;

@@ -320,6 +320,20 @@ TEST(KubectlHamiReason, SpellsOutHamiReasonCodes) {
             "of 2 GPUs lack memory, 1 node(s) where 1 of 3 GPUs are not of the requested type, 2 "
             "of 3 GPUs do not fit the NUMA binding.");
   EXPECT_EQ(ReasonInWords("1/2 CardInsufficientCore"), "1 of 2 GPUs lack cores");
+  // Every reason name a fit of HAMi v2.10 gives has words.
+  for (const char* name :
+       {"CardNotHealth", "CardCordoned", "CardTypeMismatch", "NumaNotFit", "CardUuidMismatch",
+        "CardTimeSlicingExhausted", "ExclusiveDeviceAllocateConflict", "ResourceQuotaNotFit",
+        "CardInsufficientMemory", "CardInsufficientCore", "CardComputeUnitsExhausted",
+        "CardMigTopologyInfeasible", "NodeInsufficientDevice", "AllocatedCardsInsufficientRequest",
+        "CardNotFoundCustomFilterRule", "ModeNotFit", "CardUnhealthy", "CardQosPolicyMismatch",
+        "CardAppClassMismatch"}) {
+    ASSERT_TRUE(ReasonPhrase(name)) << name;
+    EXPECT_EQ(ReasonInWords(std::string("1/2 ") + name),
+              "1 of 2 GPUs " + std::string(*ReasonPhrase(name)));
+  }
+  EXPECT_EQ(ReasonInWords("1/2 ModeNotFit"), "1 of 2 GPUs are not in the requested mode");
+  EXPECT_FALSE(ReasonPhrase("Insufficient"));
   // Unknown names and other text stay as written.
   EXPECT_EQ(ReasonInWords("0/2 nodes are available: 2 Insufficient cpu, 1/2 Whatever."),
             "0/2 nodes are available: 2 Insufficient cpu, 1/2 Whatever.");
