@@ -514,7 +514,9 @@ Result<ExplainView> BuildExplain(const ExplainInput& input) {
                    });
 
   // The summary.
-  if (requests.ok() && requests.value().Empty() && vgpu_node == nullptr) {
+  if (!requests.ok() && pod.node_name.empty()) {
+    view.summary = "Pending: hami-scheduler cannot read the pod's requests: " + requests.error();
+  } else if (requests.ok() && requests.value().Empty() && vgpu_node == nullptr) {
     view.summary = "The pod asks for no HAMi device; hami-scheduler passes it through.";
   } else if (!pod.node_name.empty()) {
     view.summary = "Scheduled on " + pod.node_name + ".";

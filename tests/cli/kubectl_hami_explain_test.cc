@@ -295,6 +295,15 @@ TEST(KubectlHamiExplain, APodWithoutDevicesAndABadPod) {
   EXPECT_TRUE(view.value().nodes.empty());
   EXPECT_EQ(view.value().summary,
             "The pod asks for no HAMi device; hami-scheduler passes it through.");
+  // A quantity the scheduler cannot read: the summary says so, naming it.
+  view = BuildExplain(
+      Input(Pod("team", "q", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "lots"}})));
+  ASSERT_TRUE(view.ok()) << view.error();
+  EXPECT_TRUE(
+      view.value().summary.starts_with("Pending: hami-scheduler cannot read the pod's requests: "))
+      << view.value().summary;
+  EXPECT_NE(view.value().summary.find("\"lots\""), std::string::npos) << view.value().summary;
+  EXPECT_TRUE(view.value().nodes.empty());
   ExplainInput bad = Input(Pod("team", "web", json::object()));
   bad.pod["spec"]["containers"] = "nope";
   auto r = BuildExplain(bad);
