@@ -199,13 +199,17 @@ cat > "$work/www/metrics" <<METRICS
 hami_vgpu_memory_used_bytes{container="a",device_uuid="$u1",namespace="default",pod="train-0",vdevice_index="0"} 1.048576e+09
 hami_container_device_utilization_ratio{container="a",device_uuid="$u1",namespace="default",pod="train-0",vdevice_index="0"} 37
 METRICS
-python3 -m http.server 0 --bind 127.0.0.1 --directory "$work/www" > "$work/http.log" 2>&1 &
+# The server prints its port once it listens (read through a fifo: no polling).
+mkfifo "$work/http.port"
+python3 -c 'import functools, http.server, sys
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+s = http.server.HTTPServer(("127.0.0.1", 0), h)
+print(s.server_address[1], flush=True)
+s.serve_forever()' "$work/www" > "$work/http.port" 2> "$work/http.log" &
 http_pid=$!
+trap 'kill "$http_pid" 2>/dev/null; sim_cleanup' EXIT
 port=
-for _ in $(seq 50); do
-  port=$(grep -o 'port [0-9]*' "$work/http.log" | head -1 | cut -d' ' -f2) && [[ -n $port ]] && break
-  sleep 0.1
-done
+read -r -t 30 port < "$work/http.port" || true
 [[ -n $port ]] || fail "python3 http.server did not start"
 k create -f - > /dev/null <<JSON || fail "kubectl create monitor pod"
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"hami-device-plugin-gpu-1","namespace":"kube-system",
