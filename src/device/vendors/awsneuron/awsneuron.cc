@@ -387,9 +387,21 @@ StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
       if (auto i = IndexFromId(d.uuid)) index_of[d.uuid] = *i;
     }
   }
-  const std::string* node = FindValue(pod.annotations, protocol::kVgpuNodeKey);
-  StringMap out = awsneuron::PatchAnnotations(config_, devices, asks, index_of,
-                                              node ? *node : pod.node_name, 0);
+  // HAMi writes the node the pod is being placed on; the device ids name it
+  // ("<node>-AWSNeuron-<i>"), else the pod's hami.io/vgpu-node or spec.nodeName.
+  std::string node;
+  const std::string marker = "-" + std::string(kVendorKey) + "-";
+  for (const auto& ctr : devices) {
+    for (const auto& d : ctr) {
+      size_t at = d.uuid.rfind(marker);
+      if (node.empty() && at != std::string::npos && at > 0) node = d.uuid.substr(0, at);
+    }
+  }
+  if (node.empty()) {
+    const std::string* assigned = FindValue(pod.annotations, protocol::kVgpuNodeKey);
+    node = assigned ? *assigned : pod.node_name;
+  }
+  StringMap out = awsneuron::PatchAnnotations(config_, devices, asks, index_of, node, 0);
   out.erase(std::string(kPredicateTimeKey));
   return out;
 }

@@ -130,9 +130,9 @@ class NeuronDevice : public Device {
   // Fit with the node type of the first candidate (HAMi reads devices[0]).
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
-  // PatchAnnotations with the pod's containers, the device index from the device id and the
-  // node from hami.io/vgpu-node (else spec.nodeName). NEURON_ALLOC_TIME needs a clock, which
-  // this call does not have: it is left out.
+  // PatchAnnotations with the pod's containers, the device index and the node from the device
+  // id ("<node>-AWSNeuron-<i>"; else hami.io/vgpu-node, else spec.nodeName). NEURON_ALLOC_TIME
+  // needs a clock, which this call does not have: it is left out.
   StringMap AllocationAnnotations(const PodView& pod,
                                   const protocol::PodDevices& devices) const override;
   // Neuron's plugin reads the allocated key (there is no to-allocate key).
