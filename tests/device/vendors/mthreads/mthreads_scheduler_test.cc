@@ -1,0 +1,52 @@
+// Moore Threads end to end through the real hami-scheduler on the chart's default
+// device-config.yaml: devices from node capacity, /webhook fills in a whole card's cores and
+// memory and refuses an illegal memory slice, /filter (NodeNames form) places the pod with the
+// allocated key and mthreads.com/gpu-index, and reports HAMi's reason.
+#include "support/vendor_scheduler.h"
+
+namespace hami::device::mthreads {
+namespace {
+
+class MthreadsScheduler : public testing::VendorSchedulerTest {
+ protected:
+  void SetUp() override { SetUpWithSection("mthreads:"); }
+};
+
+TEST_F(MthreadsScheduler, WebhookAndFilter) {
+  // Two cards: 32 cores, 192 units of 512 MiB (48 GiB each).
+  CreateNode("mt-node", {},
+             {{"mthreads.com/vgpu", "200"},
+              {"mthreads.com/sgpu-core", "32"},
+              {"mthreads.com/sgpu-memory", "192"}});
+  Start();
+  json pod = Admit(Pod("mt", {{"mthreads.com/vgpu", "1"}}));
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["mthreads.com/sgpu-core"], "16")
+      << pod;
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["mthreads.com/sgpu-memory"], "96")
+      << pod;
+  json res = Filter("mt", {"mt-node"});
+  EXPECT_EQ(res["NodeNames"], json::array({"mt-node"})) << res;
+  auto annos = Annotations("mt");
+  std::string value = annos["hami.io/mthreads-vgpu-devices-allocated"];
+  EXPECT_TRUE(value == "mt-node-mthreads-0,Mthreads,49152,16:;" ||
+              value == "mt-node-mthreads-1,Mthreads,49152,16:;")
+      << value;
+  EXPECT_EQ(annos["mthreads.com/gpu-index"],
+            value.substr(std::string("mt-node-mthreads-").size(), 1));
+  EXPECT_EQ(annos.count("hami.io/mthreads-vgpu-devices-to-allocate"), 0u);
+
+  json illegal =
+      Review(Pod("illegal", {{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "3"}}));
+  EXPECT_EQ(illegal["allowed"], false) << illegal;
+  EXPECT_NE(illegal.dump().find("sGPU memory request value is invalid"), std::string::npos)
+      << illegal;
+
+  // Three whole cards on a two-card node.
+  Admit(Pod("three", {{"mthreads.com/vgpu", "3"}}));
+  res = Filter("three", {"mt-node"});
+  EXPECT_EQ(res["NodeNames"], nullptr) << res;
+  EXPECT_EQ(res["FailedNodes"]["mt-node"], "NodeInsufficientDevice") << res;
+}
+
+}  // namespace
+}  // namespace hami::device::mthreads
