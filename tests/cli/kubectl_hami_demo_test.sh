@@ -86,4 +86,28 @@ got=$("$kh" explain "$name" -n "$ns" -o json | jq -c '[.nodes[] | {name, fit, re
 got:  $got
 want: $want"
 echo "explain says no GPU has enough memory, with every GPU's free memory from the report"
+
+# top: when the run's monitors answered (the report carries each GPU's measured_memory_mib, the
+# sum of hami_vgpu_memory_used_bytes over its containers), top reads the same /metrics through
+# the API server's pod proxy: per GPU its containers' used memory adds up to the report's.
+if jq -e '[.gpus[] | has("measured_memory_mib")] | any' "$work/report.json" > /dev/null; then
+  "$kh" top -o json > "$work/top.json" || fail "top -o json"
+  jq -e '[.nodes[] | .error] | all(. == null)' "$work/top.json" > /dev/null \
+    || fail "top: a monitor did not answer through the proxy: $(jq -c '[.nodes[] | {name, error}]' "$work/top.json")"
+  want=$(jq -c '[.gpus[] | {uuid, used: (.measured_memory_mib // 0)}] | sort_by(.uuid)' \
+    "$work/report.json")
+  got=$(jq -c --slurpfile top "$work/top.json" '[.gpus[] | .uuid as $u | {uuid: $u,
+    used: ([$top[0].nodes[].containers[] | select(.uuid == $u and .used != null)
+      | .used.memory // 0] | add // 0)}] | sort_by(.uuid)' "$work/report.json")
+  [[ $got == "$want" ]] || fail "top's used memory per GPU differs from the report's measured:
+got:  $got
+want: $want"
+  # Every allocation of the report shows, per container, with its allocated memory.
+  want=$(jq -c '[.pods[] | select(.node != "") | .devices[] | .memory_mib] | add' "$work/report.json")
+  got=$(jq -c '[.nodes[].containers[] | .allocated.memory // 0] | add' "$work/top.json")
+  [[ $got == "$want" ]] || fail "top's allocated memory $got, the report's $want"
+  echo "top: used memory per GPU equals the report's measured, allocations all shown"
+else
+  echo "NOTE: this hami-sim runs no monitors; top not checked against measurements"
+fi
 echo "PASS"
