@@ -406,11 +406,6 @@ StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
   return out;
 }
 
-Result<std::optional<protocol::PodDevices>> NeuronDevice::PodToAllocate(
-    const StringMap& pod_annotations) const {
-  return PodAllocated(pod_annotations);
-}
-
 NodeRegistration NeuronDevice::EncodeNodeRegistration(
     const std::vector<protocol::DeviceInfo>& devices) const {
   NodeRegistration out;

@@ -135,9 +135,6 @@ class NeuronDevice : public Device {
   // needs a clock, which this call does not have: it is left out.
   StringMap AllocationAnnotations(const PodView& pod,
                                   const protocol::PodDevices& devices) const override;
-  // Neuron's plugin reads the allocated key (there is no to-allocate key).
-  Result<std::optional<protocol::PodDevices>> PodToAllocate(
-      const StringMap& pod_annotations) const override;
   // Devices and cores (split count per device, at least one) as capacity.
   NodeRegistration EncodeNodeRegistration(
       const std::vector<protocol::DeviceInfo>& devices) const override;

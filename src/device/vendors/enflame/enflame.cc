@@ -721,11 +721,6 @@ StringMap DrsSliceDevice::AllocationAnnotations(const PodView& pod,
   return out;
 }
 
-Result<std::optional<protocol::PodDevices>> DrsSliceDevice::PodToAllocate(
-    const StringMap& pod_annotations) const {
-  return PodAllocated(pod_annotations);
-}
-
 NodeRegistration DrsSliceDevice::EncodeNodeRegistration(
     const std::vector<protocol::DeviceInfo>& devices) const {
   NodeRegistration out;

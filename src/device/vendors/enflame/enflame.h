@@ -241,9 +241,6 @@ class DrsSliceDevice : public Device {
   // need the node and a clock, which this call does not have (HAMi writes them here).
   StringMap AllocationAnnotations(const PodView& pod,
                                   const protocol::PodDevices& devices) const override;
-  // HAMi's DRS plugin reads the allocated key (there is no to-allocate key).
-  Result<std::optional<protocol::PodDevices>> PodToAllocate(
-      const StringMap& pod_annotations) const override;
   // enflame.com/gcu-drs-capacity: each device with its split count as capacity, and profiles
   // for 1 slice, half and all of the first device's slices, memory in proportion.
   NodeRegistration EncodeNodeRegistration(

@@ -533,11 +533,6 @@ StringMap KunlunDevice::AllocationAnnotations(const PodView& /*pod*/,
   return XpuPatchAnnotations(devices, index_of);
 }
 
-Result<std::optional<protocol::PodDevices>> KunlunDevice::PodToAllocate(
-    const StringMap& pod_annotations) const {
-  return PodAllocated(pod_annotations);
-}
-
 NodeRegistration KunlunDevice::EncodeNodeRegistration(
     const std::vector<protocol::DeviceInfo>& devices) const {
   NodeRegistration out;

@@ -129,9 +129,6 @@ class KunlunDevice : public Device {
   // XpuPatchAnnotations, the device index read from the device id ("<node>-kunlun-<i>").
   StringMap AllocationAnnotations(const PodView& pod,
                                   const protocol::PodDevices& devices) const override;
-  // Kunlunxin's plugin reads the allocated key (there is no to-allocate key).
-  Result<std::optional<protocol::PodDevices>> PodToAllocate(
-      const StringMap& pod_annotations) const override;
   // The count resource as capacity: one per device.
   NodeRegistration EncodeNodeRegistration(
       const std::vector<protocol::DeviceInfo>& devices) const override;

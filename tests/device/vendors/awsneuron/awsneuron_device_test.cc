@@ -96,7 +96,12 @@ TEST(NeuronDevice, EndToEnd) {
                               {"AWS_NEURON_IDS", "0,1"},
                               {"NEURON_ALLOCATED", "false"},
                               {"aws.amazon.com/predicate-node", "inf"}}));
-  auto back = neuron.PodToAllocate(annos);
+  // No to-allocate key: the simulated plugin has nothing to consume; the usage index reads the
+  // allocated key.
+  auto pending = neuron.PodToAllocate(annos);
+  ASSERT_TRUE(pending);
+  EXPECT_FALSE(pending->has_value());
+  auto back = neuron.PodAllocated(annos);
   ASSERT_TRUE(back && *back);
   EXPECT_EQ((*back)->at(0), r.devices);
 

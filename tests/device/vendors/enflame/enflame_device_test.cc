@@ -154,9 +154,13 @@ TEST(EnflameDevice, DrsFromAnnotationAndFit) {
   EXPECT_EQ(annos["enflame.com/gcu-assigned-index"], "1");
   EXPECT_EQ(annos["assigned-containers"], R"({"main":{"allocated":false,"request":1}})");
   EXPECT_EQ(annos.count("hami.io/enflame-gcu-devices-to-allocate"), 0u);
-  auto back = drs.PodToAllocate(annos);
+  // No to-allocate key: the simulated plugin has nothing to consume; the usage index reads the
+  // allocated key.
+  auto pending = drs.PodToAllocate(annos);
+  ASSERT_TRUE(pending);
+  EXPECT_FALSE(pending->has_value());
+  auto back = drs.PodAllocated(annos);
   ASSERT_TRUE(back && *back);
-  ASSERT_FALSE((*back)->empty());
   EXPECT_EQ((*back)->at(0), r.devices);
 }
 

@@ -83,7 +83,12 @@ TEST(KunlunDevice, WholeDevicesEndToEnd) {
   EXPECT_EQ(annos, (StringMap{{"hami.io/kunlun-allocated",
                                "n-kunlun-4,kunlun,98304,100:n-kunlun-6,kunlun,98304,100:;"},
                               {"BAIDU_COM_DEVICE_IDX", "4,6"}}));
-  auto back = xpu.PodToAllocate(annos);
+  // No to-allocate key: the simulated plugin has nothing to consume; the usage index reads the
+  // allocated key.
+  auto pending = xpu.PodToAllocate(annos);
+  ASSERT_TRUE(pending);
+  EXPECT_FALSE(pending->has_value());
+  auto back = xpu.PodAllocated(annos);
   ASSERT_TRUE(back && *back);
   EXPECT_EQ((*back)->at(0), r.devices);
   EXPECT_EQ(xpu.EncodeNodeRegistration({protocol::DeviceInfo{}, protocol::DeviceInfo{}}).capacity,
