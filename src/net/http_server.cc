@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -331,7 +332,7 @@ class HttpServer::Impl {
   std::mutex work_mu_;
   std::condition_variable work_cv_;
   std::deque<std::function<void()>> work_;
-  std::vector<std::thread> workers_;
+  std::vector<pthread_t> workers_;
 
   mutable std::mutex stats_mu_;
   std::map<int, uint64_t> refused_;
@@ -424,9 +425,28 @@ Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
   ev.data.u64 = kWakeId;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, mailbox_->wake_fd, &ev);
 
-  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
-    workers_.emplace_back([this] { Work(); });
+  // pthreads rather than std::thread: the stack size is an option.
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (options_.worker_stack_bytes > 0) {
+    pthread_attr_setstacksize(&attr, std::max<size_t>(options_.worker_stack_bytes, 1 << 16));
   }
+  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
+    pthread_t t;
+    int rc = pthread_create(
+        &t, &attr,
+        [](void* self) -> void* {
+          static_cast<Impl*>(self)->Work();
+          return nullptr;
+        },
+        this);
+    if (rc != 0) {
+      pthread_attr_destroy(&attr);
+      return Error{options_.name + ": cannot start a worker: " + std::strerror(rc)};
+    }
+    workers_.push_back(t);
+  }
+  pthread_attr_destroy(&attr);
   loop_ = std::thread([this] { Loop(); });
   return bound;
 }
@@ -446,7 +466,8 @@ void HttpServer::Impl::Stop() {
     std::lock_guard<std::mutex> lock(work_mu_);
     work_cv_.notify_all();
   }
-  for (std::thread& t : workers_) t.join();
+  for (pthread_t t : workers_) pthread_join(t, nullptr);
+  workers_.clear();
   work_.clear();  // the Responders dropped here post 500s that nobody delivers
   {
     std::lock_guard<std::mutex> lock(mailbox_->mu);

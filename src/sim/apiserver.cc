@@ -1,8 +1,14 @@
 #include "sim/apiserver.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -13,6 +19,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/base64.h"
+#include "net/http_server.h"
 #include "sim/certs.h"
 #include "sim/discovery.h"
 #include "sim/handlers.h"
@@ -26,6 +33,16 @@ namespace {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Go binaries raise their soft open-file limit to the hard one at start; so does the sim API
+// server, whose watches each hold a connection (hundreds of them).
+void RaiseOpenFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }
 
 bool IsApiPath(const std::string& path) {
@@ -48,6 +65,53 @@ std::vector<const ResourceType*> RbacTypes() {
   return out;
 }
 
+// Runs tasks after a delay on one thread (the injected latency holds no worker meanwhile).
+class DelayQueue {
+ public:
+  DelayQueue() : thread_([this] { Run(); }) {}
+  ~DelayQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+  }
+  void After(std::chrono::milliseconds delay, std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    tasks_.emplace(std::chrono::steady_clock::now() + delay, std::move(task));
+    cv_.notify_all();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopped_) {
+      if (tasks_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto first = tasks_.begin();
+      if (std::chrono::steady_clock::now() < first->first) {
+        cv_.wait_until(lock, first->first);
+        continue;
+      }
+      std::function<void()> task = std::move(first->second);
+      tasks_.erase(first);
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> tasks_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 class ApiServer::Impl {
@@ -55,27 +119,31 @@ class ApiServer::Impl {
   explicit Impl(ApiServerOptions options)
       : options_(std::move(options)),
         store_(*options_.clock, options_.event_window),
+        hub_(store_, options_.bookmark_interval, options_.drop_watch_every),
         rng_(std::random_device{}()) {}
 
   Status Start();
   void Stop();
-  bool ClientCertVerified(const httplib::Request& req) const;
-  bool Authorized(const httplib::Request& req) const;
+  bool Authorized(const ApiRequest& req) const;
   // RBAC mode: the request's identity, or nullopt for a token this server never issued.
-  std::optional<rbac::UserInfo> Authenticate(const httplib::Request& req) const;
-  // RBAC mode: authenticates and authorises; false when `res` already holds the 401 or 403.
-  bool Admit(const httplib::Request& req, httplib::Response& res);
+  std::optional<rbac::UserInfo> Authenticate(const ApiRequest& req) const;
+  // RBAC mode: authenticates and authorises; the 401 or 403 to answer, or nullopt.
+  std::optional<net::Response> Admit(const ApiRequest& req);
   // The policy built from the RBAC objects in the store, rebuilt when any of them changed.
   std::shared_ptr<const rbac::Policy> CurrentPolicy();
   void RecordForbidden(const rbac::Attributes& attrs);
-  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
-  void Route(const httplib::Request& req, httplib::Response& res);
+  // Authentication, authorisation and fault injection: the reply that ends the request, or
+  // nullopt to serve it.
+  std::optional<net::Response> PreRoute(const ApiRequest& req);
+  void Serve(net::Request request, const net::Responder& reply);
+  void Route(const ApiRequest& req, const net::Responder& reply);
 
   ApiServerOptions options_;
   Store store_;
+  WatchHub hub_;
   TlsFiles tls_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<DelayQueue> delays_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
   std::mutex rng_mu_;
@@ -90,23 +158,15 @@ class ApiServer::Impl {
   std::vector<ForbiddenRequest> forbidden_;
 };
 
-bool ApiServer::Impl::ClientCertVerified(const httplib::Request& req) const {
-  if (req.ssl == nullptr) return false;
-  X509* peer = SSL_get_peer_certificate(req.ssl);
-  bool verified = peer != nullptr && SSL_get_verify_result(req.ssl) == X509_V_OK;
-  X509_free(peer);
-  return verified;
-}
-
-bool ApiServer::Impl::Authorized(const httplib::Request& req) const {
+bool ApiServer::Impl::Authorized(const ApiRequest& req) const {
   if (!options_.tls) return true;
-  if (ClientCertVerified(req)) return true;
-  return req.get_header_value("Authorization") == "Bearer " + options_.token;
+  if (req.http.peer_verified) return true;
+  return req.Header("authorization") == "Bearer " + options_.token;
 }
 
-std::optional<rbac::UserInfo> ApiServer::Impl::Authenticate(const httplib::Request& req) const {
-  if (ClientCertVerified(req)) return AdminUser();
-  const std::string header = req.get_header_value("Authorization");
+std::optional<rbac::UserInfo> ApiServer::Impl::Authenticate(const ApiRequest& req) const {
+  if (req.http.peer_verified) return AdminUser();
+  const std::string header = req.Header("authorization");
   // As kube-apiserver's bearer token authenticator: another scheme, or no token, is no
   // credential at all (anonymous); a token nobody issued is a 401.
   if (header.size() < 7 || ToLower(header.substr(0, 7)) != "bearer ") {
@@ -156,37 +216,27 @@ void ApiServer::Impl::RecordForbidden(const rbac::Attributes& attrs) {
   }
 }
 
-bool ApiServer::Impl::Admit(const httplib::Request& req, httplib::Response& res) {
+std::optional<net::Response> ApiServer::Impl::Admit(const ApiRequest& req) {
   std::optional<rbac::UserInfo> user = Authenticate(req);
-  if (!user) {
-    res.status = 401;
-    res.set_content(rbac::UnauthorizedBody(), "application/json");
-    return false;
-  }
-  rbac::Attributes attrs = rbac::RequestAttributes(*user, req.method, req.path, req.params);
+  if (!user) return net::Response{401, "application/json", rbac::UnauthorizedBody()};
+  rbac::Attributes attrs = rbac::RequestAttributes(*user, req.method(), req.path(), req.params);
   rbac::Decision decision = rbac::Authorize(*CurrentPolicy(), attrs);
-  if (decision.allowed) return true;
+  if (decision.allowed) return std::nullopt;
   RecordForbidden(attrs);
   std::string body = rbac::ForbiddenBody(attrs, decision.reason);
-  HAMI_WARN("apiserver: {} {}: 403 {}", req.method, req.path, body);
-  res.status = 403;
-  res.set_content(body, "application/json");
-  return false;
+  HAMI_WARN("apiserver: {} {}: 403 {}", req.method(), req.path(), body);
+  return net::Response{403, "application/json", std::move(body)};
 }
 
-httplib::Server::HandlerResponse ApiServer::Impl::PreRoute(const httplib::Request& req,
-                                                           httplib::Response& res) {
+std::optional<net::Response> ApiServer::Impl::PreRoute(const ApiRequest& req) {
   if (options_.rbac) {
-    if (!Admit(req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (auto denied = Admit(req)) return denied;
   } else if (!Authorized(req)) {
-    ReplyError(res, k8s::ApiError{401, k8s::kReasonUnauthorized, "Unauthorized"});
-    return httplib::Server::HandlerResponse::Handled;
+    return ErrorResponse(k8s::ApiError{401, k8s::kReasonUnauthorized, "Unauthorized"});
   }
-  if (!IsApiPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-  if (options_.latency.count() > 0) std::this_thread::sleep_for(options_.latency);
-  if (options_.fail_request && options_.fail_request(req.method, req.path)) {
-    ReplyError(res, k8s::ApiError{500, k8s::kReasonInternalError, "injected failure"});
-    return httplib::Server::HandlerResponse::Handled;
+  if (!IsApiPath(req.path())) return std::nullopt;
+  if (options_.fail_request && options_.fail_request(req.method(), req.path())) {
+    return ErrorResponse(k8s::ApiError{500, k8s::kReasonInternalError, "injected failure"});
   }
   if (options_.fail_rate > 0) {
     double roll;
@@ -195,76 +245,76 @@ httplib::Server::HandlerResponse ApiServer::Impl::PreRoute(const httplib::Reques
       roll = std::uniform_real_distribution<double>(0, 1)(rng_);
     }
     if (roll < options_.fail_rate) {
-      ReplyError(res, k8s::ApiError{500, k8s::kReasonInternalError, "injected failure"});
-      return httplib::Server::HandlerResponse::Handled;
+      return ErrorResponse(k8s::ApiError{500, k8s::kReasonInternalError, "injected failure"});
     }
   }
-  return httplib::Server::HandlerResponse::Unhandled;
+  return std::nullopt;
 }
 
-void ApiServer::Impl::Route(const httplib::Request& req, httplib::Response& res) {
-  if (req.method == "GET") {
-    if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/livez") {
-      res.set_content("ok", "text/plain");
+void ApiServer::Impl::Serve(net::Request request, const net::Responder& reply) {
+  auto req = std::make_shared<ApiRequest>(std::move(request));
+  try {
+    if (auto done = PreRoute(*req)) return reply.Send(std::move(*done));
+    if (options_.latency.count() > 0 && IsApiPath(req->path()) && delays_) {
+      // The injected latency: the request waits on the delay queue, then goes back to a worker.
+      delays_->After(options_.latency, [this, req, reply] {
+        server_->Post([this, req, reply] { Route(*req, reply); });
+      });
       return;
     }
-    if (req.path == "/openapi/v2") {
-      res.set_content(OpenApiV2Protobuf(), std::string(kOpenApiV2ContentType));
-      return;
+    Route(*req, reply);
+  } catch (const std::exception& e) {
+    HAMI_WARN("apiserver: {} {}: {}", req->method(), req->path(), e.what());
+    reply.Send(ErrorResponse(k8s::ApiError{500, k8s::kReasonInternalError, "internal error"}));
+  }
+}
+
+void ApiServer::Impl::Route(const ApiRequest& req, const net::Responder& reply) {
+  if (req.method() == "GET") {
+    if (req.path() == "/healthz" || req.path() == "/readyz" || req.path() == "/livez") {
+      return reply.Send(net::Response{200, "text/plain", "ok"});
     }
-    auto doc = DiscoveryDocument(req.path, options_.host + ":" + std::to_string(port_));
-    if (doc) return ReplyJson(res, 200, *doc);
+    if (req.path() == "/openapi/v2") {
+      return reply.Send(
+          net::Response{200, std::string(kOpenApiV2ContentType), OpenApiV2Protobuf()});
+    }
+    auto doc = DiscoveryDocument(req.path(), options_.host + ":" + std::to_string(port_));
+    if (doc) return reply.Send(JsonResponse(200, *doc));
   }
-  if (IsApiPath(req.path)) {
-    HandlerConfig config{options_.bookmark_interval, options_.drop_watch_every, &stopping_};
-    return HandleResourceRequest(store_, config, req, res);
+  if (IsProxyPath(req.path())) return reply.Send(HandleProxy(store_, req));
+  if (IsApiPath(req.path())) {
+    HandlerConfig config{options_.bookmark_interval, options_.drop_watch_every, &stopping_, &hub_};
+    return HandleResourceRequest(store_, config, req, reply);
   }
-  ReplyError(res, k8s::ApiError{404, k8s::kReasonNotFound,
-                                "the server could not find the requested resource"});
+  reply.Send(ErrorResponse(k8s::ApiError{404, k8s::kReasonNotFound,
+                                         "the server could not find the requested resource"}));
 }
 
 Status ApiServer::Impl::Start() {
+  net::HttpServerOptions http;
+  http.name = "apiserver";
+  http.workers = std::max<size_t>(1, options_.threads);
+  http.max_connections = options_.max_connections;
+  http.worker_stack_bytes = 64 << 20;  // JSON at the depth limit under ASan (docs/INPUT_LIMITS.md)
+  http.idle_timeout = std::chrono::seconds(90);
   if (options_.tls) {
     auto files = GenerateTlsFiles(options_.cert_dir);
     if (!files) return std::move(files).take_error();
     tls_ = *files;
     std::string ca = tls_.ca_cert, crt = tls_.server_cert, key = tls_.server_key;
     // Client certificates are verified when sent but not required, so token auth also works.
-    server_ = std::make_unique<httplib::SSLServer>([ca, crt, key](SSL_CTX& ctx) {
-      if (SSL_CTX_use_certificate_chain_file(&ctx, crt.c_str()) != 1) return false;
-      if (SSL_CTX_use_PrivateKey_file(&ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) return false;
-      if (SSL_CTX_load_verify_locations(&ctx, ca.c_str(), nullptr) != 1) return false;
-      SSL_CTX_set_client_CA_list(&ctx, SSL_load_client_CA_file(ca.c_str()));
-      SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
-      return true;
-    });
-  } else {
-    server_ = std::make_unique<httplib::Server>();
+    http.tls_setup = [ca, crt, key](SSL_CTX* ctx) -> Status {
+      if (SSL_CTX_use_certificate_chain_file(ctx, crt.c_str()) != 1 ||
+          SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+          SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1) {
+        return Error{"apiserver: TLS setup failed"};
+      }
+      SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(ca.c_str()));
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+      return OkStatus();
+    };
   }
-  if (!server_->is_valid()) return Error{"apiserver: TLS setup failed"};
-  size_t threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(64 << 20);
-  server_->set_keep_alive_timeout(2);
-  server_->set_tcp_nodelay(true);  // else Nagle + delayed ACKs add 40 ms to small replies
-  server_->set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
-  auto route = [this](const httplib::Request& req, httplib::Response& res) { Route(req, res); };
-  server_->Get(".*", route).Post(".*", route).Put(".*", route).Patch(".*", route);
-  server_->Delete(".*", route);
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        ReplyError(res, k8s::ApiError{500, k8s::kReasonInternalError, "internal error"});
-      });
-  if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
-  } else {
-    port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
-  }
-  if (port_ <= 0) {
-    return Error{"apiserver: cannot listen on " +
-                 Quote(options_.host + ":" + std::to_string(options_.port))};
-  }
+  RaiseOpenFileLimit();
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
     (void)store_.Create(NamespaceType(), "", Json{{"metadata", {{"name", ns}}}});
   }
@@ -279,12 +329,19 @@ Status ApiServer::Impl::Start() {
       }
     }
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!server_->is_running()) {
-    if (std::chrono::steady_clock::now() > give_up) return Error{"apiserver: did not start"};
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (options_.latency.count() > 0) delays_ = std::make_unique<DelayQueue>();
+  server_ = std::make_unique<net::HttpServer>(std::move(http));
+  auto serve = [this](net::Request request, net::Responder reply) {
+    Serve(std::move(request), reply);
+  };
+  // Health checks are answered on the event loop, whatever the workers are doing.
+  for (const char* path : {"/healthz", "/readyz", "/livez"}) {
+    server_->Route("GET", path, net::RouteOptions{0, true}, serve);
   }
+  server_->Fallback(net::RouteOptions{options_.max_body_bytes, false}, serve);
+  auto port = server_->Listen(options_.host, options_.port);
+  if (!port) return std::move(port).take_error();
+  port_ = *port;
   HAMI_INFO("apiserver: serving on {}://{}:{}", options_.tls ? "https" : "http", options_.host,
             port_);
   return OkStatus();
@@ -293,8 +350,9 @@ Status ApiServer::Impl::Start() {
 void ApiServer::Impl::Stop() {
   if (stopping_.exchange(true)) return;
   store_.Shutdown();
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  hub_.Stop();
+  delays_.reset();
+  if (server_) server_->Stop();
 }
 
 ApiServer::ApiServer(ApiServerOptions options)

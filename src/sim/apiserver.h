@@ -1,6 +1,6 @@
 // `hami-sim apiserver`: an in-memory Kubernetes API server over HTTP(S) that kubectl and our
-// client speak to. Start() binds (port 0 = ephemeral) and serves on a background thread until
-// Stop() or destruction.
+// client speak to, on net::HttpServer (docs/SIM_APISERVER.md, docs/SECURITY.md). Start() binds
+// (port 0 = ephemeral) and serves on background threads until Stop() or destruction.
 #ifndef HAMI_SIM_APISERVER_H_
 #define HAMI_SIM_APISERVER_H_
 
@@ -31,8 +31,14 @@ struct ApiServerOptions {
   size_t event_window = 10000;
   // How often watches that asked for bookmarks get one.
   std::chrono::milliseconds bookmark_interval{1000};
-  // Worker threads; every open watch holds one.
-  size_t threads = 256;
+  // Worker threads for lists, gets and writes (net::HttpServer). Open watches hold none: each
+  // is a stream fed by one thread per watched resource type (WatchHub).
+  size_t threads = 16;
+  // Connections open at once; past it new ones are closed at once (the open-file limit, raised
+  // to its hard limit at Start(), caps it too).
+  size_t max_connections = 4096;
+  // A request body's cap after chunked decoding, kube-apiserver's default (3 MiB): 413 past it.
+  size_t max_body_bytes = 3 << 20;
   // Fault injection: fraction of API requests (not watches' events) answered 500; latency added
   // to every API request; close each watch stream after this many events (0 = never).
   double fail_rate = 0;

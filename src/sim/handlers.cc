@@ -1,8 +1,11 @@
 #include "sim/handlers.h"
 
 #include <algorithm>
-#include <thread>
+#include <optional>
+#include <tuple>
 #include <variant>
+
+#include <httplib.h>
 
 #include "common/json.h"
 #include "common/strings.h"
@@ -24,6 +27,11 @@ struct Target {
   std::string subresource;  // "", "status", "binding"
 };
 
+void ReplyJson(net::Response& res, int code, std::string body) {
+  res = JsonResponse(code, std::move(body));
+}
+void ReplyError(net::Response& res, const ApiError& e) { res = ErrorResponse(e); }
+
 ApiError BadRequest(std::string message) {
   return ApiError{400, k8s::kReasonBadRequest, std::move(message)};
 }
@@ -33,10 +41,10 @@ ApiError PathNotFound(std::string_view path) {
                   "the server could not find the requested resource (path " + Quote(path) + ")"};
 }
 
-ApiError MethodNotAllowed(const httplib::Request& req) {
+ApiError MethodNotAllowed(const ApiRequest& req) {
   return ApiError{405, k8s::kReasonMethodNotAllowed,
-                  "the server does not allow this method on the requested resource (" + req.method +
-                      " " + req.path + ")"};
+                  "the server does not allow this method on the requested resource (" +
+                      req.method() + " " + req.path() + ")"};
 }
 
 ApiResult<Target> ParseTarget(std::string_view path) {
@@ -154,11 +162,11 @@ ApiResult<Json> ParseBody(const ResourceType& type, const std::string& body) {
   return obj;
 }
 
-ApiResult<ListFilter> ParseFilter(const httplib::Request& req) {
+ApiResult<ListFilter> ParseFilter(const ApiRequest& req) {
   ListFilter f;
-  auto labels = k8s::LabelSelector::Parse(req.get_param_value("labelSelector"));
+  auto labels = k8s::LabelSelector::Parse(req.Param("labelSelector"));
   if (!labels) return BadRequest("labelSelector: " + labels.error());
-  auto fields = k8s::FieldSelector::Parse(req.get_param_value("fieldSelector"));
+  auto fields = k8s::FieldSelector::Parse(req.Param("fieldSelector"));
   if (!fields) return BadRequest("fieldSelector: " + fields.error());
   f.labels = std::move(*labels);
   f.fields = std::move(*fields);
@@ -181,32 +189,32 @@ std::string ListBody(const ResourceType& type, const ListPage& page) {
   return out;
 }
 
-void List(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
+void List(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
   auto filter = ParseFilter(req);
   if (!filter) return ReplyError(res, filter.error());
   int64_t limit = 0;
-  if (req.has_param("limit")) {
-    auto l = ParseInt64(req.get_param_value("limit"));
+  if (req.HasParam("limit")) {
+    auto l = ParseInt64(req.Param("limit"));
     if (!l || *l < 0)
-      return ReplyError(res, BadRequest("limit " + Quote(req.get_param_value("limit")) +
-                                        ": not a non-negative integer"));
+      return ReplyError(
+          res, BadRequest("limit " + Quote(req.Param("limit")) + ": not a non-negative integer"));
     limit = *l;
   }
-  auto page = store.List(*t.type, t.ns, *filter, limit, req.get_param_value("continue"));
+  auto page = store.List(*t.type, t.ns, *filter, limit, req.Param("continue"));
   if (!page) return ReplyError(res, page.error());
   ReplyJson(res, 200, ListBody(*t.type, *page));
 }
 
-bool IsDryRun(const httplib::Request& req) { return req.get_param_value("dryRun") == "All"; }
+bool IsDryRun(const ApiRequest& req) { return req.Param("dryRun") == "All"; }
 
-void Get(Store& store, const Target& t, httplib::Response& res) {
+void Get(Store& store, const Target& t, net::Response& res) {
   auto obj = store.Get(*t.type, t.ns, t.name);
   if (!obj) return ReplyError(res, obj.error());
   ReplyJson(res, 200, (*obj)->raw);
 }
 
-void Create(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  auto body = ParseBody(*t.type, req.body);
+void Create(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+  auto body = ParseBody(*t.type, req.body());
   if (!body) return ReplyError(res, body.error());
   if (IsDryRun(req)) {
     return ReplyJson(res, 201, body->dump());
@@ -239,8 +247,8 @@ Json MergeSubresource(const ResourceType& type, const std::string& subresource, 
 }
 
 // Store::Update, or under dryRun=All the object the update would store, not stored.
-void UpdateAndReply(Store& store, const Target& t, const httplib::Request& req,
-                    httplib::Response& res, const Store::Mutation& mutate) {
+void UpdateAndReply(Store& store, const Target& t, const ApiRequest& req, net::Response& res,
+                    const Store::Mutation& mutate) {
   if (IsDryRun(req)) {
     auto cur = store.Get(*t.type, t.ns, t.name);
     if (!cur) return ReplyError(res, cur.error());
@@ -253,8 +261,8 @@ void UpdateAndReply(Store& store, const Target& t, const httplib::Request& req,
   ReplyJson(res, 200, (*obj)->raw);
 }
 
-void Replace(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  auto body = ParseBody(*t.type, req.body);
+void Replace(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+  auto body = ParseBody(*t.type, req.body());
   if (!body) return ReplyError(res, body.error());
   std::string name = k8s::Name(*body);
   if (name != t.name) {
@@ -272,11 +280,11 @@ void Replace(Store& store, const Target& t, const httplib::Request& req, httplib
   });
 }
 
-void Patch(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  auto type = PatchTypeFromContentType(req.get_header_value("Content-Type"));
+void Patch(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+  auto type = PatchTypeFromContentType(req.Header("Content-Type"));
   if (!type) return ReplyError(res, type.error());
   UpdateAndReply(store, t, req, res, [&](const Json& cur) -> ApiResult<Json> {
-    auto patched = ApplyPatch(cur, *type, req.body);
+    auto patched = ApplyPatch(cur, *type, req.body());
     if (!patched) return patched;
     if (!patched->is_object()) return BadRequest("the patched object is not a JSON object");
     auto checked = ValidateBody(*t.type, *patched);
@@ -309,8 +317,8 @@ ApiResult<DeletePreconditions> ParseDeleteOptions(const std::string& body) {
   return pre;
 }
 
-void Delete(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  auto pre = ParseDeleteOptions(req.body);
+void Delete(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+  auto pre = ParseDeleteOptions(req.body());
   if (!pre) return ReplyError(res, pre.error());
   auto obj =
       IsDryRun(req) ? store.Get(*t.type, t.ns, t.name) : store.Delete(*t.type, t.ns, t.name, *pre);
@@ -318,8 +326,7 @@ void Delete(Store& store, const Target& t, const httplib::Request& req, httplib:
   ReplyJson(res, 200, (*obj)->raw);
 }
 
-void DeleteCollection(Store& store, const Target& t, const httplib::Request& req,
-                      httplib::Response& res) {
+void DeleteCollection(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
   auto filter = ParseFilter(req);
   if (!filter) return ReplyError(res, filter.error());
   auto page = store.List(*t.type, t.ns, *filter, 0, "");
@@ -334,8 +341,8 @@ void DeleteCollection(Store& store, const Target& t, const httplib::Request& req
 }
 
 // POST pods/<name>/binding: sets spec.nodeName once; a bound pod gets 409.
-void Bind(Store& store, const Target& t, const httplib::Request& req, httplib::Response& res) {
-  Json binding = ParseJsonOrNull<Json>(req.body);
+void Bind(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+  Json binding = ParseJsonOrNull<Json>(req.body());
   if (!binding.is_object()) {
     return ReplyError(res, BadRequest("the Binding body is not a JSON object"));
   }
@@ -388,71 +395,316 @@ void Bind(Store& store, const Target& t, const httplib::Request& req, httplib::R
                 .dump());
 }
 
-bool IsWatch(const httplib::Request& req) {
-  std::string w = req.get_param_value("watch");
+bool IsWatch(const ApiRequest& req) {
+  std::string w = req.Param("watch");
   return w == "true" || w == "1";
 }
 
-void Dispatch(Store& store, const HandlerConfig& config, const Target& t,
-              const httplib::Request& req, httplib::Response& res) {
-  const std::string& m = req.method;
+// Answers every request but a watch into `res`; a watch is handed to the hub (or gets 503
+// without one) and returns true with `res` untouched.
+bool Dispatch(Store& store, const HandlerConfig& config, const Target& t, const ApiRequest& req,
+              net::Response& res, const net::Responder* reply) {
+  const std::string& m = req.method();
   bool collection = t.name.empty();
   if (collection) {
     if (m == "GET" && IsWatch(req)) {
       auto filter = ParseFilter(req);
-      if (!filter) return ReplyError(res, filter.error());
-      return ServeWatch(store, config, *t.type, t.ns, std::move(*filter), req, res);
+      if (!filter) {
+        ReplyError(res, filter.error());
+        return false;
+      }
+      if (config.watches == nullptr || reply == nullptr ||
+          (config.stopping != nullptr && config.stopping->load())) {
+        ReplyError(res, ApiError{503, "ServiceUnavailable", "watches are not served"});
+        return false;
+      }
+      config.watches->Serve(*t.type, t.ns, std::move(*filter), req, *reply);
+      return true;
     }
-    if (m == "GET") return List(store, t, req, res);
-    if (m == "POST" && (t.ns.empty() == !t.type->namespaced)) return Create(store, t, req, res);
-    if (m == "DELETE") return DeleteCollection(store, t, req, res);
-    return ReplyError(res, MethodNotAllowed(req));
+    if (m == "GET") {
+      List(store, t, req, res);
+    } else if (m == "POST" && (t.ns.empty() == !t.type->namespaced)) {
+      Create(store, t, req, res);
+    } else if (m == "DELETE") {
+      DeleteCollection(store, t, req, res);
+    } else {
+      ReplyError(res, MethodNotAllowed(req));
+    }
+    return false;
   }
   if (t.subresource == "binding") {
-    if (m == "POST") return Bind(store, t, req, res);
-    return ReplyError(res, MethodNotAllowed(req));
+    if (m == "POST") {
+      Bind(store, t, req, res);
+    } else {
+      ReplyError(res, MethodNotAllowed(req));
+    }
+    return false;
   }
-  if (m == "GET") return Get(store, t, res);
-  if (m == "PUT") return Replace(store, t, req, res);
-  if (m == "PATCH") return Patch(store, t, req, res);
-  if (m == "DELETE" && t.subresource.empty()) return Delete(store, t, req, res);
-  ReplyError(res, MethodNotAllowed(req));
+  if (m == "GET") {
+    Get(store, t, res);
+  } else if (m == "PUT") {
+    Replace(store, t, req, res);
+  } else if (m == "PATCH") {
+    Patch(store, t, req, res);
+  } else if (m == "DELETE" && t.subresource.empty()) {
+    Delete(store, t, req, res);
+  } else {
+    ReplyError(res, MethodNotAllowed(req));
+  }
+  return false;
 }
 
-}  // namespace
-
-void HandleResourceRequest(Store& store, const HandlerConfig& config, const httplib::Request& req,
-                           httplib::Response& res) {
-  auto target = ParseTarget(req.path);
-  if (!target) return ReplyError(res, target.error());
-  bool writes_body = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
-  if (writes_body && !req.body.empty() &&
-      IsProtobufContentType(req.get_header_value("Content-Type"))) {
+// Returns true when the reply went out as a stream (a watch).
+bool Handle(Store& store, const HandlerConfig& config, const ApiRequest& req, net::Response& res,
+            const net::Responder* reply) {
+  auto target = ParseTarget(req.path());
+  if (!target) {
+    ReplyError(res, target.error());
+    return false;
+  }
+  bool writes_body = req.method() == "POST" || req.method() == "PUT" || req.method() == "DELETE";
+  if (writes_body && !req.body().empty() && IsProtobufContentType(req.Header("content-type"))) {
     // helm writes its release Secrets, and deletes old ones, in protobuf: serve its JSON twin.
-    auto decoded = DecodeProtobuf(req.body);
-    if (!decoded) return ReplyError(res, decoded.error());
-    httplib::Request json_req = req;
-    json_req.body = decoded->dump();
-    json_req.headers.erase("Content-Type");
-    json_req.set_header("Content-Type", "application/json");
-    return HandleResourceRequest(store, config, json_req, res);
+    auto decoded = DecodeProtobuf(req.body());
+    if (!decoded) {
+      ReplyError(res, decoded.error());
+      return false;
+    }
+    ApiRequest json_req = req;
+    json_req.http.body = decoded->dump();
+    for (auto& [name, value] : json_req.http.headers) {
+      if (name == "content-type") value = "application/json";
+    }
+    return Handle(store, config, json_req, res, reply);
   }
   try {
-    Dispatch(store, config, *target, req, res);
+    return Dispatch(store, config, *target, req, res, reply);
   } catch (const Json::exception& e) {
     // A body of an unexpected shape that slipped past ParseBody: the client's fault, and the
     // server keeps serving.
     ReplyError(res, BadRequest(std::string("malformed object: ") + e.what()));
   }
+  return false;
 }
 
-void ReplyJson(httplib::Response& res, int code, const std::string& body) {
-  res.status = code;
-  res.set_content(body, "application/json");
+}  // namespace
+
+std::string ApiRequest::Header(std::string_view name) const {
+  std::string lower = ToLower(std::string(name));
+  std::optional<std::string_view> v = http.Header(lower);
+  return v ? std::string(*v) : std::string();
 }
 
-void ReplyError(httplib::Response& res, const ApiError& e) {
-  ReplyJson(res, e.code, StatusJson(e).dump());
+void HandleResourceRequest(Store& store, const HandlerConfig& config, const ApiRequest& req,
+                           const net::Responder& reply) {
+  net::Response res;
+  if (!Handle(store, config, req, res, &reply)) reply.Send(std::move(res));
+}
+
+net::Response HandleResourceRequest(Store& store, const HandlerConfig& config,
+                                    const ApiRequest& req) {
+  net::Response res;
+  Handle(store, config, req, res, nullptr);
+  return res;
+}
+
+namespace {
+
+// Replies from a proxied pod are read up to this size (502 past it).
+constexpr size_t kMaxProxyReply = 16 << 20;
+
+struct ProxyTarget {
+  std::string ns;
+  std::string kind;  // "pods" or "services"
+  std::string name;
+  std::string port;  // "" = the default
+  std::string path;  // "/..." forwarded
+};
+
+std::optional<ProxyTarget> ParseProxyPath(std::string_view path) {
+  std::vector<std::string_view> seg = Split(path, '/');
+  // "", "api", "v1", "namespaces", ns, kind, name[:port], "proxy", rest...
+  if (seg.size() < 8 || !seg[0].empty() || seg[1] != "api" || seg[2] != "v1" ||
+      seg[3] != "namespaces" || seg[4].empty() || (seg[5] != "pods" && seg[5] != "services") ||
+      seg[6].empty() || seg[7] != "proxy") {
+    return std::nullopt;
+  }
+  ProxyTarget t;
+  t.ns = std::string(seg[4]);
+  t.kind = std::string(seg[5]);
+  std::vector<std::string_view> parts = Split(seg[6], ':');
+  // name, name:port or scheme:name:port (kube-apiserver's form); only http is spoken.
+  if (parts.size() == 3) {
+    if (parts[0] != "http" && !parts[0].empty()) return std::nullopt;
+    parts.erase(parts.begin());
+  }
+  if (parts.empty() || parts.size() > 2 || parts[0].empty()) return std::nullopt;
+  t.name = std::string(parts[0]);
+  if (parts.size() == 2) t.port = std::string(parts[1]);
+  size_t at = 0;
+  for (int i = 0; i < 8; ++i) at += seg[static_cast<size_t>(i)].size() + 1;
+  t.path = at <= path.size() ? "/" + std::string(path.substr(at)) : "/";
+  return t;
+}
+
+// The container port of `pod` named or numbered `port`; "" = the first one; 0 when none.
+int ContainerPort(const Json& pod, const std::string& port) {
+  if (!port.empty()) {
+    if (auto n = ParseInt32(port); n && *n > 0 && *n < 65536) return *n;
+  }
+  const Json* containers = nullptr;
+  if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("containers")) {
+    containers = &pod["spec"]["containers"];
+  }
+  if (containers == nullptr || !containers->is_array()) return 0;
+  for (const Json& c : *containers) {
+    if (!c.is_object() || !c.contains("ports") || !c["ports"].is_array()) continue;
+    for (const Json& p : c["ports"]) {
+      if (!p.is_object() || !p.contains("containerPort") || !p["containerPort"].is_number_integer())
+        continue;
+      int number = p["containerPort"].get<int>();
+      std::string name = p.contains("name") && p["name"].is_string() ? p["name"].get<std::string>()
+                                                                     : std::string();
+      if (port.empty() || name == port) return number;
+    }
+  }
+  return 0;
+}
+
+net::Response ProxyError(int code, const std::string& message) {
+  const char* reason = code == 404   ? k8s::kReasonNotFound
+                       : code == 400 ? k8s::kReasonBadRequest
+                                     : "ServiceUnavailable";
+  return ErrorResponse(ApiError{code, reason, message});
+}
+
+// The pod a service proxy goes to and the port on it, or the error to answer.
+std::variant<std::pair<ObjectPtr, int>, net::Response> ServiceBackend(Store& store,
+                                                                      const ProxyTarget& t) {
+  const ResourceType* services = FindResourceType("", "v1", "services");
+  if (services == nullptr) return ProxyError(404, "services are not served");
+  auto svc = store.Get(*services, t.ns, t.name);
+  if (!svc) return ErrorResponse(svc.error());
+  const Json& spec = (*svc)->json.contains("spec") ? (*svc)->json["spec"] : Json::object();
+  // The service port: by name or number, else the first; its targetPort on the pod.
+  Json target_port;
+  if (spec.contains("ports") && spec["ports"].is_array()) {
+    for (const Json& p : spec["ports"]) {
+      if (!p.is_object()) continue;
+      std::string name = p.value("name", "");
+      std::string number = p.contains("port") ? p["port"].dump() : "";
+      if (t.port.empty() || t.port == name || t.port == number) {
+        target_port = p.contains("targetPort") ? p["targetPort"] : p.value("port", Json());
+        break;
+      }
+    }
+  }
+  if (target_port.is_null()) {
+    return ProxyError(503, "no port " + Quote(t.port) + " on service " + Quote(t.name));
+  }
+  k8s::LabelSelector selector;
+  if (spec.contains("selector") && spec["selector"].is_object()) {
+    std::string text;
+    for (const auto& [k, v] : spec["selector"].items()) {
+      if (!v.is_string()) continue;
+      if (!text.empty()) text += ",";
+      text += k + "=" + v.get<std::string>();
+    }
+    auto parsed = k8s::LabelSelector::Parse(text);
+    if (parsed) selector = std::move(*parsed);
+  } else {
+    return ProxyError(503, "service " + Quote(t.name) + " has no selector");
+  }
+  ListFilter filter;
+  filter.labels = std::move(selector);
+  auto pods = store.List(*FindResourceType("", "v1", "pods"), t.ns, filter, 0, "");
+  if (!pods) return ErrorResponse(pods.error());
+  for (const ObjectPtr& pod : pods->items) {
+    if (k8s::FieldString(pod->json, "status.podIP").empty()) continue;
+    int port =
+        target_port.is_number_integer()
+            ? target_port.get<int>()
+            : ContainerPort(pod->json, target_port.is_string() ? target_port.get<std::string>()
+                                                               : std::string("-"));
+    if (port > 0) return std::pair<ObjectPtr, int>{pod, port};
+  }
+  return ProxyError(503, "no endpoints available for service " + Quote(t.name));
+}
+
+}  // namespace
+
+bool IsProxyPath(std::string_view path) { return ParseProxyPath(path).has_value(); }
+
+net::Response HandleProxy(Store& store, const ApiRequest& req) {
+  std::optional<ProxyTarget> t = ParseProxyPath(req.path());
+  if (!t) return ProxyError(404, "the server could not find the requested resource");
+  ObjectPtr pod;
+  int port = 0;
+  if (t->kind == "services") {
+    auto backend = ServiceBackend(store, *t);
+    if (auto* error = std::get_if<net::Response>(&backend)) return std::move(*error);
+    std::tie(pod, port) = std::get<std::pair<ObjectPtr, int>>(backend);
+  } else {
+    auto got = store.Get(*FindResourceType("", "v1", "pods"), t->ns, t->name);
+    if (!got) return ErrorResponse(got.error());
+    pod = *got;
+    port = ContainerPort(pod->json, t->port);
+    if (port == 0 && !t->port.empty()) {
+      return ProxyError(400, "pod " + Quote(t->name) + " has no container port " + Quote(t->port));
+    }
+    if (port == 0) port = 80;  // no port given and none declared: HTTP's
+  }
+  const std::string ip = k8s::FieldString(pod->json, "status.podIP");
+  if (ip.empty()) {
+    return ProxyError(503, "pod " + Quote(k8s::Name(pod->json)) + " has no IP (status.podIP)");
+  }
+  std::string target = t->path;
+  if (size_t q = req.http.target.find('?'); q != std::string::npos) {
+    target += req.http.target.substr(q);
+  }
+  const std::string where = ip + ":" + std::to_string(port);
+  httplib::Client client(ip, port);
+  client.set_connection_timeout(std::chrono::seconds(2));
+  client.set_read_timeout(std::chrono::seconds(10));
+  client.set_write_timeout(std::chrono::seconds(10));
+  httplib::Request out;
+  out.method = req.method();
+  out.path = target;
+  out.body = req.body();
+  for (const char* h : {"accept", "content-type"}) {
+    std::string v = req.Header(h);
+    if (!v.empty()) out.set_header(h, v);
+  }
+  std::string body;
+  bool too_big = false;
+  out.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    if (body.size() + len > kMaxProxyReply) {
+      too_big = true;
+      return false;
+    }
+    body.append(data, len);
+    return true;
+  };
+  httplib::Result res = client.send(out);
+  if (too_big) {
+    return ProxyError(
+        503, "the reply from " + where + " is over " + std::to_string(kMaxProxyReply) + " bytes");
+  }
+  if (!res) {
+    return ProxyError(503, "error trying to reach pod " + Quote(k8s::Name(pod->json)) + " at " +
+                               where + ": " + httplib::to_string(res.error()));
+  }
+  std::string content_type = res->get_header_value("Content-Type");
+  return net::Response{res->status, content_type.empty() ? "text/plain" : content_type,
+                       std::move(body)};
+}
+
+net::Response JsonResponse(int code, std::string body) {
+  return net::Response{code, "application/json", std::move(body)};
+}
+
+net::Response ErrorResponse(const ApiError& e) {
+  return JsonResponse(e.code, StatusJson(e).dump());
 }
 
 }  // namespace hami::sim

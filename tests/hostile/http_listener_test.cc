@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/http_test_client.h"
+#include "hostile_helpers.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "protocol/keys.h"
@@ -31,27 +32,9 @@ using net::testing::RawClient;
 using nlohmann::json;
 using scheduler::testing::SchedulerProcess;
 
-constexpr size_t kMaxPeakKiB = 200 << 10;
-
-// VmHWM (peak resident set) of `pid` in KiB; 0 when unreadable.
-size_t PeakRssKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoul(line.substr(6));
-  }
-  return 0;
-}
-
-// GET /healthz on a new connection; true when 200 came back within 1 s.
-bool HealthzWithin1s(int port) {
-  const auto start = std::chrono::steady_clock::now();
-  RawClient c(port);
-  if (!c.connected() || !c.Send("GET /healthz HTTP/1.1\r\nHost: s\r\n\r\n")) return false;
-  auto r = c.Read(std::chrono::seconds(1));
-  return r && r->status == 200 &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(1);
-}
+using hostile::HealthzWithin1s;
+using hostile::kMaxPeakKiB;
+using hostile::PeakRssKiB;
 
 std::string Post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: s\r\nContent-Type: application/json\r\n" +

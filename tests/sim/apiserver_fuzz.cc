@@ -51,13 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Fixture* f = new Fixture();
   if (size == 0) return 0;
   const Shape& shape = kShapes[data[0] % (sizeof kShapes / sizeof kShapes[0])];
-  httplib::Request req;
-  req.method = shape.method;
-  req.path = shape.path;
-  req.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
-  req.set_header("Content-Type", shape.content_type);
-  httplib::Response res;
-  hami::sim::HandleResourceRequest(f->store, f->config, req, res);
+  hami::net::Request http;
+  http.method = shape.method;
+  http.target = http.path = shape.path;
+  http.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
+  http.headers.emplace_back("content-type", shape.content_type);
+  hami::net::Response res =
+      hami::sim::HandleResourceRequest(f->store, f->config, hami::sim::ApiRequest(std::move(http)));
   if (res.status < 200 || res.status >= 500) std::abort();
   return 0;
 }

@@ -1,12 +1,12 @@
 #include "sim/protobuf.h"
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <atomic>
 #include <string>
 
 #include "common/clock.h"
+#include "net/http_request.h"
 #include "sim/handlers.h"
 #include "sim/store.h"
 
@@ -105,14 +105,12 @@ TEST(DecodeProtobuf, HandlersServeProtobufWrites) {
   std::atomic<bool> stopping{false};
   HandlerConfig config{std::chrono::milliseconds(1000), 0, &stopping};
   auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
-    httplib::Request req;
-    req.method = method;
-    req.path = path;
-    req.body = body;
-    req.set_header("Content-Type", "application/vnd.kubernetes.protobuf");
-    httplib::Response res;
-    HandleResourceRequest(store, config, req, res);
-    return res;
+    net::Request http;
+    http.method = method;
+    http.target = http.path = path;
+    http.body = body;
+    http.headers.emplace_back("content-type", "application/vnd.kubernetes.protobuf");
+    return HandleResourceRequest(store, config, ApiRequest(std::move(http)));
   };
   auto res = call("POST", "/api/v1/namespaces/ns/secrets", HelmSecret("rel"));
   ASSERT_EQ(res.status, 201) << res.body;
