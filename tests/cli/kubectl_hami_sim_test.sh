@@ -222,7 +222,7 @@ k patch pod hami-device-plugin-gpu-1 -n kube-system --subresource=status --type=
 if k get --raw "/api/v1/namespaces/kube-system/pods/hami-device-plugin-gpu-1:$port/proxy/metrics" \
   > /dev/null 2>&1; then
   got=$("$kh" top -o json | jq -c '.nodes[0] | {monitor, error, containers: [.containers[] | {container, allocated, used}]}')
-  want='{"monitor":"kube-system/hami-device-plugin-gpu-1","error":null,"containers":[{"container":"a","allocated":{"memory":3000,"cores":30},"used":{"memory":1000,"limit":null,"utilization":37.0}},{"container":"c","allocated":{"memory":1000,"cores":0},"used":null}]}'
+  want='{"monitor":"kube-system/hami-device-plugin-gpu-1","error":null,"containers":[{"container":"a","allocated":{"memory":3000,"cores":30},"used":{"memory":1000,"limit":null,"utilization":37}},{"container":"c","allocated":{"memory":1000,"cores":0},"used":null}]}'
   [[ $got == "$want" ]] || fail "top through the pod proxy:
 got:  $got
 want: $want"
