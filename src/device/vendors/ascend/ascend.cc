@@ -373,7 +373,9 @@ FitResult Fit(const VnpuConfig& config, const std::vector<Candidate>& candidates
   if (pairing) {
     std::vector<Pick> chosen = ByModule(picks, nums);
     if (chosen.size() == nums) return Success(std::move(chosen));
-    r.reasons[shortfall] = static_cast<int>(chosen.size());
+    // HAMi counts the paired NPUs, which may be none; a zero count would vanish from the reason
+    // text, so then the unpaired ones that passed are counted.
+    r.reasons[shortfall] = static_cast<int>(chosen.empty() ? picks.size() : chosen.size());
     r.devices_considered = request.nums;
     return r;
   }

@@ -120,8 +120,8 @@ struct FitInput {
 // a device as 100 cores), ExclusiveDeviceAllocateConflict (whole-core request on a used device),
 // CardComputeUnitsExhausted. Then the picks:
 //  * 910C with a request > 1: whole modules (devices 2k and 2k+1) only, fullest modules first;
-//    fewer than asked fails with AllocatedCardsInsufficientRequest = devices paired, over the
-//    request as denominator;
+//    fewer than asked fails with AllocatedCardsInsufficientRequest = devices paired (none
+//    paired: the passing devices), over the request as denominator;
 //  * a 910 family whose every candidate has a NetworkID: all passing devices are collected and
 //    the request is filled ring by ring, largest ring first (one device: the first passing);
 //  * otherwise the first `nums` passing devices in scan order.

@@ -166,12 +166,15 @@ Vnpus DefaultVnpus() {
 
 Result<Vnpus> ParseVnpus(const YAML::Node& node) {
   Vnpus v;
-  if (!node || node.IsNull()) return v;
+  if (!node || node.IsNull()) return DefaultVnpus();
   if (!node.IsMap()) return FieldError("vnpus", "a map", Describe(node));
   Reader r(node, "vnpus");
   if (Status s = r.Bool("hamiVnpuCore", &v.hami_vnpu_core); !s) return std::move(s).take_error();
   YAML::Node configs = node["configs"];
-  if (!configs || configs.IsNull()) return v;
+  if (!configs || configs.IsNull()) {
+    v.configs = DefaultVnpus().configs;  // the chart's families
+    return v;
+  }
   if (!configs.IsSequence()) return FieldError("vnpus.configs", "a list", Describe(configs));
   std::set<std::string> seen;
   for (size_t i = 0; i < configs.size(); ++i) {

@@ -62,7 +62,8 @@ Vnpus DefaultVnpus();
 // Reads a `vnpus` node. Wrong types are errors naming the YAML path, e.g.
 // `vnpus.configs[1].memoryCapacity: want an integer, got "x"`; an entry without a commonWord,
 // or two entries with the same commonWord, is an error too (the common word is the vendor key).
-// Unknown keys are ignored. Templates come back sorted by memory (stable).
+// Unknown keys are ignored. Templates come back sorted by memory (stable). An empty section, or
+// one without `configs`, has the chart's families (DefaultVnpus); `configs: []` has none.
 Result<Vnpus> ParseVnpus(const YAML::Node& node);
 
 // The same from YAML text holding the section's body (hamiVnpuCore, configs).

@@ -83,6 +83,13 @@ FitResult MetaxGpuDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   return GpuFit(candidates, request, context.earlier, context.policy.mutex);
 }
 
+NodeRegistration MetaxGpuDevice::EncodeNodeRegistration(
+    const std::vector<protocol::DeviceInfo>& devices) const {
+  NodeRegistration out;
+  out.capacity[config_.resource_count_name] = std::to_string(devices.size());
+  return out;
+}
+
 // ---- Metax-SGPU ----
 
 MetaxSgpuDevice::MetaxSgpuDevice(MetaxConfig config)

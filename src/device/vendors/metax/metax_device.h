@@ -28,6 +28,9 @@ class MetaxGpuDevice : public Device {
   // GpuFit; the custom filter rule reads context.earlier (the pod's earlier containers' picks).
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
+  // One whole device each: the count resource as capacity (no annotation).
+  NodeRegistration EncodeNodeRegistration(
+      const std::vector<protocol::DeviceInfo>& devices) const override;
 
  private:
   MetaxConfig config_;

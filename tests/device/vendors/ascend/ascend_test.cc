@@ -106,7 +106,11 @@ TEST(AscendConfig, ErrorsNameThePath) {
   auto tmpl = ParseVnpusText("configs:\n- commonWord: A\n  templates: [{memory: [1]}]\n");
   ASSERT_FALSE(tmpl);
   EXPECT_NE(tmpl.error().find("vnpus.configs[0].templates[0].memory"), std::string::npos);
-  EXPECT_TRUE(ParseVnpusText(""));  // an empty section: no families
+  // An empty section, or one without configs, has the chart's families; an empty list has none.
+  EXPECT_EQ(*ParseVnpusText(""), DefaultVnpus());
+  EXPECT_EQ(ParseVnpusText("{}")->configs, DefaultVnpus().configs);
+  EXPECT_TRUE(ParseVnpusText("hamiVnpuCore: true")->hami_vnpu_core);
+  EXPECT_TRUE(ParseVnpusText("configs: []")->configs.empty());
 }
 
 TEST(AscendConfig, Info) {
@@ -521,7 +525,9 @@ TEST(AscendFit, Pairs910C) {  // TestDevices_Fit_910C, device_910c_pairing_test.
   // TestAscend910C_FitFullPairSucceeds.
   EXPECT_TRUE(RunFit(c, {{npu("dev-0", 0), npu("dev-1", 1)}, {0, 0}, Req(2, 0, 0, 100)}).fit);
   // TestAscend910C_FitWithoutNetworkID_ValidatesPairing.
-  EXPECT_FALSE(RunFit(c, {{npu("dev-0", 0), npu("dev-2", 2)}, {}, Req(2, 0, 0, 100)}).fit);
+  FitResult unpaired = RunFit(c, {{npu("dev-0", 0), npu("dev-2", 2)}, {}, Req(2, 0, 0, 100)});
+  EXPECT_FALSE(unpaired.fit);
+  EXPECT_EQ(unpaired.Reason(), "2/2 AllocatedCardsInsufficientRequest");  // HAMi: "0/2 ..."
   EXPECT_TRUE(RunFit(c, {{npu("dev-0", 0), npu("dev-1", 1)}, {}, Req(2, 0, 0, 100)}).fit);
   // TestComputeBestCombination910C_NoFullPairsReturnsEmpty.
   EXPECT_FALSE(RunFit(c, {{npu("dev-0", 0), npu("dev-2", 2), npu("dev-4", 4), npu("dev-6", 6)},

@@ -73,9 +73,9 @@ TEST(MetaxDevice, GpuFromCapacity) {
             (Health{.healthy = true, .need_update = true}));
   node.capacity["metax-tech.com/gpu"] = "x";
   EXPECT_FALSE(gpu->NodeDevices(node));
-  // hami-sim's plugin publishes capacity only.
+  // hami-sim's plugin publishes capacity only, one per device whatever its split count.
   NodeRegistration reg =
-      gpu->EncodeNodeRegistration({{.id = "a", .count = 1}, {.id = "b", .count = 1}});
+      gpu->EncodeNodeRegistration({{.id = "a", .count = 10}, {.id = "b", .count = 10}});
   EXPECT_TRUE(reg.annotations.empty());
   EXPECT_EQ(reg.capacity.at("metax-tech.com/gpu"), "2");
 }
