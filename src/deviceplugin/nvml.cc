@@ -21,6 +21,7 @@ struct NvmlDiscovery::Api {
   nvmlReturn_t (*get_name)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_st*) = nullptr;
   nvmlReturn_t (*get_pci)(nvmlDevice_t, nvmlPciInfo_st*) = nullptr;
+  nvmlReturn_t (*get_utilization)(nvmlDevice_t, nvmlUtilization_st*) = nullptr;  // optional
 };
 
 namespace {
@@ -63,6 +64,7 @@ Status NvmlDiscovery::Load() {
                     Bind(api->handle, "nvmlDeviceGetName", &api->get_name) &&
                     Bind(api->handle, "nvmlDeviceGetMemoryInfo", &api->get_memory) &&
                     Bind(api->handle, "nvmlDeviceGetPciInfo_v3", &api->get_pci);
+    Bind(api->handle, "nvmlDeviceGetUtilizationRates", &api->get_utilization);
     if (!ok) {
       dlclose(api->handle);
       return Error{Quote(options_.library) + " lacks an NVML symbol this plugin needs"};
@@ -117,6 +119,46 @@ Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
       d.healthy = false;
     }
     out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
+  if (Status s = Load(); !s) return std::move(s).take_error();
+  unsigned int count = 0;
+  if (nvmlReturn_t rc = api_->get_count(&count); rc != kNvmlSuccess) {
+    return Error{"nvmlDeviceGetCount_v2 failed: NVML error " + std::to_string(rc)};
+  }
+  std::vector<GpuSample> out;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t rc = api_->get_handle(i, &dev); rc != kNvmlSuccess) {
+      return CallError("nvmlDeviceGetHandleByIndex_v2", i, rc);
+    }
+    GpuSample g;
+    g.index = i;
+    char buf[kNvmlStringSize] = {};
+    if (nvmlReturn_t rc = api_->get_uuid(dev, buf, sizeof buf); rc != kNvmlSuccess) {
+      return CallError("nvmlDeviceGetUUID", i, rc);
+    }
+    g.uuid = buf;
+    char name[kNvmlStringSize] = {};
+    if (nvmlReturn_t rc = api_->get_name(dev, name, sizeof name); rc != kNvmlSuccess) {
+      return CallError("nvmlDeviceGetName", i, rc);
+    }
+    g.name = name;
+    nvmlMemory_st mem{};
+    if (api_->get_memory(dev, &mem) == kNvmlSuccess) {
+      g.has_memory = true;
+      g.memory_used_bytes = mem.used;
+    }
+    nvmlUtilization_st util{};
+    if (api_->get_utilization && api_->get_utilization(dev, &util) == kNvmlSuccess) {
+      g.has_utilization = true;
+      g.gpu_utilization = util.gpu;
+      g.memory_utilization = util.memory;
+    }
+    out.push_back(std::move(g));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #ifndef HAMI_DEVICEPLUGIN_NVML_H_
 #define HAMI_DEVICEPLUGIN_NVML_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +21,18 @@ struct NvmlOptions {
   std::string sysfs_root = "/sys";            // tests point this at a fake tree
 };
 
+// One GPU's use right now, as the vGPU monitor exports it (hami_host_gpu_*).
+struct GpuSample {
+  unsigned index = 0;
+  std::string uuid{};
+  std::string name{};       // NVML's name, e.g. "Tesla V100-PCIE-32GB"
+  bool has_memory = false;  // false: NOT_SUPPORTED (unified memory)
+  uint64_t memory_used_bytes = 0;
+  bool has_utilization = false;     // false: the library lacks the call or it failed
+  unsigned gpu_utilization = 0;     // percent
+  unsigned memory_utilization = 0;  // percent (memory controller)
+};
+
 class NvmlDiscovery : public Discovery {
  public:
   explicit NvmlDiscovery(NvmlOptions options = {});
@@ -31,6 +44,10 @@ class NvmlDiscovery : public Discovery {
   // failing NVML call with its return code.
   Result<std::vector<GpuDevice>> Discover() override;
   std::string Name() const override { return "nvml:" + options_.library; }
+
+  // Every GPU's used memory and utilisation rates now. Errors as Discover()'s; a GPU whose
+  // uuid or name cannot be read fails the whole call.
+  Result<std::vector<GpuSample>> Sample();
 
  private:
   struct Api;

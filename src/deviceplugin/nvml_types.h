@@ -15,6 +15,11 @@ struct nvmlMemory_st {
   unsigned long long used;
 };
 
+struct nvmlUtilization_st {
+  unsigned int gpu;     // percent of the last sample period a kernel ran
+  unsigned int memory;  // percent of it device memory was read or written
+};
+
 struct nvmlPciInfo_st {
   char busIdLegacy[16];
   unsigned int domain;

@@ -23,6 +23,7 @@ struct Flags {
   std::string hook_path = "/usr/local/vgpu";
   std::string metrics_bind = ":9394";
   std::string resync_interval = "5m";
+  std::string nvml_library = "libnvidia-ml.so.1";
   bool legacy_metrics = false;
   int verbosity = 0;
 };
@@ -38,9 +39,12 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "directory holding containers/<podUID>_<container>/ with the region files")
       ->envname("HOOK_PATH");
   app.add_option("--resync-interval", f.resync_interval,
-                 "Go duration; HAMi removes the directories of gone pods after it (not done "
-                 "here yet)")
+                 "Go duration: the directories and limits files of pods gone from the node are "
+                 "removed after it")
       ->envname("HAMI_RESYNC_INTERVAL");
+  app.add_option("--nvml-library", f.nvml_library,
+                 "NVML library to dlopen for the host GPU series (empty: leave them out)")
+      ->envname("HAMI_NVML_LIBRARY");
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
 }
 
@@ -51,7 +55,8 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
     std::cerr << "NODE_NAME (or --node-name) is required\n";
     return 2;
   }
-  if (!k8s::ParseGoDuration(f.resync_interval)) {
+  const auto resync = k8s::ParseGoDuration(f.resync_interval);
+  if (!resync || *resync < std::chrono::nanoseconds(0)) {
     std::cerr << "HAMI_RESYNC_INTERVAL: want a duration such as 5m, got \"" << f.resync_interval
               << "\"\n";
     return 2;
@@ -72,6 +77,9 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   options.metrics_bind = f.metrics_bind;
   options.legacy_metrics = f.legacy_metrics;
   options.feedback_period = std::chrono::seconds(5);  // HAMi's period
+  options.housekeeping_period = std::chrono::seconds(5);
+  options.resync_interval = *resync;
+  options.nvml_library = f.nvml_library;
   Monitor monitor(client, options);
   auto port = monitor.Start();
   if (!port) return std::cerr << port.error() << "\n", 1;

@@ -91,7 +91,36 @@ std::string FormatGoFloat(double v) {
 
 std::string RenderMetrics(const std::vector<ContainerUsage>& containers, bool legacy,
                           SystemTime now) {
+  return RenderMetrics(MetricsInput{"", {}, containers}, legacy, now);
+}
+
+std::string RenderMetrics(const MetricsInput& input, bool legacy, SystemTime now) {
   Builder b;
+  for (const deviceplugin::GpuSample& g : input.host) {
+    const std::string index = std::to_string(g.index);
+    const std::string type = "NVIDIA-" + g.name;  // HAMi's device_type
+    const Labels labels = {{"node", input.node},
+                           {"device_index", index},
+                           {"device_uuid", g.uuid},
+                           {"device_type", type}};
+    const Labels old = {
+        {"nodeid", input.node}, {"deviceidx", index}, {"deviceuuid", g.uuid}, {"devicetype", type}};
+    if (g.has_memory) {
+      const auto used = static_cast<double>(g.memory_used_bytes);
+      b.Add("hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", labels, used);
+      if (legacy) b.Add("HostGPUMemoryUsage", "GPU device memory usage", old, used);
+    }
+    if (g.has_utilization) {
+      const auto util = static_cast<double>(g.gpu_utilization);
+      b.Add("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", labels, util);
+      if (legacy) b.Add("HostCoreUtilization", "GPU core utilization", old, util);
+      b.Add("hami_host_gpu_memory_controller_utilization_ratio",
+            "GPU memory controller utilization ratio (0-100)",
+            {{"device_index", index}, {"device_uuid", g.uuid}, {"device_type", type}},
+            static_cast<double>(g.memory_utilization));
+    }
+  }
+  const std::vector<ContainerUsage>& containers = input.containers;
   const int64_t now_sec =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   for (const ContainerUsage& c : containers) {
@@ -122,6 +151,11 @@ std::string RenderMetrics(const std::vector<ContainerUsage>& containers, bool le
             static_cast<double>(d.module));
       b.Add("hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", labels,
             static_cast<double>(d.buffer));
+      if (d.limit > 0 && d.total > d.limit) {
+        b.Add("hami_vgpu_memory_exceeded_bytes",
+              "vGPU device memory used beyond the limit in bytes", labels,
+              static_cast<double>(d.total - d.limit));
+      }
       const int64_t elapsed = std::max<int64_t>(now_sec - c.region.last_kernel_time, 0);
       if (c.region.last_kernel_time > 0) {
         b.Add("hami_container_last_kernel_elapsed_seconds",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "deviceplugin/nvml.h"
 #include "monitor/region_reader.h"
 
 namespace hami::monitor {
@@ -21,6 +22,18 @@ struct ContainerUsage {
   RegionUsage region;
 };
 
+// What one scrape shows: the host's GPUs as NVML reports them (hami_host_gpu_*, labelled with
+// `node`) and the containers' regions.
+struct MetricsInput {
+  std::string node;
+  std::vector<deviceplugin::GpuSample> host;
+  std::vector<ContainerUsage> containers;
+};
+
+// Besides HAMi's series: hami_vgpu_memory_exceeded_bytes (same labels as
+// hami_vgpu_memory_used_bytes) = used - limit, only for a device whose live slots use more than
+// its non-zero limit (issue 20's cross-check; docs/MONITOR.md).
+std::string RenderMetrics(const MetricsInput& input, bool legacy, SystemTime now);
 std::string RenderMetrics(const std::vector<ContainerUsage>& containers, bool legacy,
                           SystemTime now);
 

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "deviceplugin/nvml.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "monitor/feedback.h"
@@ -152,7 +153,21 @@ Result<int> Monitor::Start() {
   http_->Route("GET", "/metrics", net::RouteOptions{}, [this](net::Request, net::Responder r) {
     r.Send(net::Response{200, "text/plain; version=0.0.4; charset=utf-8", Metrics()});
   });
-  if (options_.feedback_period.count() > 0) {
+  if (options_.host_gpus) {
+    // host series from the containers (hami-sim)
+  } else if (!options_.nvml_library.empty()) {
+    auto nvml = std::make_unique<deviceplugin::NvmlDiscovery>(
+        deviceplugin::NvmlOptions{options_.nvml_library, "/sys"});
+    auto sample = nvml->Sample();
+    if (sample) {
+      nvml_ = std::move(nvml);
+    } else {
+      HAMI_INFO("monitor: host GPU series (hami_host_gpu_*) left out: {}", sample.error());
+    }
+  } else {
+    HAMI_INFO("monitor: no NVML library given: host GPU series (hami_host_gpu_*) left out");
+  }
+  if (options_.feedback_period.count() > 0 || options_.housekeeping_period.count() > 0) {
     feedback_thread_ = std::thread([this] { FeedbackLoop(); });
   }
   auto listening = http_->Listen(host, port);
@@ -249,8 +264,9 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
                       "/" + container + ": " + region.error());
       continue;
     }
-    found[name] = Found{regions[0], ContainerUsage{pod->second.ns, pod->second.name, container,
-                                                   std::move(*region)}};
+    found[name] =
+        Found{regions[0], pod->first,
+              ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)}};
   }
   {
     std::lock_guard<std::mutex> lock(log_mu_);
@@ -301,16 +317,132 @@ int Monitor::Feedback() {
 }
 
 void Monitor::FeedbackLoop() {
+  // One thread for both periodic passes: each runs when its period is due.
+  using std::chrono::milliseconds;
+  const milliseconds feedback = options_.feedback_period;
+  const milliseconds housekeeping = options_.housekeeping_period;
+  milliseconds step = feedback.count() > 0 ? feedback : housekeeping;
+  if (housekeeping.count() > 0) step = std::min(step, housekeeping);
+  auto next_feedback = std::chrono::steady_clock::now() + feedback;
+  auto next_housekeeping = std::chrono::steady_clock::now() + housekeeping;
   std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, options_.feedback_period, [this] { return stopping_; })) {
+  while (!stop_cv_.wait_for(lock, step, [this] { return stopping_; })) {
     lock.unlock();
-    Feedback();
+    const auto now = std::chrono::steady_clock::now();
+    if (feedback.count() > 0 && now >= next_feedback) {
+      Feedback();
+      next_feedback = now + feedback;
+    }
+    if (housekeeping.count() > 0 && now >= next_housekeeping) {
+      Cleanup();
+      CheckLimits();
+      next_housekeeping = now + housekeeping;
+    }
     lock.lock();
   }
 }
 
+std::vector<deviceplugin::GpuSample> Monitor::HostGpus() {
+  std::lock_guard<std::mutex> lock(nvml_mu_);
+  if (!nvml_) return {};
+  auto sample = nvml_->Sample();
+  if (!sample) {
+    if (sample.error() != nvml_problem_) HAMI_WARN("monitor: host GPU series: {}", sample.error());
+    nvml_problem_ = sample.error();
+    return {};
+  }
+  nvml_problem_.clear();
+  return std::move(*sample);
+}
+
+int Monitor::Cleanup() {
+  if (!synced()) return 0;  // an informer that has not synced knows no pods: remove nothing
+  std::set<std::string> uids;
+  for (const k8s::ObjectRef& pod : pods_->List()) uids.insert(Str(*pod, "metadata", "uid"));
+  std::lock_guard<std::mutex> lock(housekeeping_mu_);
+  const SystemTime now = clock_.Now();
+  std::map<std::string, SystemTime> gone;
+  int removed = 0;
+  // containers/<podUID>_<container>/ and limits/<podUID>_<container>.limits
+  for (const char* sub : {"containers", "limits"}) {
+    const fs::path root = fs::path(options_.hook_path) / sub;
+    std::error_code ec;
+    fs::directory_iterator entries(root, ec);
+    if (ec) continue;
+    for (const fs::directory_entry& e : entries) {
+      const std::string name = e.path().filename().string();
+      const size_t sep = name.find('_');
+      if (sep == 0 || sep == std::string::npos) continue;  // not a <podUID>_<container> name
+      std::error_code tec;
+      const bool dir = e.is_directory(tec);
+      if (std::string(sub) == "containers"
+              ? !dir
+              : dir || name.size() < 7 || name.compare(name.size() - 7, 7, ".limits") != 0) {
+        continue;
+      }
+      if (uids.count(name.substr(0, sep)) > 0) continue;
+      const std::string path = e.path().string();
+      auto seen = gone_since_.find(path);
+      const SystemTime since = seen != gone_since_.end() ? seen->second : now;
+      if (now - since < options_.resync_interval) {
+        gone[path] = since;
+        continue;
+      }
+      std::error_code rec;
+      fs::remove_all(e.path(), rec);
+      if (rec) {
+        HAMI_WARN("monitor: cannot remove {}: {}", Quote(path), rec.message());
+        gone[path] = since;
+        continue;
+      }
+      HAMI_INFO("monitor: removed {}: pod {} is gone from node {}", Quote(path),
+                name.substr(0, sep), options_.node_name);
+      ++removed;
+    }
+  }
+  gone_since_ = std::move(gone);
+  return removed;
+}
+
+int Monitor::CheckLimits() {
+  std::vector<Found> regions = ScanRegions();
+  std::lock_guard<std::mutex> lock(housekeeping_mu_);
+  std::set<std::string> over;
+  int posted = 0;
+  for (const Found& f : regions) {
+    const ContainerUsage& c = f.usage;
+    for (const DeviceUsage& d : c.region.devices) {
+      if (d.limit == 0 || d.total <= d.limit) continue;
+      const std::string key = f.pod_uid + "/" + c.container + "/" + d.uuid;
+      over.insert(key);
+      if (over_limit_.count(key) > 0) continue;  // still over: posted when it went over
+      const k8s::Json pod = {
+          {"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", c.pod}, {"namespace", c.ns}, {"uid", f.pod_uid}}}};
+      const std::string message = "container " + Quote(c.container) + " uses more memory on " +
+                                  d.uuid + " than its limit of " +
+                                  std::to_string(d.limit / (1024 * 1024)) +
+                                  " MiB (hami_vgpu_memory_exceeded_bytes says by how much)";
+      auto event =
+          client_.RecordEvent(pod, "Warning", "VGPUMemoryOverLimit", message, "hami-vgpu-monitor");
+      if (!event) {
+        HAMI_WARN("monitor: event on pod {}/{}: {}", c.ns, c.pod, event.error().ToString());
+        over.erase(key);  // try again next pass
+        continue;
+      }
+      HAMI_WARN("monitor: pod {}/{}: {}", c.ns, c.pod, message);
+      ++posted;
+    }
+  }
+  over_limit_ = std::move(over);
+  return posted;
+}
+
 std::string Monitor::Metrics() {
-  return RenderMetrics(Scan(), options_.legacy_metrics, clock_.Now());
+  MetricsInput input{options_.node_name, {}, Scan()};
+  input.host = options_.host_gpus ? options_.host_gpus(input.containers) : HostGpus();
+  return RenderMetrics(input, options_.legacy_metrics, clock_.Now());
 }
 
 }  // namespace hami::monitor

@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,6 +26,10 @@
 #include "k8s/client.h"
 #include "monitor/metrics.h"
 
+namespace hami::deviceplugin {
+class NvmlDiscovery;
+struct GpuSample;
+}  // namespace hami::deviceplugin
 namespace hami::k8s {
 class Informer;
 }
@@ -44,6 +50,18 @@ struct MonitorOptions {
   // call Feedback()). Paused while `mig_apply_lock` exists.
   std::chrono::milliseconds feedback_period{0};
   std::string mig_apply_lock = "/tmp/hami/hami-mig-apply.lock";
+  // The host GPU series (hami_host_gpu_*) come from this NVML library (dlopen); empty, or a
+  // library that does not load or initialise: they are left out, with one log line.
+  std::string nvml_library;
+  // Instead of NVML: the host GPU series computed from each scrape's containers (hami-sim's
+  // simulated GPUs). Set, it wins over nvml_library.
+  std::function<std::vector<deviceplugin::GpuSample>(const std::vector<ContainerUsage>&)> host_gpus;
+  // A directory under containers/ (and a limits/<podUID>_<ctr>.limits file) whose pod is gone
+  // from this node is removed once it has been seen gone for this long (HAMI_RESYNC_INTERVAL).
+  std::chrono::nanoseconds resync_interval = std::chrono::minutes(5);
+  // The housekeeping pass (Cleanup() and CheckLimits()) runs this often on the feedback thread;
+  // 0 = never (tests call them).
+  std::chrono::milliseconds housekeeping_period{0};
 };
 
 class Monitor {
@@ -68,10 +86,21 @@ class Monitor {
   // are written back (atomically, only when they change) into each region file. Returns the
   // number of regions it looked at; 0 while the MIG apply lock exists.
   int Feedback();
+  // Removes the container directories and limits files of pods gone from this node for at least
+  // the resync interval (by the injected clock, from the pass that first saw them gone). Nothing
+  // is removed before the pod informer has synced. Returns the number of paths removed.
+  int Cleanup();
+  // Issue 20's cross-check: posts one Warning Event (reason VGPUMemoryOverLimit, aggregated by
+  // the client's correlator) on a pod when a container's live slots on a device go over its
+  // limit; again only after it has come back under. Returns the number of Events posted.
+  int CheckLimits();
+  // The host GPUs as NVML reports them now; empty without NVML.
+  std::vector<deviceplugin::GpuSample> HostGpus();
 
  private:
   struct Found {
     std::string path;  // the region file
+    std::string pod_uid;
     ContainerUsage usage;
   };
   std::vector<Found> ScanRegions();
@@ -90,6 +119,12 @@ class Monitor {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread feedback_thread_;
+  std::mutex nvml_mu_;
+  std::unique_ptr<deviceplugin::NvmlDiscovery> nvml_;  // null: no host series
+  std::string nvml_problem_;                           // the last Sample() error, logged once
+  std::mutex housekeeping_mu_;
+  std::map<std::string, SystemTime> gone_since_;  // path -> when its pod was first seen gone
+  std::set<std::string> over_limit_;  // "<podUID>/<container>/<uuid>" over its limit now
 };
 
 }  // namespace hami::monitor

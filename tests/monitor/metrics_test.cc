@@ -151,7 +151,97 @@ TEST(RenderMetrics, SeriesSortedByLabelValuesAndEscaped) {
   const std::string second = R"(hami_vgpu_memory_used_bytes{container="main",)";
   ASSERT_NE(text.find(first), std::string::npos) << text;
   EXPECT_LT(text.find(first), text.find(second));
-  EXPECT_EQ(RenderMetrics({}, true, kNow), "");
+  EXPECT_EQ(RenderMetrics(std::vector<ContainerUsage>{}, true, kNow), "");
+  EXPECT_EQ(RenderMetrics(MetricsInput{"node-a", {}, {}}, true, kNow), "");
+}
+
+deviceplugin::GpuSample HostGpu() {
+  deviceplugin::GpuSample g;
+  g.index = 1;
+  g.uuid = "GPU-1";
+  g.name = "Tesla T4";
+  g.has_memory = true;
+  g.memory_used_bytes = 2147483648;
+  g.has_utilization = true;
+  g.gpu_utilization = 37;
+  g.memory_utilization = 12;
+  return g;
+}
+
+// HAMi v2.10's host series (cmd/vGPUmonitor/metrics.go): labels node, device_index, device_uuid,
+// device_type ("NVIDIA-" + NVML's name); the memory controller's without node.
+TEST(RenderMetrics, HostGpuSeries) {
+  const std::string l =
+      R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",node="node-a",zone="vGPU"})";
+  const std::string want =
+      "# HELP hami_host_gpu_memory_controller_utilization_ratio GPU memory controller utilization "
+      "ratio (0-100)\n"
+      "# TYPE hami_host_gpu_memory_controller_utilization_ratio gauge\n"
+      "hami_host_gpu_memory_controller_utilization_ratio"
+      R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",zone="vGPU"})"
+      " 12\n"
+      "# HELP hami_host_gpu_memory_used_bytes GPU device memory usage in bytes\n"
+      "# TYPE hami_host_gpu_memory_used_bytes gauge\n"
+      "hami_host_gpu_memory_used_bytes" +
+      l +
+      " 2.147483648e+09\n"
+      "# HELP hami_host_gpu_utilization_ratio GPU core utilization ratio (0-100)\n"
+      "# TYPE hami_host_gpu_utilization_ratio gauge\n"
+      "hami_host_gpu_utilization_ratio" +
+      l + " 37\n";
+  EXPECT_EQ(RenderMetrics(MetricsInput{"node-a", {HostGpu()}, {}}, false, kNow), want);
+
+  const std::string legacy = RenderMetrics(MetricsInput{"node-a", {HostGpu()}, {}}, true, kNow);
+  const std::string old =
+      R"({deviceidx="1",devicetype="NVIDIA-Tesla T4",deviceuuid="GPU-1",nodeid="node-a",zone="vGPU"})";
+  EXPECT_NE(legacy.find("# HELP HostCoreUtilization GPU core utilization\n"
+                        "# TYPE HostCoreUtilization gauge\n"
+                        "HostCoreUtilization" +
+                        old + " 37\n"),
+            std::string::npos)
+      << legacy;
+  EXPECT_NE(legacy.find("# HELP HostGPUMemoryUsage GPU device memory usage\n"
+                        "# TYPE HostGPUMemoryUsage gauge\n"
+                        "HostGPUMemoryUsage" +
+                        old + " 2.147483648e+09\n"),
+            std::string::npos)
+      << legacy;
+}
+
+// A GPU without memory info (unified memory) or without utilisation rates has only the series
+// it can fill.
+TEST(RenderMetrics, HostGpuWithoutMemoryOrUtilisation) {
+  deviceplugin::GpuSample no_memory = HostGpu();
+  no_memory.has_memory = false;
+  std::string text = RenderMetrics(MetricsInput{"n", {no_memory}, {}}, true, kNow);
+  EXPECT_EQ(text.find("hami_host_gpu_memory_used_bytes"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HostGPUMemoryUsage"), std::string::npos) << text;
+  EXPECT_NE(text.find("hami_host_gpu_utilization_ratio{"), std::string::npos) << text;
+  deviceplugin::GpuSample no_util = HostGpu();
+  no_util.has_utilization = false;
+  text = RenderMetrics(MetricsInput{"n", {no_util}, {}}, true, kNow);
+  EXPECT_EQ(text.find("utilization_ratio"), std::string::npos) << text;
+  EXPECT_EQ(text.find("HostCoreUtilization"), std::string::npos) << text;
+  EXPECT_NE(text.find("hami_host_gpu_memory_used_bytes{"), std::string::npos) << text;
+}
+
+// Issue 20's cross-check: used - limit, only while the live slots use more than the limit.
+TEST(RenderMetrics, ExceededBytesOnlyOverTheLimit) {
+  ContainerUsage c = Sample();
+  std::string text = RenderMetrics(std::vector<ContainerUsage>{c}, false, kNow);
+  EXPECT_EQ(text.find("hami_vgpu_memory_exceeded_bytes"), std::string::npos) << text;
+  c.region.devices[0].limit = 1048576;  // total is 1048696
+  text = RenderMetrics(std::vector<ContainerUsage>{c}, false, kNow);
+  EXPECT_NE(text.find("# HELP hami_vgpu_memory_exceeded_bytes vGPU device memory used beyond the "
+                      "limit in bytes\n# TYPE hami_vgpu_memory_exceeded_bytes gauge\n"
+                      "hami_vgpu_memory_exceeded_bytes{container=\"main\",device_uuid=\"GPU-"
+                      "00552014-5c87-89ac-b1a6-7b53aa24b0ec\",namespace=\"team-a\",pod=\"train\","
+                      "vdevice_index=\"0\",zone=\"vGPU\"} 120\n"),
+            std::string::npos)
+      << text;
+  c.region.devices[0].limit = 0;  // no limit: never over
+  text = RenderMetrics(std::vector<ContainerUsage>{c}, false, kNow);
+  EXPECT_EQ(text.find("hami_vgpu_memory_exceeded_bytes"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -253,6 +253,171 @@ TEST_F(MonitorTest, FeedbackRunsPeriodically) {
   monitor_->Stop();  // joins the feedback thread
 }
 
+#ifdef HAMI_FAKE_NVML_PATH
+// The host series come from NVML (the device plugin's fake libnvidia-ml.so.1 here), labelled with
+// this node's name and joined to the scheduler's series by device_uuid.
+TEST_F(MonitorTest, HostGpuSeriesFromNvml) {
+  setenv("HAMI_FAKE_NVML_DEVICES", "GPU-h0|Tesla T4|15360|0000:3B:00.0;GPU-h1|A100|40960|x", 1);
+  setenv("HAMI_FAKE_NVML_USAGE", "1024|40|7;2048|-|0", 1);
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.nvml_library = HAMI_FAKE_NVML_PATH;
+  monitor_ = std::make_unique<Monitor>(*client_, o);
+  auto port = monitor_->Start();
+  ASSERT_TRUE(port.ok()) << port.error();
+  port_ = *port;
+  const std::string text = Scrape();
+  unsetenv("HAMI_FAKE_NVML_DEVICES");
+  unsetenv("HAMI_FAKE_NVML_USAGE");
+  EXPECT_NE(text.find("hami_host_gpu_memory_used_bytes{device_index=\"0\",device_type=\"NVIDIA-"
+                      "Tesla T4\",device_uuid=\"GPU-h0\",node=\"node-a\",zone=\"vGPU\"} "
+                      "1.073741824e+09\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_host_gpu_memory_used_bytes{device_index=\"1\",device_type=\"NVIDIA-"
+                      "A100\",device_uuid=\"GPU-h1\",node=\"node-a\",zone=\"vGPU\"} "
+                      "2.147483648e+09\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_host_gpu_utilization_ratio{device_index=\"0\",device_type=\"NVIDIA-"
+                      "Tesla T4\",device_uuid=\"GPU-h0\",node=\"node-a\",zone=\"vGPU\"} 40\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_host_gpu_memory_controller_utilization_ratio{device_index=\"0\","
+                      "device_type=\"NVIDIA-Tesla T4\",device_uuid=\"GPU-h0\",zone=\"vGPU\"} 7\n"),
+            std::string::npos)
+      << text;
+  // GPU 1 answers NOT_SUPPORTED for its utilisation: only its memory series.
+  EXPECT_EQ(text.find("hami_host_gpu_utilization_ratio{device_index=\"1\""), std::string::npos)
+      << text;
+}
+#endif
+
+// Without a usable NVML the host series are left out and the containers are still served.
+TEST_F(MonitorTest, WithoutNvmlHostSeriesLeftOut) {
+  const std::string a = Create(Pod("a", "node-a", {"main"}));
+  ASSERT_TRUE(Region(kV1, 1048576).Save(Dir(a, "main") + "/x.cache"));
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.nvml_library = hook_ + "/no-such-libnvidia-ml.so.1";
+  monitor_ = std::make_unique<Monitor>(*client_, o);
+  auto port = monitor_->Start();
+  ASSERT_TRUE(port.ok()) << port.error();
+  port_ = *port;
+  ASSERT_TRUE(Eventually([&] { return monitor_->synced(); }));
+  EXPECT_TRUE(monitor_->HostGpus().empty());
+  const std::string text = Scrape();
+  EXPECT_EQ(text.find("hami_host_gpu"), std::string::npos) << text;
+  EXPECT_NE(text.find(UsedLine("a", "main", "1.048576e+06")), std::string::npos) << text;
+}
+
+// Directories and limits files of pods gone from the node go after HAMI_RESYNC_INTERVAL, counted
+// by the injected clock from the pass that first saw them gone; a live pod's stay; nothing goes
+// before the informer has synced.
+TEST_F(MonitorTest, CleanupRemovesWhatGonePodsLeftAfterTheResyncInterval) {
+  FakeClock clock;
+  const std::string live = Create(Pod("live", "node-a", {"main"}));
+  const std::string doomed = Create(Pod("doomed", "node-a", {"main"}));
+  const std::string gone = "0b7e1d9c-gone";
+  for (const std::string& uid : {live, doomed, gone}) {
+    ASSERT_TRUE(Region(kV1, 1).Save(Dir(uid, "main") + "/x.cache"));
+    fs::create_directories(hook_ + "/limits");
+    std::ofstream(hook_ + "/limits/" + uid + "_main.limits") << "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n";
+  }
+  std::ofstream(hook_ + "/limits/README") << "not a limits file";
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.clock = &clock;
+  o.resync_interval = std::chrono::minutes(5);
+  monitor_ = std::make_unique<Monitor>(*client_, o);
+  EXPECT_EQ(monitor_->Cleanup(), 0);  // not started: no informer, nothing known, nothing removed
+  clock.Advance(std::chrono::hours(1));
+  EXPECT_EQ(monitor_->Cleanup(), 0);
+  EXPECT_TRUE(fs::exists(hook_ + "/containers/" + gone + "_main"));
+  auto port = monitor_->Start();
+  ASSERT_TRUE(port.ok()) << port.error();
+  ASSERT_TRUE(Eventually([&] { return monitor_->synced(); }));
+  EXPECT_EQ(monitor_->Cleanup(), 0);  // first seen gone now
+  clock.Advance(std::chrono::minutes(5) - std::chrono::seconds(1));
+  EXPECT_EQ(monitor_->Cleanup(), 0);
+  EXPECT_TRUE(fs::exists(hook_ + "/containers/" + gone + "_main"));
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(monitor_->Cleanup(), 2);
+  EXPECT_FALSE(fs::exists(hook_ + "/containers/" + gone + "_main"));
+  EXPECT_FALSE(fs::exists(hook_ + "/limits/" + gone + "_main.limits"));
+  // A pod deleted now: its files wait a whole interval from now.
+  ASSERT_TRUE(client_->Delete(k8s::resources::kPods, "default", "doomed").ok());
+  ASSERT_TRUE(Eventually([&] { return monitor_->Scan().size() == 1; }));
+  EXPECT_EQ(monitor_->Cleanup(), 0);
+  clock.Advance(std::chrono::minutes(4));
+  EXPECT_EQ(monitor_->Cleanup(), 0);
+  EXPECT_TRUE(fs::exists(hook_ + "/limits/" + doomed + "_main.limits"));
+  clock.Advance(std::chrono::minutes(1));
+  EXPECT_EQ(monitor_->Cleanup(), 2);
+  EXPECT_FALSE(fs::exists(hook_ + "/containers/" + doomed + "_main"));
+  EXPECT_FALSE(fs::exists(hook_ + "/limits/" + doomed + "_main.limits"));
+  // The live pod's files and what is not <podUID>_<container> stay.
+  EXPECT_TRUE(fs::exists(hook_ + "/containers/" + live + "_main/x.cache"));
+  EXPECT_TRUE(fs::exists(hook_ + "/limits/" + live + "_main.limits"));
+  EXPECT_TRUE(fs::exists(hook_ + "/limits/README"));
+  clock.Advance(std::chrono::hours(1));
+  EXPECT_EQ(monitor_->Cleanup(), 0);
+}
+
+// Issue 20's cross-check: a container whose live slots use more than its limit gets one Warning
+// Event; it is posted again (the same Event, count 2) only after the use came back under.
+TEST_F(MonitorTest, OverLimitPostsOneAggregatedEvent) {
+  const std::string p = Create(Pod("p", "node-a", {"main", "fine"}));
+  const std::string region = Dir(p, "main") + "/x.cache";
+  ASSERT_TRUE(Region(kV1, 3000ull << 20).Save(region));  // limit 2000 MiB
+  ASSERT_TRUE(Region(kV1, 1000ull << 20).Save(Dir(p, "fine") + "/x.cache"));
+  StartMonitor();
+  const std::string text = Scrape();
+  EXPECT_NE(text.find("hami_vgpu_memory_exceeded_bytes{container=\"main\",device_uuid=\"" +
+                      std::string(kUuid0) +
+                      "\",namespace=\"default\",pod=\"p\",vdevice_index=\"0\",zone=\"vGPU\"} "
+                      "1.048576e+09\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("hami_vgpu_memory_exceeded_bytes{container=\"fine\""), std::string::npos);
+  EXPECT_EQ(monitor_->CheckLimits(), 1);
+  EXPECT_EQ(monitor_->CheckLimits(), 0);  // still over: no new Event
+  auto events = [&] {
+    auto list = client_->List(k8s::resources::kEvents, "default", {});
+    EXPECT_TRUE(list.ok());
+    std::vector<Json> out;
+    if (list) {
+      for (const auto& e : list->items) {
+        if (e.value("reason", "") == "VGPUMemoryOverLimit") out.push_back(e);
+      }
+    }
+    return out;
+  };
+  auto first = events();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["type"], "Warning");
+  EXPECT_EQ(first[0]["involvedObject"]["name"], "p");
+  EXPECT_EQ(first[0]["involvedObject"]["uid"], p);
+  EXPECT_EQ(first[0]["source"]["component"], "hami-vgpu-monitor");
+  EXPECT_EQ(first[0]["message"], "container \"main\" uses more memory on " + std::string(kUuid0) +
+                                     " than its limit of 2000 MiB "
+                                     "(hami_vgpu_memory_exceeded_bytes says by how much)");
+  EXPECT_EQ(first[0]["count"], 1);
+  ASSERT_TRUE(Region(kV1, 1000ull << 20).Save(region));  // back under
+  EXPECT_EQ(monitor_->CheckLimits(), 0);
+  ASSERT_TRUE(Region(kV1, 2500ull << 20).Save(region));  // over again
+  EXPECT_EQ(monitor_->CheckLimits(), 1);
+  auto second = events();
+  ASSERT_EQ(second.size(), 1u);  // aggregated into the same Event
+  EXPECT_EQ(second[0]["count"], 2);
+}
+
 TEST_F(MonitorTest, StartErrorsNameTheOption) {
   MonitorOptions o;
   o.node_name = "node-a";
