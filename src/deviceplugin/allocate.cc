@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/strings.h"
+#include "deviceplugin/mps.h"
 
 namespace hami::deviceplugin {
 
@@ -93,6 +94,7 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
   }
   if (env.config.disable_core_limit) out.envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
   if (!container.task_priority.empty()) out.envs["CUDA_TASK_PRIORITY"] = container.task_priority;
+  if (env.config.operating_mode == kMpsOperatingMode) AddMpsSettings(devices, env.mps_root, &out);
 
   const std::string lib_host =
       env.libvgpu_host_path.empty() ? vgpu + "/libvgpu.so" : env.libvgpu_host_path;

@@ -65,6 +65,8 @@ struct AllocateEnv {
   DeviceListStrategy strategy = DeviceListStrategy::kEnvvar;
 };
 
+  // MPS mode: the host directory with one <GPU UUID>/{pipe,log} pair per control daemon.
+  std::string mps_root = "/run/nvidia/mps";
 // One container of the pod in the annotation's index space (init containers first).
 struct ContainerInfo {
   std::string name;
