@@ -409,35 +409,85 @@ double ScoreNode(const VnpuConfig& config, const protocol::PodDevices& pod_devic
 
 std::string EncodeRuntimeInfo(const VnpuConfig& config, bool soft_split,
                               const protocol::PodDevices& pod_devices) {
-  std::string out;
+  std::vector<RuntimeEntry> entries;
   for (const auto& container : pod_devices) {
     for (const auto& d : container) {
-      out += out.empty() ? "[{" : ",{";
-      bool first = true;
-      if (!d.uuid.empty()) {
-        AppendField(&out, &first, "UUID");
-        protocol::AppendGoJsonString(&out, d.uuid);
-      }
-      if (!soft_split) {
-        std::string temp = TrimMemory(config, d.usedmem).second;
-        if (!temp.empty()) {
-          AppendField(&out, &first, "temp");
-          protocol::AppendGoJsonString(&out, temp);
-        }
-      }
-      if (d.usedmem != 0) {
-        AppendField(&out, &first, "memory");
-        out += std::to_string(d.usedmem);
-      }
-      if (d.usedcores != 0) {
-        AppendField(&out, &first, "core");
-        out += std::to_string(d.usedcores);
-      }
-      out += "}";
+      RuntimeEntry e{.uuid = d.uuid, .memory = d.usedmem, .core = d.usedcores};
+      if (!soft_split) e.temp = TrimMemory(config, d.usedmem).second;
+      entries.push_back(std::move(e));
     }
   }
-  // Go marshals a nil slice (no device in any container) as null.
-  return out.empty() ? "null" : out + "]";
+  return EncodeRuntimeEntries(entries);
+}
+
+std::string EncodeRuntimeEntries(const std::vector<RuntimeEntry>& entries) {
+  if (entries.empty()) return "null";
+  std::string out;
+  for (const auto& e : entries) {
+    out += out.empty() ? "[{" : ",{";
+    bool first = true;
+    if (!e.uuid.empty()) {
+      AppendField(&out, &first, "UUID");
+      protocol::AppendGoJsonString(&out, e.uuid);
+    }
+    if (!e.temp.empty()) {
+      AppendField(&out, &first, "temp");
+      protocol::AppendGoJsonString(&out, e.temp);
+    }
+    if (e.memory != 0) {
+      AppendField(&out, &first, "memory");
+      out += std::to_string(e.memory);
+    }
+    if (e.core != 0) {
+      AppendField(&out, &first, "core");
+      out += std::to_string(e.core);
+    }
+    out += "}";
+  }
+  return out + "]";
+}
+
+Result<std::vector<RuntimeEntry>> DecodeRuntimeEntries(std::string_view value) {
+  auto doc = ParseJson<nlohmann::ordered_json>(value);
+  if (!doc) return std::move(doc).take_error();
+  std::vector<RuntimeEntry> out;
+  if (doc->is_null()) return out;
+  if (!doc->is_array()) return Error{"want a JSON list, got " + Quote(doc->dump())};
+  for (size_t i = 0; i < doc->size(); ++i) {
+    const auto& item = (*doc)[i];
+    std::string where = "entry " + std::to_string(i);
+    if (!item.is_object()) return Error{where + ": want an object, got " + Quote(item.dump())};
+    RuntimeEntry e;
+    for (auto it = item.begin(); it != item.end(); ++it) {
+      const auto& v = it.value();
+      if (v.is_null()) continue;
+      std::string key = it.key();
+      std::string lower = ToLower(key);
+      auto fail = [&](const char* field, std::string_view want) {
+        return Error{where + ": field \"" + field + "\": want " + std::string(want) + ", got " +
+                     Quote(v.dump())};
+      };
+      if (lower == "uuid" || lower == "temp") {
+        if (!v.is_string()) return fail(lower == "uuid" ? "UUID" : "temp", "a string");
+        (lower == "uuid" ? e.uuid : e.temp) = v.get<std::string>();
+      } else if (lower == "memory") {
+        if (!v.is_number_integer() ||
+            (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kInt64Max))) {
+          return fail("memory", "an int64");
+        }
+        e.memory = v.get<int64_t>();
+      } else if (lower == "core") {
+        if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
+            v.get<int64_t>() > kInt32Max ||
+            (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kInt32Max))) {
+          return fail("core", "an int32");
+        }
+        e.core = static_cast<int32_t>(v.get<int64_t>());
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 StringMap PatchAnnotations(const VnpuConfig& config, const StringMap& pod_annotations,

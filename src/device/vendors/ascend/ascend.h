@@ -147,6 +147,24 @@ StringMap PatchAnnotations(const VnpuConfig& config, const StringMap& pod_annota
 std::string EncodeRuntimeInfo(const VnpuConfig& config, bool soft_split,
                               const protocol::PodDevices& pod_devices);
 
+// One entry of the runtime list (HAMi RuntimeInfo).
+struct RuntimeEntry {
+  std::string uuid{};  // "UUID"
+  std::string temp{};  // "temp": the vNPU template name
+  int64_t memory = 0;  // "memory", MiB
+  int32_t core = 0;    // "core"
+  bool operator==(const RuntimeEntry&) const = default;
+};
+
+// Go's encoding/json of the list: keys UUID, temp, memory, core, empty ones omitted; no entry
+// encodes as null (Go's nil slice).
+std::string EncodeRuntimeEntries(const std::vector<RuntimeEntry>& entries);
+
+// Reads the list as Go's encoding/json would (keys matched case-insensitively when no exact match,
+// unknown keys ignored, null values and "null" kept empty). A wrong type or a number out of range
+// is an error naming the entry and field, e.g. `entry 0: field "memory": want an int64, got "x"`.
+Result<std::vector<RuntimeEntry>> DecodeRuntimeEntries(std::string_view value);
+
 }  // namespace hami::device::ascend
 
 #endif  // HAMI_DEVICE_VENDORS_ASCEND_ASCEND_H_

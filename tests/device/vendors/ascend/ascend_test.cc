@@ -588,6 +588,33 @@ TEST(AscendPatch, Vectors) {  // Test_PatchAnnotations, _VNPUCoreMode, _ZeroCore
             R"([{"UUID":"\u003c\u0026\u003e"}])");
 }
 
+TEST(AscendPatch, RuntimeEntriesRoundTrip) {
+  const std::string value =
+      R"([{"UUID":"device-0","temp":"vir08","memory":8738,"core":1},{"UUID":"d1","memory":8192}])";
+  auto entries = DecodeRuntimeEntries(value);
+  ASSERT_TRUE(entries) << entries.error();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0], (RuntimeEntry{"device-0", "vir08", 8738, 1}));
+  EXPECT_EQ((*entries)[1], (RuntimeEntry{"d1", "", 8192, 0}));
+  EXPECT_EQ(EncodeRuntimeEntries(*entries), value);
+  EXPECT_EQ(EncodeRuntimeEntries({}), "null");
+  EXPECT_TRUE(DecodeRuntimeEntries("null")->empty());
+  EXPECT_EQ((*DecodeRuntimeEntries(R"([{"uuid":"a","TEMP":"t","extra":1,"core":null}])"))[0],
+            (RuntimeEntry{"a", "t", 0, 0}));
+  auto err = [](std::string_view v) {
+    auto r = DecodeRuntimeEntries(v);
+    return r ? std::string() : r.error();
+  };
+  EXPECT_EQ(err(R"([{"memory":"x"}])"),
+            "entry 0: field \"memory\": want an int64, got \"\\\"x\\\"\"");
+  EXPECT_EQ(err(R"([{},{"core":2147483648}])"),
+            "entry 1: field \"core\": want an int32, got \"2147483648\"");
+  EXPECT_EQ(err(R"([{"UUID":1}])"), "entry 0: field \"UUID\": want a string, got \"1\"");
+  EXPECT_EQ(err("{}"), "want a JSON list, got \"{}\"");
+  EXPECT_EQ(err("[1]"), "entry 0: want an object, got \"1\"");
+  EXPECT_FALSE(DecodeRuntimeEntries("nope"));
+}
+
 TEST(AscendTrim, Templates) {
   VnpuConfig c = Ascend910A();
   EXPECT_EQ(TrimMemory(c, 1), (std::pair<int64_t, std::string>{2184, "vir02"}));
