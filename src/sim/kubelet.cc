@@ -21,6 +21,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
+#include "sim/usage.h"
 
 namespace hami::sim {
 
@@ -202,6 +203,13 @@ class KubeletFleet::Impl {
                                                                int64_t count);
   void PatchStatus(const std::string& key, Step step);
   void ReleaseIds(PodRun& run);
+  std::string HookPath() const {
+    return options_.hook_path.empty() ? options_.socket_dir + "/hook" : options_.hook_path;
+  }
+  std::map<std::string, SimUsage> PodUsage(const json& pod);
+  void WriteUsage(const json& pod, const std::string& container,
+                  const std::map<std::string, SimUsage>& usage,
+                  const std::map<std::string, std::string>& envs);
 
   k8s::Client& client_;
   const KubeletOptions options_;
@@ -273,7 +281,7 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
       },
       clock_);
   dp::AllocateEnv env;
-  env.hook_path = options_.hook_path.empty() ? options_.socket_dir + "/hook" : options_.hook_path;
+  env.hook_path = HookPath();
   env.config = options_.plugin_config;
   node.allocator = std::make_unique<dp::Allocator>(plugin_api, name, env);
   dp::PluginOptions popts;
@@ -506,6 +514,7 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
   }
   std::vector<std::map<std::string, std::string>> envs;
   std::string error;
+  const auto usage = PodUsage(*pod);
   for (const char* list : {"initContainers", "containers"}) {
     if (!error.empty() || !(*pod)["spec"].contains(list)) continue;
     for (const json& c : (*pod)["spec"][list]) {
@@ -516,6 +525,7 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
         error = r.error();
         break;
       }
+      WriteUsage(*pod, c.value("name", ""), usage, *r);
       envs.push_back(std::move(*r));
     }
   }
@@ -529,6 +539,32 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
     }
   }
   PatchStatus(key, error.empty() ? Step::kRunning : Step::kFailed);
+}
+
+// The scenario's `usage:` (sim/usage.h): the pod's annotation, parsed; empty when absent or bad
+// (logged).
+std::map<std::string, SimUsage> KubeletFleet::Impl::PodUsage(const json& pod) {
+  auto value = k8s::Annotation(pod, kUsageAnnotation);
+  if (!value) return {};
+  auto parsed = ParseUsageAnnotation(*value);
+  if (!parsed) {
+    HAMI_WARN("pod {}: {}", k8s::ObjectKey(pod), parsed.error());
+    return {};
+  }
+  return std::move(*parsed);
+}
+
+// A container with a declared usage: its region file, where the node's monitor reads it.
+void KubeletFleet::Impl::WriteUsage(const json& pod, const std::string& container,
+                                    const std::map<std::string, SimUsage>& usage,
+                                    const std::map<std::string, std::string>& envs) {
+  auto u = usage.find(container);
+  if (u == usage.end()) return;
+  UsageRegion region;
+  region.usage = u->second;
+  auto path = UsageRegionFor(envs, HookPath(), k8s::Uid(pod), container, &region);
+  Status st = path ? WriteUsageRegion(*path, region) : Status(Error{path.error()});
+  if (!st) HAMI_WARN("pod {} container {}: usage: {}", k8s::ObjectKey(pod), container, st.error());
 }
 
 void KubeletFleet::Impl::PatchStatus(const std::string& key, Step step) {

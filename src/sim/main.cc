@@ -160,8 +160,14 @@ int RunScenario(const RunFlags& f) {
     }
     std::cout << "\nThe cluster keeps running. Look at it with kubectl:\n"
               << "  kubectl --kubeconfig " << f.kubeconfig_out << " get pods -o wide\n"
-              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get nodes -o yaml\n"
-              << "Ctrl-C stops it." << std::endl;
+              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get nodes -o yaml\n";
+    std::cout << "hami-scheduler metrics: http://127.0.0.1:" << runner.scheduler_metrics_port()
+              << "/metrics\n";
+    for (const hami::sim::MonitorAddress& m : runner.monitors()) {
+      std::cout << "hami-vgpu-monitor of node " << m.node << " (pod " << m.pod
+                << "): http://127.0.0.1:" << m.port << "/metrics\n";
+    }
+    std::cout << "Ctrl-C stops it." << std::endl;
     int sig = 0;
     sigwait(&signals, &sig);
   }

@@ -189,6 +189,12 @@ Report BuildReport(const ReportInput& in) {
   out.forbidden_requests = in.forbidden_requests;
   out.forbidden = in.forbidden;
   out.gpus = GpuRows(in);
+  out.measured = in.measured;
+  for (GpuReport& g : out.gpus) {
+    if (!in.measured) break;
+    auto m = in.measured_memory_mib.find(g.uuid);
+    g.measured_memory_mib = m == in.measured_memory_mib.end() ? 0 : m->second;
+  }
   std::map<std::string, size_t> by_uuid;
   for (size_t i = 0; i < out.gpus.size(); ++i) by_uuid.emplace(out.gpus[i].uuid, i);
 
@@ -328,6 +334,7 @@ nlohmann::json ReportToJson(const Report& r) {
                     {"pods", g.pods},
                     {"overcommitted", !g.overcommit.empty()},
                     {"overcommit", g.overcommit}});
+    if (g.measured_memory_mib) gpus.back()["measured_memory_mib"] = *g.measured_memory_mib;
   }
   j["pods"] = std::move(pods);
   j["gpus"] = std::move(gpus);
@@ -419,6 +426,10 @@ class TextWriter {
     out_
         << "What is handed out on each GPU: memory, cores, and pods sharing it (at most the split\n"
            "count). '!' marks an over-committed GPU; there should never be one.\n";
+    if (r_.measured) {
+      out_ << "Memory reads used (what the node's hami-vgpu-monitor measured in the containers'\n"
+              "regions) / allocated / total.\n";
+    }
     std::vector<std::vector<std::string>> rows;
     size_t total = 0;
     for (const GpuReport& g : r_.gpus) {
@@ -428,6 +439,8 @@ class TextWriter {
       rows.push_back(
           {g.node, ShortUuid(g.uuid), g.model,
            "mem " + UsageBar(g.used_memory_mib, g.memory_limit_mib, 20) + " " +
+               (g.measured_memory_mib ? std::to_string(*g.measured_memory_mib) + " used / "
+                                      : std::string()) +
                std::to_string(g.used_memory_mib) + "/" + std::to_string(g.memory_limit_mib) +
                " MiB",
            "cores " + UsageBar(g.used_cores, g.cores_limit, 10) + " " +

@@ -68,6 +68,10 @@ struct ReportInput {
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;
   std::vector<rbac::ForbiddenRequest> forbidden;  // distinct, in the order first seen
+  // What the nodes' monitors measured (hami_vgpu_memory_used_bytes summed per GPU, MiB); only
+  // when `measured` (the monitors answered). A GPU absent from the map measured 0.
+  bool measured = false;
+  std::map<std::string, int64_t> measured_memory_mib;  // by GPU uuid
 };
 
 struct PlacedDevice {
@@ -94,7 +98,10 @@ struct GpuReport {
   int64_t memory_limit_mib = 0;  // memory x scaling
   int64_t cores_limit = 100;     // 100 x core scaling
   int slots_limit = 10;          // split count
-  int64_t used_memory_mib = 0;
+  int64_t used_memory_mib = 0;   // what the scheduler handed out (allocated)
+  // What the node's monitor read from the containers' regions (their `usage:`); absent when the
+  // monitors did not answer.
+  std::optional<int64_t> measured_memory_mib;
   int64_t used_cores = 0;
   int used_slots = 0;
   std::vector<std::string> pods;  // ns/name of the holders
@@ -129,6 +136,7 @@ struct Report {
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;  // every 403 RBAC answered
   std::vector<rbac::ForbiddenRequest> forbidden;
+  bool measured = false;        // the GPUs carry measured_memory_mib (the monitors answered)
   std::vector<PodReport> pods;  // in input order
   std::vector<GpuReport> gpus;  // node order, then GPU index
 };

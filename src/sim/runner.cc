@@ -25,10 +25,12 @@
 #include "sim/apiserver.h"
 #include "sim/kube_scheduler.h"
 #include "sim/kubelet.h"
+#include "sim/monitors.h"
 #include "sim/patch.h"
 #include "sim/rbac.h"
 #include "sim/resources.h"
 #include "sim/store.h"
+#include "sim/usage.h"
 
 namespace hami::sim {
 namespace {
@@ -58,6 +60,9 @@ json BuildPod(const Scenario& scenario, const PlannedPod& planned) {
   if (w.duration_seconds > 0) {
     pod["metadata"]["annotations"][std::string(kDurationAnnotation)] =
         FormatSeconds(w.duration_seconds);
+  }
+  if (std::string usage = UsageAnnotation(w.containers); !usage.empty()) {
+    pod["metadata"]["annotations"][std::string(kUsageAnnotation)] = usage;
   }
   json containers = json::array();
   for (const ContainerSpec& c : w.containers) {
@@ -160,6 +165,8 @@ class Runner::Impl {
   Result<Report> Run();
   void Stop();
   ApiServer* api() { return api_.get(); }
+  std::vector<MonitorAddress> MonitorAddresses() const;
+  int SchedulerMetricsPort() const { return server_ ? server_->metrics_port() : 0; }
 
  private:
   void Progress(const std::string& line) {
@@ -187,6 +194,7 @@ class Runner::Impl {
   void CreateOne(httplib::Client& http, k8s::Client& client, size_t i);
   bool Settled(SystemTime* last_time);
   void Observe(SystemTime settled_at, bool timed_out, ReportInput* in);
+  void MeasureMemory(ReportInput* in);
 
   const Scenario scenario_;
   const RunOptions options_;
@@ -202,6 +210,7 @@ class Runner::Impl {
   std::vector<std::unique_ptr<k8s::Client>> clients_;
   k8s::Client* admin_ = nullptr;  // the runner's own requests
   std::unique_ptr<KubeletFleet> fleet_;
+  std::unique_ptr<MonitorFleet> monitors_;  // hami-vgpu-monitor per node (sim/monitors.h)
   std::unique_ptr<scheduler::Server> server_;
   std::unique_ptr<KubeSchedulerLoop> loop_;
   // --manifests with --leader-elect: kube-scheduler's leader election, which hami-scheduler
@@ -241,6 +250,7 @@ Status Runner::Impl::StartCluster() {
   KubeletOptions kubelet;
   kubelet.admission_latency = options_.kubelet_latency.value_or(scenario_.kubelet_latency);
   kubelet.socket_dir = dir_;
+  kubelet.hook_path = dir_ + "/hook";  // the device plugins' HOOK_PATH; the monitors read it
   kubelet.plugin_config = *plugin_config;
   kubelet.plugin_client = &NewClient(plugin_token);
   std::vector<SimNode> sim_nodes;
@@ -253,7 +263,7 @@ Status Runner::Impl::StartCluster() {
 
   scheduler::ServerOptions server;
   server.http_bind = "127.0.0.1:0";
-  server.metrics_bind = "";
+  server.metrics_bind = "127.0.0.1:0";  // the dashboard's scheduler series (docs/MONITOR.md)
   server.webhook.scheduler_name = kSchedulerName;
   server.extender.node_policy = *device::ParseNodePolicy(scenario_.node_scheduler_policy);
   auto gpu_policy = device::ParseGpuPolicy(scenario_.gpu_scheduler_policy, /*strict=*/true);
@@ -289,7 +299,15 @@ Status Runner::Impl::StartCluster() {
   // kube-scheduler runs in the scheduler's pod, under its ServiceAccount (docs/RBAC.md).
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(scheduler_token), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
-  return CreateNamespaces(*admin_);
+  if (auto st = CreateNamespaces(*admin_); !st) return st;
+  Progress("starting hami-vgpu-monitor on every node");
+  std::vector<SimNode> monitored;
+  for (const ExpandedNode& n : nodes_)
+    monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  // The monitor runs in the device plugin's pod, under its ServiceAccount.
+  monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
+                                             kubelet.hook_path);
+  return monitors_->Start();
 }
 
 std::chrono::seconds Runner::Impl::SetupWait(std::chrono::seconds usual) const {
@@ -601,12 +619,37 @@ Result<Report> Runner::Impl::Run() {
   in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
   in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
   Observe(settled_at, timed_out, &in);
+  MeasureMemory(&in);
   if (options_.manifests) {
     in.rbac_enforced = true;
     in.forbidden_requests = api_->forbidden_count();
     in.forbidden = api_->ForbiddenRequests();
   }
   return BuildReport(in);
+}
+
+// The monitors' view of each GPU (issue 13 item 3): what the containers with a `usage:` use,
+// scraped from every node's /metrics.
+void Runner::Impl::MeasureMemory(ReportInput* in) {
+  if (!monitors_) return;
+  size_t want = 0;  // containers whose region the kubelet wrote
+  for (size_t i = 0; i < planned_.size() && i < in->pods.size(); ++i) {
+    if (!in->pods[i].running) continue;
+    for (const ContainerSpec& c : scenario_.workloads[planned_[i].workload_index].containers) {
+      want += c.usage && c.resources.count("nvidia.com/gpu") > 0 ? 1 : 0;
+    }
+  }
+  auto measured = monitors_->MeasuredMemoryMiB(want, std::chrono::seconds(5));
+  if (!measured) {
+    HAMI_WARN("hami-sim: measured memory: {}", measured.error());
+    return;
+  }
+  in->measured = true;
+  in->measured_memory_mib = std::move(*measured);
+}
+
+std::vector<MonitorAddress> Runner::Impl::MonitorAddresses() const {
+  return monitors_ ? monitors_->Addresses() : std::vector<MonitorAddress>{};
 }
 
 void Runner::Impl::Stop() {
@@ -628,6 +671,7 @@ void Runner::Impl::Stop() {
   if (loop_) stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { loop_->Stop(); }); });
   if (server_) stoppers.emplace_back([&] { timed("hami-scheduler", [&] { server_->Stop(); }); });
   if (fleet_) stoppers.emplace_back([&] { timed("kubelets", [&] { fleet_->Stop(); }); });
+  if (monitors_) stoppers.emplace_back([&] { timed("monitors", [&] { monitors_->Stop(); }); });
   for (std::thread& t : stoppers) t.join();
   if (api_) timed("API server", [&] { api_->Stop(); });
   if (!dir_.empty()) {
@@ -642,5 +686,7 @@ Runner::~Runner() = default;
 Result<Report> Runner::Run() { return impl_->Run(); }
 void Runner::Stop() { impl_->Stop(); }
 ApiServer* Runner::api() { return impl_->api(); }
+std::vector<MonitorAddress> Runner::monitors() const { return impl_->MonitorAddresses(); }
+int Runner::scheduler_metrics_port() const { return impl_->SchedulerMetricsPort(); }
 
 }  // namespace hami::sim

@@ -15,9 +15,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "sim/manifests.h"
+#include "sim/monitors.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
 
@@ -57,6 +59,11 @@ class Runner {
 
   // The embedded API server; null before Run().
   ApiServer* api();
+
+  // Each node's hami-vgpu-monitor (its /metrics on 127.0.0.1:port); empty before Run().
+  std::vector<MonitorAddress> monitors() const;
+  // hami-scheduler's /metrics on 127.0.0.1; 0 before Run().
+  int scheduler_metrics_port() const;
 
  private:
   class Impl;

@@ -265,9 +265,30 @@ Status ParseNodeGroup(const YAML::Node& node, const std::string& path, NodeGroup
   return OkStatus();
 }
 
+Status ParseUsage(const YAML::Node& node, const std::string& path, SimUsage* u) {
+  if (auto st = CheckKeys(node, path, {"memory", "utilization"}); !st) return st;
+  if (node["memory"]) {
+    if (auto st = ReadInt(node["memory"], Sub(path, "memory"), 0, 1 << 30, &u->memory_mib); !st) {
+      return st;
+    }
+  }
+  if (node["utilization"]) {
+    if (auto st = ReadInt(node["utilization"], Sub(path, "utilization"), 0, 100, &u->utilization);
+        !st) {
+      return st;
+    }
+  }
+  return OkStatus();
+}
+
 Status ParseContainer(const YAML::Node& node, const std::string& path, ContainerSpec* c) {
-  if (auto st = CheckKeys(node, path, {"name", "resources"}); !st) return st;
+  if (auto st = CheckKeys(node, path, {"name", "resources", "usage"}); !st) return st;
   if (auto st = ReadString(node["name"], Sub(path, "name"), &c->name); !st) return st;
+  if (node["usage"]) {
+    SimUsage u;
+    if (auto st = ParseUsage(node["usage"], Sub(path, "usage"), &u); !st) return st;
+    c->usage = u;
+  }
   if (!node["resources"]) return OkStatus();
   const std::string rp = Sub(path, "resources");
   if (auto st = ReadStringMap(node["resources"], rp, &c->resources); !st) return st;

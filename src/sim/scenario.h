@@ -30,12 +30,15 @@
 //       containers:
 //         - name: main
 //           resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}
+//           usage: {memory: 2000, utilization: 40}   # optional: simulated use on each of its
+//                                                    # GPUs (MiB, percent; sim/usage.h)
 #ifndef HAMI_SIM_SCENARIO_H_
 #define HAMI_SIM_SCENARIO_H_
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,9 +66,18 @@ struct NodeGroup {
   std::vector<GpuGroup> gpus;
 };
 
+// What a container's processes use on each of its GPUs (the sim kubelet writes it into the
+// container's region file; the node's monitor reads it back).
+struct SimUsage {
+  int64_t memory_mib = 0;   // >= 0
+  int64_t utilization = 0;  // SM percent, [0, 100]
+  bool operator==(const SimUsage&) const = default;
+};
+
 struct ContainerSpec {
   std::string name;
   std::map<std::string, std::string> resources;  // resource name -> quantity, as limits
+  std::optional<SimUsage> usage;                 // `usage:`; absent: nothing simulated
 };
 
 struct Workload {
