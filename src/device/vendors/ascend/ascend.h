@@ -1,4 +1,4 @@
-// The Huawei Ascend backend (HAMi pkg/device/ascend; docs/VENDORS.md, "Ascend"): one backend per
+// The Huawei Ascend backend (HAMi pkg/device/ascend; docs/vendors/ascend.md): one backend per
 // `vnpus` entry, keyed by the chip's common word. Devices register as JSON on
 // hami.io/node-register-<word>, each optionally carrying customInfo.NetworkID (the HCCS ring a
 // 910 sits on); the scheduler handshakes on hami.io/node-handshake-<word>.

@@ -2,7 +2,7 @@
 // family, keyed by its "common word" (e.g. "Ascend910B3"), which also builds the family's
 // resource names and annotation keys (protocol::AscendVendor). Each entry lists the vNPU
 // templates a device can be split into; a memory request is rounded up to the smallest template
-// that holds it (docs/VENDORS.md, "Ascend").
+// that holds it (docs/vendors/ascend.md).
 #ifndef HAMI_DEVICE_VENDORS_ASCEND_ASCEND_CONFIG_H_
 #define HAMI_DEVICE_VENDORS_ASCEND_ASCEND_CONFIG_H_
 

@@ -1,4 +1,4 @@
-// The MetaX backends (HAMi pkg/device/metax; docs/VENDORS.md, "MetaX"), both configured by the
+// The MetaX backends (HAMi pkg/device/metax; docs/vendors/metax.md), both configured by the
 // `metax` section of device-config.yaml:
 //  * Metax-GPU: whole devices counted from the node's capacity (metax-tech.com/gpu), each
 //    64 GiB / 100 cores; node scores come from the plugin's topology annotations.
