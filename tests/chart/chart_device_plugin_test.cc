@@ -108,11 +108,14 @@ TEST_F(ChartTest, DaemonSetMountsWhatThePluginNeeds) {
   ASSERT_FALSE(node_config.is_discarded());
   EXPECT_TRUE(node_config["nodeconfig"].is_array());
 
-  // The monitor, once enabled: its container, host caches and NodePort 31992.
-  const Rendered mon = RenderChecked("--set devicePlugin.monitor.enabled=true");
+  // The monitor, on by default: its container, host caches, the plugin's limits files (it
+  // removes those of gone pods) and NodePort 31992.
+  const Rendered mon = RenderChecked("");
   const YAML::Node monitor = mon.Container("DaemonSet", "hami-device-plugin", "vgpu-monitor");
   ASSERT_TRUE(monitor);
   EXPECT_EQ(Strings(monitor["command"])[0], "hami-vgpu-monitor");
+  EXPECT_EQ(mounts(monitor).at("/usr/local/vgpu/containers"), "/usr/local/vgpu/containers");
+  EXPECT_EQ(mounts(monitor).at("/usr/local/vgpu/limits"), "/usr/local/vgpu/limits");
   const YAML::Node svc = mon.Get("Service", "hami-device-plugin-monitor");
   ASSERT_TRUE(svc);
   EXPECT_EQ(svc["spec"]["ports"][0]["nodePort"].as<int>(), 31992);
@@ -122,7 +125,8 @@ TEST_F(ChartTest, DaemonSetMountsWhatThePluginNeeds) {
     return Strings(r.Get("ClusterRole", "hami-device-plugin")["rules"][0]["verbs"]);
   };
   EXPECT_TRUE(Contains(pod_verbs(mon), "watch"));
-  EXPECT_FALSE(Contains(pod_verbs(r), "watch"));
+  EXPECT_FALSE(
+      Contains(pod_verbs(RenderChecked("--set devicePlugin.monitor.enabled=false")), "watch"));
 
   // An external per-node ConfigMap replaces ours.
   const Rendered ext =

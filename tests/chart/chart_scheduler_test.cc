@@ -39,10 +39,14 @@ TEST_F(ChartTest, DefaultValuesRenderEveryComponent) {
            {"ServiceAccount", "hami-device-plugin"}}) {
     EXPECT_TRUE(r.Get(kind, name)) << kind << "/" << name << " missing";
   }
-  // The monitor binary does not exist yet: no monitor container, Service or ServiceMonitor.
-  EXPECT_FALSE(r.Get("Service", "hami-device-plugin-monitor"));
-  EXPECT_FALSE(r.Container("DaemonSet", "hami-device-plugin", "vgpu-monitor"));
+  // The monitor is on by default (issue 13 item 5): its container and Service; ServiceMonitors
+  // only with prometheus.enabled.
+  EXPECT_TRUE(r.Get("Service", "hami-device-plugin-monitor"));
+  EXPECT_TRUE(r.Container("DaemonSet", "hami-device-plugin", "vgpu-monitor"));
   EXPECT_TRUE(r.OfKind("ServiceMonitor").empty());
+  const Rendered off = RenderChecked("--set devicePlugin.monitor.enabled=false");
+  EXPECT_FALSE(off.Get("Service", "hami-device-plugin-monitor"));
+  EXPECT_FALSE(off.Container("DaemonSet", "hami-device-plugin", "vgpu-monitor"));
   // Components run as the ServiceAccounts the RBAC templates bind.
   EXPECT_EQ(r.Get("Deployment", "hami-scheduler")["spec"]["template"]["spec"]["serviceAccountName"]
                 .as<std::string>(),
@@ -192,6 +196,14 @@ TEST_F(ChartTest, EveryRenderedFlagIsKnownToTheBinary) {
     check(r.SchedulerCommand(), sched.out);
     check(Strings(r.Container("DaemonSet", "hami-device-plugin", "device-plugin")["command"]),
           plugin.out);
+#ifdef HAMI_VGPU_MONITOR_BIN
+    // The monitor is on by default: its flags (legacyMetrics, extraArgs) too.
+    const CommandResult monitor = RunCommand(ShellQuote(HAMI_VGPU_MONITOR_BIN) + " --help");
+    ASSERT_EQ(monitor.exit_code, 0) << monitor.err;
+    if (const YAML::Node m = r.Container("DaemonSet", "hami-device-plugin", "vgpu-monitor")) {
+      check(Strings(m["command"]), monitor.out);
+    }
+#endif
   }
 }
 #endif
