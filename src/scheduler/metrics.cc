@@ -80,6 +80,32 @@ std::string Label(std::string_view key, const std::string& value) {
   return std::string(key) + "=\"" + Escape(value) + "\"";
 }
 
+// The MIG instances of a GPU in MIG mode that the device plugin has created (runtime identity
+// known): hami_node_gpu_mig_instance_info = 1, and legacy nodeGPUMigInstance{migname=profile-gi}.
+void AddMigInstances(Families& f, const std::string& node, const device::DeviceUsage& d,
+                     bool legacy) {
+  if (d.mode != "mig") return;
+  for (const device::MigInstance& m : d.mig_in_use) {
+    if (!m.runtime) continue;
+    const std::string gi = std::to_string(m.runtime->gpu_instance_id);
+    Add(f, "hami_node_gpu_mig_instance_info",
+        Label("node", node) + "," + Label("device_uuid", d.id) + "," +
+            Label("device_index", std::to_string(d.index)) + "," +
+            Label("mig_uuid", m.runtime->mig_uuid) + "," + Label("profile", m.profile) + "," +
+            Label("gpu_instance_id", gi) + "," +
+            Label("compute_instance_id", std::to_string(m.runtime->compute_instance_id)) + "," +
+            Label("placement_start", std::to_string(m.placement.start)) + "," +
+            Label("placement_size", std::to_string(m.placement.size)) + ",zone=\"vGPU\"",
+        1);
+    if (!legacy) continue;
+    Add(f, "nodeGPUMigInstance",
+        Label("nodeid", node) + "," + Label("deviceuuid", d.id) + "," +
+            Label("deviceidx", std::to_string(d.index)) + "," +
+            Label("migname", m.profile + "-" + gi) + ",zone=\"vGPU\"",
+        1);
+  }
+}
+
 void AddDevices(Families& f, const device::UsageIndex& index, bool legacy) {
   const double mib = 1024.0 * 1024.0;
   const std::string zone = ",zone=\"vGPU\"";
@@ -102,6 +128,7 @@ void AddDevices(Families& f, const device::UsageIndex& index, bool legacy) {
         Add(f, "hami_node_gpu_memory_allocated_ratio", base + type + zone,
             static_cast<double>(d.usedmem) / d.totalmem);
       }
+      AddMigInstances(f, node.name, d, legacy);
       if (!legacy) continue;
       const std::string lbase = Label("nodeid", node.name) + "," + Label("deviceuuid", d.id) + "," +
                                 Label("deviceidx", std::to_string(d.index));

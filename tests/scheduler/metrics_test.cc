@@ -47,6 +47,45 @@ class MetricsTest : public ::testing::Test {
   BuildInfo build_;
 };
 
+// A GPU in MIG mode: one line per instance the device plugin created (runtime identity
+// known); a reservation not yet realised has none.
+TEST(MetricsMig, InstanceInfo) {
+  device::UsageIndex index;
+  device::DeviceUsage d{.id = "GPU-m",
+                        .index = 1,
+                        .type = "NVIDIA A100-SXM4-40GB",
+                        .vendor = "NVIDIA",
+                        .health = true,
+                        .mode = "mig",
+                        .count = 7,
+                        .totalmem = 40960,
+                        .totalcore = 100};
+  index.SetNode(device::NodeUsage{.name = "node-1", .devices = {d}});
+  index.UpsertPod(device::PodAllocation{
+      .key = "default/p1",
+      .namespace_name = "default",
+      .node = "node-1",
+      .deltas = {device::DeviceDelta{
+          .uuid = "GPU-m", .vendor = "NVIDIA", .usedmem = 9856, .usedcores = 29, .slots = 2}},
+      .mig = {{"GPU-m", {"2g.10gb", {0, 2}, protocol::MigRuntimeIdentity{"MIG-x", 5, 0}}},
+              {"GPU-m", {"1g.5gb", {6, 1}, std::nullopt}}},
+      .mig_unreserved = {{"GPU-m", 0}}});
+  MetricsInput input;
+  input.index = &index;
+  std::string text = RenderMetrics(input);
+  const std::string line =
+      R"(hami_node_gpu_mig_instance_info{node="node-1",device_uuid="GPU-m",device_index="1",mig_uuid="MIG-x",profile="2g.10gb",gpu_instance_id="5",compute_instance_id="0",placement_start="0",placement_size="2",zone="vGPU"} 1)";
+  EXPECT_NE(text.find("\n" + line + "\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("profile=\"1g.5gb\""), std::string::npos);
+  EXPECT_EQ(text.find("nodeGPUMigInstance"), std::string::npos);
+  input.legacy = true;
+  text = RenderMetrics(input);
+  EXPECT_NE(
+      text.find(
+          R"(nodeGPUMigInstance{nodeid="node-1",deviceuuid="GPU-m",deviceidx="1",migname="2g.10gb-5",zone="vGPU"} 1)"),
+      std::string::npos);
+}
+
 TEST_F(MetricsTest, CurrentNames) {
   std::string text = RenderMetrics(input_);
   const std::vector<std::string> want = {
