@@ -321,5 +321,17 @@ TEST(AmdSchedule, KeysAndUsage) {
   EXPECT_EQ(devices[0].usedcores, 25);
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(AmdRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig("nvidia: {}\namd:\n  resourceCountName: amd.com/gpu\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("AMD"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("AMD"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::amd

@@ -234,5 +234,17 @@ TEST(BirenSchedule, Keys) {
   EXPECT_NE(annos["hami.io/Biren-devices-allocated"].find("b-1,Biren,0,0:"), std::string::npos);
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(BirenRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig("nvidia: {}\nbiren:\n  resourceCountName: birentech.com/gpu\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("Biren"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("Biren"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::biren

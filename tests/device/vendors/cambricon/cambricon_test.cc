@@ -385,5 +385,19 @@ TEST(CambriconFit, QuotaWholeCardRequest) {
   EXPECT_TRUE(ok.fit) << ok.Reason();
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(CambriconRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig(
+      "nvidia: {}\ncambricon:\n  resourceCountName: cambricon.com/vmlu\n  resourceMemoryName: "
+      "cambricon.com/mlu.smlu.vmemory\n  resourceCoreName: cambricon.com/mlu.smlu.vcore\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("MLU"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("MLU"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::cambricon

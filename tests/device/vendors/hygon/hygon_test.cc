@@ -56,6 +56,23 @@ TEST(HygonInfo, SeedKeyWrittenOldKeyRead) {
 
 Result<HygonConfig> Parse(const std::string& yaml) { return ParseHygonConfig(YAML::Load(yaml)); }
 
+// The plugin side: the seed's key first, then the name older schedulers wrote.
+TEST(HygonInfo, PluginReadsBothToAllocateKeys) {
+  HygonDevice dev{HygonConfig{}};
+  auto seed = dev.PodToAllocate({{"hami.io/hcu-devices-to-allocate", "a,DCU,10,20:;"},
+                                 {"hami.io/dcu-devices-to-allocate", "b,DCU,10,20:;"}});
+  ASSERT_TRUE(seed) << seed.error();
+  ASSERT_TRUE(seed->has_value());
+  EXPECT_EQ((**seed)[0][0].uuid, "a");
+  auto old = dev.PodToAllocate({{"hami.io/dcu-devices-to-allocate", "b,DCU,10,20:;"}});
+  ASSERT_TRUE(old) << old.error();
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((**old)[0][0].uuid, "b");
+  auto none = dev.PodToAllocate({});
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+}
+
 TEST(HygonConfig, DefaultsAndSection) {
   for (const char* empty : {"", "~", "{}"}) {
     auto def = Parse(empty);
@@ -469,6 +486,20 @@ TEST(HygonSchedule, WritesTheSeedsKey) {
   EXPECT_EQ(annos["hami.io/hcu-devices-to-allocate"], "dcu-0,DCU,2000,30:;");
   EXPECT_EQ(annos["hami.io/dcu-devices-allocated"], "dcu-0,DCU,2000,30:;");
   EXPECT_EQ(annos.count("hami.io/dcu-devices-to-allocate"), 0u);
+}
+
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(HygonRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig(
+      "nvidia: {}\nhygon:\n  resourceCountName: hygon.com/dcunum\n  resourceMemoryName: "
+      "hygon.com/dcumem\n  resourceCoreName: hygon.com/dcucores\n  memoryFactor: 1\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("DCU"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("DCU"), nullptr);
 }
 
 }  // namespace

@@ -372,5 +372,20 @@ TEST(IluvatarSchedule, EachChipItsOwnKeys) {
   EXPECT_EQ(annos.count("hami.io/MR-V100-devices-to-allocate"), 0u);
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(IluvatarRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig(
+      "nvidia: {}\niluvatars:\n  - {chipName: MR-V100, commonWord: MR-V100}\n  - {chipName: "
+      "BI-V150, commonWord: BI-V150}\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("MR-V100"), nullptr);
+  EXPECT_NE(registry->Find("BI-V150"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("MR-V100"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::iluvatar

@@ -415,5 +415,17 @@ TEST(MthreadsFit, CustomFilterRule) {
   EXPECT_EQ(no.Reason(), "1/1 CardNotFoundCustomFilterRule");
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(MthreadsRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig("nvidia: {}\nmthreads:\n  resourceCountName: mthreads.com/vgpu\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("Mthreads"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("Mthreads"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::mthreads

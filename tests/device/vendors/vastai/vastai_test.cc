@@ -290,5 +290,17 @@ TEST(VastaiSchedule, Keys) {
   EXPECT_EQ(annos["hami.io/Vastai-devices-allocated"], "va-0,Vastai,0,0:;");
 }
 
+// The scheduler's way in: the section in device-config.yaml makes the backend active.
+TEST(VastaiRegistry, ActiveWhenTheSectionIsPresent) {
+  auto config = LoadDeviceConfig("nvidia: {}\nvastai:\n  resourceCountName: vastaitech.com/va\n");
+  ASSERT_TRUE(config) << config.error();
+  auto registry = BuildRegistry(*config);
+  ASSERT_TRUE(registry) << registry.error();
+  EXPECT_NE(registry->Find("Vastai"), nullptr);
+  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->Find("Vastai"), nullptr);
+}
+
 }  // namespace
 }  // namespace hami::device::vastai
