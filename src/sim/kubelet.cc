@@ -270,8 +270,14 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
   node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus);
   const std::string name = node.spec.name;
   k8s::Client* plugin_api = options_.plugin_client ? options_.plugin_client : &client_;
+  // GPUs with MIG profiles (a scenario's `mode: mig`) put the node's plugin in MIG mode, as
+  // config.json's nodeconfig would.
+  dp::PluginConfig config = options_.plugin_config;
+  for (const auto& gpu : node.spec.gpus) {
+    if (!gpu.mig_profiles.empty()) config.operating_mode = dp::kMigOperatingMode;
+  }
   node.publisher = std::make_unique<dp::RegisterPublisher>(
-      node.discovery.get(), options_.plugin_config,
+      node.discovery.get(), config,
       [plugin_api, name](std::string_view key, std::string_view value) -> Status {
         json patch;
         patch["metadata"]["annotations"][std::string(key)] = value;
@@ -282,7 +288,7 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
       clock_);
   dp::AllocateEnv env;
   env.hook_path = HookPath();
-  env.config = options_.plugin_config;
+  env.config = config;
   node.allocator = std::make_unique<dp::Allocator>(plugin_api, name, env);
   dp::PluginOptions popts;
   popts.kubelet_socket = node.dir + "/kubelet.sock";  // absent: the plugin serves unregistered

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "protocol/mig_allocations.h"
 
 namespace hami::sim {
 namespace {
@@ -103,6 +104,14 @@ std::vector<GpuReport> GpuRows(const ReportInput& in) {
           static_cast<int64_t>(std::floor(static_cast<double>(g.memory_mib) * in.memory_scaling));
       r.cores_limit = static_cast<int64_t>(std::floor(100.0 * in.core_scaling));
       r.slots_limit = in.split_count;
+      if (n.mode == "mig") {
+        r.mode = "mig";
+        r.memory_limit_mib = g.memory_mib;
+        r.slots_limit = 0;
+        for (const auto& p : g.mig_profiles) {
+          r.slots_limit = std::max(r.slots_limit, static_cast<int>(p.instance_count));
+        }
+      }
       rows.push_back(std::move(r));
     }
   }
@@ -114,7 +123,7 @@ void CheckOvercommit(GpuReport* g) {
     g->overcommit.push_back("memory " + std::to_string(g->used_memory_mib) + " > " +
                             std::to_string(g->memory_limit_mib) + " MiB");
   }
-  if (g->used_cores > g->cores_limit) {
+  if (g->used_cores > g->cores_limit && g->mode != "mig") {
     g->overcommit.push_back("cores " + std::to_string(g->used_cores) + " > " +
                             std::to_string(g->cores_limit) + " %");
   }
@@ -122,6 +131,37 @@ void CheckOvercommit(GpuReport* g) {
     g->overcommit.push_back("pods " + std::to_string(g->used_slots) + " > split count " +
                             std::to_string(g->slots_limit));
   }
+}
+
+// Adds the pod's MIG reservations to the GPUs they name (live pods only).
+void AccumulateMig(const PodObservation& p, const PodReport& r, std::vector<GpuReport>* gpus,
+                   const std::map<std::string, size_t>& by_uuid) {
+  if (p.mig_allocations.empty() || !HoldsDevices(r.state)) return;
+  auto decoded = protocol::DecodeMigAllocations(p.mig_allocations);
+  if (!decoded) return;
+  for (const protocol::MigAllocation& a : *decoded) {
+    auto it = by_uuid.find(a.gpu_uuid);
+    if (it == by_uuid.end()) continue;
+    (*gpus)[it->second].mig_instances.push_back(
+        {p.ns + "/" + p.name, a.profile, a.placement.start, a.placement.size});
+  }
+}
+
+// Instances overlapping an earlier one on the same GPU: [start, start+size) ranges intersect.
+int CountMigOverlaps(const GpuReport& g) {
+  int overlaps = 0;
+  for (size_t i = 0; i < g.mig_instances.size(); ++i) {
+    const auto& a = g.mig_instances[i];
+    for (size_t j = 0; j < i; ++j) {
+      const auto& b = g.mig_instances[j];
+      if (uint64_t{a.start} < uint64_t{b.start} + b.size &&
+          uint64_t{b.start} < uint64_t{a.start} + a.size) {
+        ++overlaps;
+        break;
+      }
+    }
+  }
+  return overlaps;
 }
 
 // Adds the pod's allocations to the GPUs they name; returns how many named an unknown GPU.
@@ -209,6 +249,7 @@ Report BuildReport(const ReportInput& in) {
     r.attempts = p.attempts;
     Classify(p, &r);
     out.unknown_device_allocations += Accumulate(p, &r, &out.gpus, by_uuid);
+    AccumulateMig(p, r, &out.gpus, by_uuid);
     if (p.created && p.bound) r.schedule_ms = Ms(p.created_at, p.bound_at);
     if (p.bound && p.running) r.bind_ms = Ms(p.bound_at, p.running_at);
     if (p.created && p.running) r.e2e_ms = Ms(p.created_at, p.running_at);
@@ -222,6 +263,7 @@ Report BuildReport(const ReportInput& in) {
   for (GpuReport& g : out.gpus) {
     CheckOvercommit(&g);
     if (!g.overcommit.empty()) ++out.overcommitted_devices;
+    out.overlapping_mig_placements += CountMigOverlaps(g);
   }
   out.schedule = Stats(schedule);
   out.bind = Stats(bind);
@@ -274,6 +316,7 @@ nlohmann::json ReportToJson(const Report& r) {
             {"pods_allocating", r.pods_allocating},
             {"overcommitted_devices", r.overcommitted_devices},
             {"unknown_device_allocations", r.unknown_device_allocations},
+            {"overlapping_mig_placements", r.overlapping_mig_placements},
             {"wall_seconds", r.wall_seconds},
             {"setup_seconds", r.setup_seconds},
             {"pods_per_second", r.pods_per_second},
@@ -335,6 +378,15 @@ nlohmann::json ReportToJson(const Report& r) {
                     {"overcommitted", !g.overcommit.empty()},
                     {"overcommit", g.overcommit}});
     if (g.measured_memory_mib) gpus.back()["measured_memory_mib"] = *g.measured_memory_mib;
+    if (g.mode == "mig") {
+      json instances = json::array();
+      for (const auto& m : g.mig_instances) {
+        instances.push_back(
+            {{"pod", m.pod}, {"profile", m.profile}, {"start", m.start}, {"size", m.size}});
+      }
+      gpus.back()["mode"] = g.mode;
+      gpus.back()["mig_instances"] = std::move(instances);
+    }
   }
   j["pods"] = std::move(pods);
   j["gpus"] = std::move(gpus);
@@ -449,6 +501,27 @@ class TextWriter {
                (g.overcommit.empty() ? "" : "  OVER-COMMITTED: " + Join(g.overcommit, ", "))});
     }
     out_ << Table(rows) << More(total);
+    MigInstances();
+  }
+
+  // The instances of each GPU in MIG mode: profile@start+size and the pod holding it.
+  void MigInstances() {
+    std::vector<std::vector<std::string>> rows;
+    size_t total = 0;
+    for (const GpuReport& g : r_.gpus) {
+      if (g.mode != "mig" || ++total > kMaxRows) continue;
+      std::vector<std::string> items;
+      for (const auto& m : g.mig_instances) {
+        items.push_back(m.profile + "@" + std::to_string(m.start) + "+" + std::to_string(m.size) +
+                        " " + m.pod);
+      }
+      rows.push_back(
+          {g.node, ShortUuid(g.uuid), items.empty() ? "(no instance)" : Join(items, ", ")});
+    }
+    if (total == 0) return;
+    out_ << "MIG instances per GPU (profile@first slice+slices, and the pod): "
+         << r_.overlapping_mig_placements << " overlapping (there should never be one).\n"
+         << Table(rows) << More(total);
   }
 
   void Pending() {

@@ -5,7 +5,10 @@
 // Over-commit is computed independently of the scheduler: from the pods' own
 // `hami.io/vgpu-devices-allocated` annotations against each GPU's memory (x memory scaling),
 // cores (100 x core scaling) and split count, counting only pods that still hold their devices
-// (not Succeeded or Failed).
+// (not Succeeded or Failed). On a GPU in MIG mode the limits are its memory and its largest
+// instance count, and the instances come from the pods' `hami.io/vgpu-mig-allocations`:
+// overlapping_mig_placements counts the instances whose slices overlap an earlier one's on the
+// same GPU (the core shares of MIG profiles are rounded up, so their sum is not checked).
 //
 // Latencies: schedule = pod created -> bound (queueing, /filter, /bind); bind = bound -> Running
 // (the bind phase: the kubelet's admission and the device plugin's Allocate); e2e = created ->
@@ -32,14 +35,15 @@ namespace hami::sim {
 struct PodObservation {
   std::string ns, name, workload;
   bool created = false;
-  bool denied = false;         // the webhook refused it; `message` says why
-  std::string message;         // webhook denial, create error, or the kubelet's failure
-  SystemTime created_at{};     // valid iff created
-  std::string phase;           // status.phase ("" when not created)
-  std::string node;            // spec.nodeName
-  std::string scheduler_name;  // spec.schedulerName after the webhook
-  std::string allocated;       // hami.io/vgpu-devices-allocated
-  std::string bind_phase;      // hami.io/bind-phase
+  bool denied = false;          // the webhook refused it; `message` says why
+  std::string message;          // webhook denial, create error, or the kubelet's failure
+  SystemTime created_at{};      // valid iff created
+  std::string phase;            // status.phase ("" when not created)
+  std::string node;             // spec.nodeName
+  std::string scheduler_name;   // spec.schedulerName after the webhook
+  std::string allocated;        // hami.io/vgpu-devices-allocated
+  std::string mig_allocations;  // hami.io/vgpu-mig-allocations
+  std::string bind_phase;       // hami.io/bind-phase
   // From the kube-scheduler loop.
   bool bound = false;
   SystemTime bound_at{};
@@ -107,6 +111,13 @@ struct GpuReport {
   std::vector<std::string> pods;  // ns/name of the holders
   // Non-empty when over-committed, e.g. "memory 36000 > 32768 MiB".
   std::vector<std::string> overcommit;
+  std::string mode;  // "mig" for a GPU split into MIG instances, else ""
+  struct MigInstance {
+    std::string pod;  // ns/name
+    std::string profile;
+    uint32_t start = 0, size = 0;
+  };
+  std::vector<MigInstance> mig_instances;  // held by live pods, in pod order
 };
 
 struct LatencyStats {
@@ -127,6 +138,8 @@ struct Report {
   int overcommitted_devices = 0;
   // Allocations naming a UUID that is not on the pod's node (a scheduler bug if non-zero).
   int unknown_device_allocations = 0;
+  // MIG instances overlapping an earlier instance on the same GPU (must be 0).
+  int overlapping_mig_placements = 0;
   double wall_seconds = 0;
   double setup_seconds = 0;
   double pods_per_second = 0;  // (running + succeeded) / wall_seconds

@@ -302,8 +302,7 @@ Status Runner::Impl::StartCluster() {
   if (auto st = CreateNamespaces(*admin_); !st) return st;
   Progress("starting hami-vgpu-monitor on every node");
   std::vector<SimNode> monitored;
-  for (const ExpandedNode& n : nodes_)
-    monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  for (const ExpandedNode& n : nodes_) monitored.push_back(SimNode{n.name, n.labels, n.gpus});
   // The monitor runs in the device plugin's pod, under its ServiceAccount.
   monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
                                              kubelet.hook_path);
@@ -548,6 +547,7 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
       o.phase = k8s::FieldString(obj, "status.phase");
       o.node = k8s::FieldString(obj, "spec.nodeName");
       o.allocated = k8s::Annotation(obj, "hami.io/vgpu-devices-allocated").value_or("");
+      o.mig_allocations = k8s::Annotation(obj, "hami.io/vgpu-mig-allocations").value_or("");
       o.bind_phase = k8s::Annotation(obj, "hami.io/bind-phase").value_or("");
     }
     if (auto it = scheds.find(key); it != scheds.end()) {

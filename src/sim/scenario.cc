@@ -14,6 +14,7 @@
 
 #include "common/strings.h"
 #include "device/yaml_error.h"
+#include "deviceplugin/mig_profiles.h"
 #include "k8s/client_flags.h"
 #include "protocol/quantity.h"
 
@@ -197,10 +198,39 @@ Status ParseFaults(const YAML::Node& node, Scenario* s) {
   return OkStatus();
 }
 
+// `mode` and `profiles` of a gpus entry (MIG, docs/MIG.md).
+Status ParseGpuMode(const YAML::Node& node, const std::string& path, GpuGroup* g) {
+  if (node["mode"]) {
+    if (auto st = ReadString(node["mode"], Sub(path, "mode"), &g->mode); !st) return st;
+    if (g->mode != "mig" && g->mode != "hami-core") {
+      return FieldError(Sub(path, "mode"), "\"mig\" or \"hami-core\"", g->mode);
+    }
+  }
+  if (!node["profiles"]) return OkStatus();
+  if (g->mode != "mig") return FieldError(Sub(path, "profiles"), "mode: mig", "no mode: mig");
+  const YAML::Node& list = node["profiles"];
+  if (!list.IsSequence() || list.size() == 0) {
+    return FieldError(Sub(path, "profiles"), "a non-empty list", Describe(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string p = Sub(path, "profiles") + "[" + std::to_string(i) + "]";
+    std::string name;
+    if (auto st = ReadString(list[i], p, &name); !st) return st;
+    if (deviceplugin::GpuInstanceProfileId(name) < 0 || name.find('.') == std::string::npos) {
+      return FieldError(p, "a MIG profile <N>g.<memory> with N in 1, 2, 3, 4, 6, 7, 8", name);
+    }
+    g->mig_profiles.push_back(std::move(name));
+  }
+  return OkStatus();
+}
+
 Status ParseGpuGroup(const YAML::Node& node, const std::string& path, GpuGroup* g) {
-  if (auto st = CheckKeys(node, path, {"model", "memory", "count", "numa", "uuids"}); !st) {
+  if (auto st =
+          CheckKeys(node, path, {"model", "memory", "count", "numa", "uuids", "mode", "profiles"});
+      !st) {
     return st;
   }
+  if (auto st = ParseGpuMode(node, path, g); !st) return st;
   if (auto st = ReadString(node["model"], Sub(path, "model"), &g->model); !st) return st;
   if (g->model.find_first_of(",:;") != std::string::npos) {
     return FieldError(Sub(path, "model"), "no ',', ':' or ';'", g->model);
@@ -259,6 +289,11 @@ Status ParseNodeGroup(const YAML::Node& node, const std::string& path, NodeGroup
     if (!g.uuids.empty() && n->count != 1) {
       return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].uuids",
                         "uuids only in a group of one node", "count " + std::to_string(n->count));
+    }
+    if (i > 0 && (g.mode == "mig") != (n->gpus.front().mode == "mig")) {
+      return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].mode",
+                        "the mode of gpus[0] (a node has one operating mode)",
+                        g.mode.empty() ? "no mode" : g.mode);
     }
     n->gpus.push_back(std::move(g));
   }
@@ -382,6 +417,30 @@ Status ParseList(const YAML::Node& node, const std::string& path, F parse, std::
 }
 
 // Names must be unique: two nodes or two pods with one name would silently merge in the API.
+// The MIG profiles a simulated GPU of `group` offers: its `profiles`, else the allowlist's for
+// its model, with the simulated geometry's capacity (deviceplugin/mig_profiles.h).
+std::vector<deviceplugin::MigProfileCapacity> SimulatedMigProfiles(const Scenario& scenario,
+                                                                   const GpuGroup& group) {
+  const std::vector<device::MigAllowlistEntry> own = {{{group.model}, group.mig_profiles}};
+  return deviceplugin::MigProfilesFor(
+      group.mig_profiles.empty() ? scenario.device_config.nvidia.mig_profile_allowlist : own,
+      group.model, deviceplugin::SimulatedGpuInstanceProfiles(group.model, group.memory_mib));
+}
+
+// Every `mode: mig` group must offer at least one profile.
+Status CheckMigGroups(const Scenario& s) {
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    for (size_t j = 0; j < s.nodes[i].gpus.size(); ++j) {
+      const GpuGroup& g = s.nodes[i].gpus[j];
+      if (g.mode != "mig" || !SimulatedMigProfiles(s, g).empty()) continue;
+      return FieldError("nodes[" + std::to_string(i) + "].gpus[" + std::to_string(j) + "].mode",
+                        "a model with MIG profiles (in migProfileAllowlist, or a profiles list)",
+                        g.model);
+    }
+  }
+  return OkStatus();
+}
+
 Status CheckUniqueNames(const Scenario& s) {
   std::set<std::string> seen;
   for (const ExpandedNode& n : ExpandNodes(s)) {
@@ -424,6 +483,7 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
   if (auto st = ParseList<NodeGroup>(root["nodes"], "nodes", ParseNodeGroup, &s->nodes); !st) {
     return st;
   }
+  if (auto st = CheckMigGroups(*s); !st) return st;
   if (auto st = ParseList<Workload>(root["workloads"], "workloads", ParseWorkload, &s->workloads);
       !st) {
     return st;
@@ -494,6 +554,7 @@ std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario) {
       n.name = ReplaceIndex(g.name_pattern, i);
       n.labels = g.labels;
       uint64_t index = 0;
+      n.mode = g.gpus.empty() || g.gpus.front().mode != "mig" ? "" : "mig";
       for (const GpuGroup& kind : g.gpus) {
         for (int k = 0; k < kind.count; ++k, ++index) {
           deviceplugin::GpuDevice d;
@@ -502,6 +563,7 @@ std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario) {
           d.model = kind.model;
           d.memory_mib = kind.memory_mib;
           d.numa = kind.numa;
+          if (kind.mode == "mig") d.mig_profiles = SimulatedMigProfiles(scenario, kind);
           n.gpus.push_back(std::move(d));
         }
       }

@@ -19,6 +19,10 @@
 //       gpus:                       # one or more GPU kinds per node
 //         - {model: Tesla V100-PCIE-32GB, memory: 32768, count: 2, numa: 0,
 //            uuids: [GPU-...]}      # uuids: optional, only when the group has one node
+//         - {model: NVIDIA A100-SXM4-40GB, memory: 40960, mode: mig,
+//            profiles: [1g.5gb, 3g.20gb]}   # MIG (docs/MIG.md): the node's plugin runs in
+//                                           # operatingmode mig; profiles default to the
+//                                           # migProfileAllowlist entry of the model
 //   workloads:
 //     - name: train                 # pods are <name>-<i> when replicas > 1, else <name>
 //       namespace: default
@@ -57,6 +61,10 @@ struct GpuGroup {
   int count = 1;                   // GPUs of this kind per node, >= 1
   int64_t numa = 0;                // NUMA node of these GPUs
   std::vector<std::string> uuids;  // empty: generated (see GpuUuid)
+  // `mode`: "" (the plugin's operating mode) or "mig"; all groups of a node agree. `profiles`:
+  // the MIG profiles offered (mode mig only); empty = the allowlist's for the model.
+  std::string mode;
+  std::vector<std::string> mig_profiles;
 };
 
 struct NodeGroup {
@@ -116,7 +124,8 @@ struct Scenario {
 struct ExpandedNode {
   std::string name;
   std::map<std::string, std::string> labels;
-  std::vector<deviceplugin::GpuDevice> gpus;
+  std::vector<deviceplugin::GpuDevice> gpus;  // in MIG mode with their mig_profiles
+  std::string mode;                           // the plugin's operating mode; "" = the config's
 };
 
 // One pod after expanding a Workload's replicas.
