@@ -207,7 +207,7 @@ s = http.server.HTTPServer(("127.0.0.1", 0), h)
 print(s.server_address[1], flush=True)
 s.serve_forever()' "$work/www" > "$work/http.port" 2> "$work/http.log" &
 http_pid=$!
-trap 'kill "$http_pid" 2>/dev/null; sim_cleanup' EXIT
+trap 'kill "$http_pid" 2>/dev/null || true; sim_cleanup' EXIT
 port=
 read -r -t 30 port < "$work/http.port" || true
 [[ -n $port ]] || fail "python3 http.server did not start"
