@@ -283,9 +283,14 @@ echo "plugin discovery: ok"
 
 # An unreachable API server: exit 1 with a message, quickly.
 kill "$sim_pid"; wait "$sim_pid" 2>/dev/null || true; sim_pid=
-set +e
-timeout 40 "$kh" inspect > /dev/null 2> "$work/err"; rc=$?
-set -e
-[[ $rc == 1 ]] || fail "unreachable server: exit $rc, want 1"
-[[ -s $work/err ]] || fail "unreachable server: no message"
+for cmd in inspect pods "explain big -n team-a" top; do
+  set +e
+  # shellcheck disable=SC2086  # the command's words
+  timeout 40 "$kh" $cmd > /dev/null 2> "$work/err"; rc=$?
+  set -e
+  [[ $rc == 1 ]] || fail "unreachable server, $cmd: exit $rc, want 1"
+  [[ -s $work/err ]] || fail "unreachable server, $cmd: no message"
+done
+# decode/encode need no server.
+"$kh" decode node-lock "$lock" > /dev/null || fail "decode without a server"
 echo "PASS"
