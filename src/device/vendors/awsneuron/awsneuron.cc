@@ -409,8 +409,8 @@ StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
 NodeRegistration NeuronDevice::EncodeNodeRegistration(
     const std::vector<protocol::DeviceInfo>& devices) const {
   NodeRegistration out;
-  int64_t cores = 0;
-  for (const auto& d : devices) cores += std::max<int32_t>(d.count, 1);
+  // Two cores per device, as on inf2 and trn1 (HAMi addresses two per device).
+  int64_t cores = static_cast<int64_t>(devices.size()) * kMaxCoresPerDevice;
   out.capacity[config_.resource_count_name] = std::to_string(devices.size());
   out.capacity[config_.resource_core_name] = std::to_string(cores);
   return out;

@@ -135,7 +135,7 @@ class NeuronDevice : public Device {
   // needs a clock, which this call does not have: it is left out.
   StringMap AllocationAnnotations(const PodView& pod,
                                   const protocol::PodDevices& devices) const override;
-  // Devices and cores (split count per device, at least one) as capacity.
+  // Devices and cores (two per device, as on inf2/trn1) as capacity.
   NodeRegistration EncodeNodeRegistration(
       const std::vector<protocol::DeviceInfo>& devices) const override;
 

@@ -53,8 +53,8 @@ TEST(NeuronDevice, EndToEnd) {
   Registry reg = ChartRegistry();
   const Device& neuron = *reg.Find("AWSNeuron");
   NodeRegistration published = neuron.EncodeNodeRegistration(
-      {protocol::DeviceInfo{.count = 2}, protocol::DeviceInfo{.count = 2},
-       protocol::DeviceInfo{.count = 2}, protocol::DeviceInfo{.count = 2}});
+      {protocol::DeviceInfo{.count = 10}, protocol::DeviceInfo{.count = 10},
+       protocol::DeviceInfo{.count = 10}, protocol::DeviceInfo{.count = 10}});
   EXPECT_EQ(published.capacity,
             (StringMap{{"aws.amazon.com/neuron", "4"}, {"aws.amazon.com/neuroncore", "8"}}));
   NodeView node{.name = "inf",
