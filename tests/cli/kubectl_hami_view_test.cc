@@ -313,6 +313,16 @@ TEST(KubectlHamiAge, KubectlShortUnits) {
 namespace hami::cli {
 namespace {
 
+TEST(KubectlHamiTable, ColourWrapsTheTextAndWidthsCountTheTextOnly) {
+  std::vector<std::vector<std::string>> rows = {{"A", "BB", ""}, {"CCC", "D", "E"}};
+  EXPECT_EQ(RenderTable(rows), "A     BB\nCCC   D    E\n");
+  EXPECT_EQ(RenderTable(rows, 2), "  A     BB\n  CCC   D    E\n");
+  std::string coloured = RenderTable(rows, 0, [](size_t r, size_t c) -> const char* {
+    return r == 1 && c == 0 ? "\033[31m" : nullptr;
+  });
+  EXPECT_EQ(coloured, "A     BB\n\033[31mCCC\033[0m   D    E\n");
+}
+
 TEST(KubectlHamiReason, SpellsOutHamiReasonCodes) {
   EXPECT_EQ(ReasonInWords("0/3 nodes are available: 1 1/1 CardInsufficientMemory, 1 2/2 "
                           "CardInsufficientMemory, 1 1/3 CardTypeMismatch, 2/3 NumaNotFit."),
