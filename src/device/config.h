@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "protocol/vendor.h"
 
 namespace hami::device {
 
@@ -30,11 +31,12 @@ struct MigAllowlistEntry {
 
 // The `nvidia` section (HAMi NvidiaConfig).
 struct NvidiaConfig {
-  std::string resource_count_name = "nvidia.com/gpu";
-  std::string resource_memory_name = "nvidia.com/gpumem";
-  std::string resource_memory_percentage_name = "nvidia.com/gpumem-percentage";
-  std::string resource_core_name = "nvidia.com/gpucores";
-  std::string resource_priority_name = "nvidia.com/priority";
+  // The resource names default to the vendor table's (protocol/vendor.h).
+  std::string resource_count_name{protocol::kNvidiaCountResource};
+  std::string resource_memory_name{protocol::kNvidiaMemoryResource};
+  std::string resource_memory_percentage_name{protocol::kNvidiaMemoryPercentageResource};
+  std::string resource_core_name{protocol::kNvidiaCoreResource};
+  std::string resource_priority_name{protocol::kNvidiaPriorityResource};
   bool overwrite_env = false;       // NVIDIA_VISIBLE_DEVICES=none for non-GPU containers
   int32_t default_memory = 0;       // MiB when neither gpumem nor percentage is given; 0 = 100 %
   int32_t default_cores = 0;        // percent when gpucores is not given

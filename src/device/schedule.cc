@@ -347,6 +347,12 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
 
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
                                                          const ScheduleDecision& decision) {
+  return AllocationAnnotations(registry, PodView{}, decision);
+}
+
+std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const PodView& pod,
+                                                         const ScheduleDecision& decision) {
   std::map<std::string, std::string> out;
   const NodeFit* chosen = decision.Chosen();
   if (!chosen) return out;
@@ -354,10 +360,7 @@ std::map<std::string, std::string> AllocationAnnotations(const Registry& registr
   for (const auto& [vendor, devices] : chosen->devices) {
     const Device* backend = registry.Find(vendor);
     if (!backend) continue;
-    std::string value = protocol::EncodePodDevices(devices);
-    const protocol::VendorInfo& info = backend->Info();
-    if (!info.to_allocate_key.empty()) out[info.to_allocate_key] = value;
-    if (!info.allocated_key.empty()) out[info.allocated_key] = value;
+    for (auto& [key, value] : backend->AllocationAnnotations(pod, devices)) out[key] = value;
   }
   if (!chosen->mig_allocations.empty()) {
     out[std::string(protocol::kVgpuMigAllocationsKey)] =

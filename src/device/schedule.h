@@ -115,7 +115,12 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
 // a device, its to-allocate and allocated keys (same value), and hami.io/vgpu-mig-allocations
 // when MIG instances were reserved. hami.io/vgpu-time is the caller's
 // (it owns the clock). Empty when nothing was chosen.
+// Each vendor's keys come from its Device::AllocationAnnotations (HAMi PatchAnnotations), which
+// may read the pod (e.g. Ascend's runtime annotation); the first form passes an empty pod.
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const ScheduleDecision& decision);
+std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const PodView& pod,
                                                          const ScheduleDecision& decision);
 
 }  // namespace hami::device

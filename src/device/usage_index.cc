@@ -54,17 +54,15 @@ Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& regist
   out.namespace_name = pod.namespace_name;
   out.node = node->second;
   for (const Device* device : registry.All()) {
-    const std::string& key = device->Info().allocated_key;
-    auto it = pod.annotations.find(key);
-    if (key.empty() || it == pod.annotations.end()) continue;
-    auto decoded = protocol::DecodePodDevices(it->second);
-    if (!decoded) {
-      return Error{"pod " + Quote(pod.Key()) + ": annotation " + key + ": " + decoded.error()};
-    }
-    for (auto& d : CollapsePodDevices(*decoded, pod.init_containers.size(), pod.init_done)) {
+    // Each backend reads its own allocation (Device::PodAllocated) and says how it counts
+    // (Device::UsageDeltas, HAMi AddResourceUsage).
+    auto decoded = device->PodAllocated(pod.annotations);
+    if (!decoded) return Error{"pod " + Quote(pod.Key()) + ": " + decoded.error()};
+    if (!decoded->has_value()) continue;
+    for (auto& d : device->UsageDeltas(**decoded, pod.init_containers.size(), pod.init_done)) {
       out.deltas.push_back(std::move(d));
     }
-    CountMigEntries(*decoded, &entries);
+    CountMigEntries(**decoded, &entries);
   }
   if (out.deltas.empty()) return none;
   AddMigReservations(pod, entries, &out);

@@ -14,11 +14,13 @@
 #include "common/result.h"
 #include "deviceplugin/plugin_config.h"
 #include "protocol/pod_devices.h"
+#include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
 
-inline constexpr std::string_view kToAllocateKey = "hami.io/vgpu-devices-to-allocate";
-inline constexpr std::string_view kNvidiaVendorKey = "NVIDIA";
+// NVIDIA's keys from the vendor table (protocol/vendor.h).
+inline constexpr std::string_view kToAllocateKey = protocol::kNvidiaToAllocateKey;
+inline constexpr std::string_view kNvidiaVendorKey = protocol::kNvidiaVendorKey;
 // Where the volume-mounts strategy lists devices inside the container.
 inline constexpr std::string_view kContainerDevicesDir = "/var/run/nvidia-container-devices";
 
@@ -63,10 +65,10 @@ struct AllocateEnv {
   bool license_present = false;  // <hook>/vgpu/license exists
   PluginConfig config;
   DeviceListStrategy strategy = DeviceListStrategy::kEnvvar;
-};
-
   // MPS mode: the host directory with one <GPU UUID>/{pipe,log} pair per control daemon.
   std::string mps_root = "/run/nvidia/mps";
+};
+
 // One container of the pod in the annotation's index space (init containers first).
 struct ContainerInfo {
   std::string name;

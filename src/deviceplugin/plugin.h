@@ -16,6 +16,7 @@
 
 #include "common/result.h"
 #include "deviceplugin/discovery.h"
+#include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
 
@@ -30,7 +31,7 @@ struct PluginOptions {
   // The plugin's socket is created in the same directory.
   std::string kubelet_socket = kDefaultKubeletSocket;
   std::string endpoint = kPluginEndpoint;
-  std::string resource_name = "nvidia.com/gpu";
+  std::string resource_name{protocol::kNvidiaCountResource};
   int32_t split_count = 10;
   bool numa_topology = false;         // attach TopologyInfo to each advertised device
   bool preferred_allocation = false;  // Register option GetPreferredAllocationAvailable

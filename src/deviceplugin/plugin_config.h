@@ -12,6 +12,7 @@
 
 #include "common/result.h"
 #include "device/config.h"
+#include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
 
@@ -19,17 +20,17 @@ namespace hami::deviceplugin {
 inline constexpr std::string_view kMigOperatingMode = "mig";
 
 struct PluginConfig {
-  std::string resource_name = "nvidia.com/gpu";  // nvidia.resourceCountName
-  int32_t device_split_count = 10;               // >= 1
-  double device_memory_scaling = 1.0;            // > 0; > 1 sets CUDA_OVERSUBSCRIBE
-  double device_core_scaling = 1.0;              // > 0
-  int64_t pre_configured_device_memory = 0;      // MiB when NVML cannot report memory
-  std::string lib_cuda_log_level = "1";          // LIBCUDA_LOG_LEVEL when non-empty
-  bool enable_numa_topology = false;             // attach NUMA topology in ListAndWatch
-  bool disable_core_limit = false;               // GPU_CORE_UTILIZATION_POLICY=disable
-  std::string operating_mode = "hami-core";      // "hami-core", "mps" or "mig"
-  bool enable_preferred_allocation = false;      // Register option + UUIDs from kubelet's ids
-  std::vector<std::string> filter_uuids{};       // GPUs hidden from the plugin
+  std::string resource_name{protocol::kNvidiaCountResource};  // nvidia.resourceCountName
+  int32_t device_split_count = 10;                            // >= 1
+  double device_memory_scaling = 1.0;                         // > 0; > 1 sets CUDA_OVERSUBSCRIBE
+  double device_core_scaling = 1.0;                           // > 0
+  int64_t pre_configured_device_memory = 0;                   // MiB when NVML cannot report memory
+  std::string lib_cuda_log_level = "1";                       // LIBCUDA_LOG_LEVEL when non-empty
+  bool enable_numa_topology = false;         // attach NUMA topology in ListAndWatch
+  bool disable_core_limit = false;           // GPU_CORE_UTILIZATION_POLICY=disable
+  std::string operating_mode = "hami-core";  // "hami-core", "mps" or "mig"
+  bool enable_preferred_allocation = false;  // Register option + UUIDs from kubelet's ids
+  std::vector<std::string> filter_uuids{};   // GPUs hidden from the plugin
   std::vector<uint64_t> filter_indices{};
   // nvidia.migProfileAllowlist: the profiles a model may be split into in MIG mode.
   std::vector<device::MigAllowlistEntry> mig_profile_allowlist =

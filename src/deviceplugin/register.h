@@ -17,10 +17,11 @@
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/plugin_config.h"
 #include "protocol/node_register.h"
+#include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
 
-inline constexpr std::string_view kNvidiaRegisterKey = "hami.io/node-nvidia-register";
+inline constexpr std::string_view kNvidiaRegisterKey = protocol::kNvidiaRegisterKey;
 inline constexpr std::chrono::seconds kPublishInterval{30};
 inline constexpr std::chrono::seconds kPublishRetryInterval{5};
 

@@ -24,6 +24,18 @@ enum class RegisterFormat {
 
 std::string_view RegisterFormatName(RegisterFormat format);  // "json", "legacy-colon", ...
 
+// NVIDIA's keys as constants, for the code that serves NVIDIA alone (its device plugin); the
+// NVIDIA entry of the table below is built from them.
+inline constexpr std::string_view kNvidiaVendorKey = "NVIDIA";
+inline constexpr std::string_view kNvidiaCountResource = "nvidia.com/gpu";
+inline constexpr std::string_view kNvidiaMemoryResource = "nvidia.com/gpumem";
+inline constexpr std::string_view kNvidiaMemoryPercentageResource = "nvidia.com/gpumem-percentage";
+inline constexpr std::string_view kNvidiaCoreResource = "nvidia.com/gpucores";
+inline constexpr std::string_view kNvidiaPriorityResource = "nvidia.com/priority";
+inline constexpr std::string_view kNvidiaRegisterKey = "hami.io/node-nvidia-register";
+inline constexpr std::string_view kNvidiaToAllocateKey = "hami.io/vgpu-devices-to-allocate";
+inline constexpr std::string_view kNvidiaAllocatedKey = "hami.io/vgpu-devices-allocated";
+
 struct VendorInfo {
   std::string vendor_key{};   // the device type keyword in pod device strings, e.g. "NVIDIA"
   std::string description{};  // e.g. "Hygon DCU/HCU"

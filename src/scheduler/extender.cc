@@ -235,7 +235,7 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
     return EncodeFilterResult(result);
   }
   std::map<std::string, std::string> annotations =
-      device::AllocationAnnotations(registry_, *decision);
+      device::AllocationAnnotations(registry_, pod, *decision);
   annotations[std::string(protocol::kVgpuTimeKey)] = protocol::FormatBindTime(clock_.Now());
   // The decision counts before the patch (a concurrent filter must see it).
   device::PodView updated = pod;

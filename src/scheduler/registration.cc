@@ -87,8 +87,9 @@ Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool
 bool Registrar::RegisterNode(const json& node) {
   const std::string name = k8s::Name(node);
   if (name.empty()) return false;
-  Result<device::NodeUsage> row =
-      device::NodeUsageFromAnnotations(registry_, name, device::ObjectAnnotations(node));
+  // Backends read annotations and, for those that register through it, capacity/allocatable.
+  const device::NodeView view = device::NodeViewFromNode(node);
+  Result<device::NodeUsage> row = device::NodeUsageFromView(registry_, view);
   if (!row) {
     HAMI_WARN("node {} skipped: {}", name.c_str(), row.error().c_str());
     if (options_.record_events) {
@@ -115,6 +116,10 @@ bool Registrar::RegisterNode(const json& node) {
     std::vector<device::DeviceUsage> kept = of_vendor(old, dev->VendorKey());
     Health health{true, true};  // backends without a handshake follow the annotation
     if (!dev->Info().handshake_key.empty()) health = CheckBackend(*dev, node, !kept.empty());
+    // HAMi CheckHealth: a backend may refine the handshake's verdict with its own rules.
+    device::Health refined =
+        dev->CheckHealth(view, device::Health{health.healthy, health.need_update});
+    health = Health{refined.healthy, refined.need_update};
     if (!health.healthy) continue;
     std::vector<device::DeviceUsage>& chosen = health.need_update ? fresh : kept;
     devices.insert(devices.end(), chosen.begin(), chosen.end());

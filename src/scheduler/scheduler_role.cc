@@ -19,7 +19,8 @@ Result<size_t> LabelSchedulerPods(k8s::Client& client, const std::string& pod_na
   size_t patched = 0;
   for (const nlohmann::json& pod : pods->items) {
     const std::string name = k8s::Name(pod);
-    const std::string want = name == self ? "leader" : "follower";
+    const std::string want(name == self ? protocol::kSchedulerRoleLeader
+                                        : protocol::kSchedulerRoleFollower);
     k8s::StringMap labels = k8s::Labels(pod);
     auto it = labels.find(label);
     if (it != labels.end() && it->second == want) continue;

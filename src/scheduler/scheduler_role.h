@@ -11,10 +11,12 @@
 
 #include "common/result.h"
 #include "k8s/client.h"
+#include "protocol/keys.h"
 
 namespace hami::scheduler {
 
-inline constexpr std::string_view kSchedulerRoleLabel = "hami.io/scheduler-role";
+// The label key and values are protocol's (protocol/keys.h), the one place keys are spelled.
+inline constexpr std::string_view kSchedulerRoleLabel = protocol::kSchedulerRoleLabelKey;
 inline constexpr std::string_view kSchedulerComponentSelector =
     "app.kubernetes.io/component=hami-scheduler";
 

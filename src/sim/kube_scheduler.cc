@@ -20,6 +20,7 @@
 #include "common/time_format.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
+#include "protocol/keys.h"
 #include "scheduler/extender_args.h"
 
 namespace hami::sim {
@@ -68,7 +69,7 @@ json NodeSchedulingView(const json& node) {
   v["ready"] = NodeReady(node);
   json annos = node.contains("metadata") ? node["metadata"].value("annotations", json::object())
                                          : json::object();
-  annos.erase("hami.io/mutex.lock");
+  annos.erase(std::string(protocol::kNodeLockKey));
   v["annotations"] = std::move(annos);
   if (node.contains("metadata")) v["labels"] = node["metadata"].value("labels", json::object());
   if (node.contains("spec")) v["spec"] = node["spec"];
