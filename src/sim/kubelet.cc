@@ -22,6 +22,7 @@
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "sim/usage.h"
+#include "sim/vendor_plugin.h"
 
 namespace hami::sim {
 
@@ -165,8 +166,9 @@ class KubeletFleet::Impl {
     std::unique_ptr<dp::Allocator> allocator;
     std::unique_ptr<dp::Plugin> plugin;
     std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
-    std::vector<std::string> device_ids;  // from ListAndWatch, healthy only
-    std::set<std::string> in_use;         // mu_
+    std::unique_ptr<VendorPlugin> vendor;  // a vendor node's plugin instead of the above
+    std::vector<std::string> device_ids;   // from ListAndWatch, healthy only
+    std::set<std::string> in_use;          // mu_
   };
   enum class Step { kAdmit, kRunning, kFinish, kFailed };
   struct PodRun {
@@ -199,6 +201,7 @@ class KubeletFleet::Impl {
   void Worker();
   void Run(const std::string& key, Step step);
   void Admit(const std::string& key);
+  Result<std::map<std::string, std::string>> VendorAllocate(VendorPlugin& plugin);
   Result<std::map<std::string, std::string>> AllocateContainer(size_t node, const std::string& key,
                                                                int64_t count);
   void PatchStatus(const std::string& key, Step step);
@@ -233,6 +236,19 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
                                           options_.plugin_config.device_split_count);
   const std::string& rname = options_.plugin_config.resource_name;
   json resources = {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}, {rname, gpus}};
+  if (!node.spec.vendor.empty()) {
+    const device::Device* dev =
+        options_.registry ? options_.registry->Find(node.spec.vendor) : nullptr;
+    if (!dev)
+      return Error{"node " + Quote(node.spec.name) + ": no backend for vendor " +
+                   Quote(node.spec.vendor)};
+    k8s::Client* api = options_.plugin_client ? options_.plugin_client : &client_;
+    node.vendor = std::make_unique<VendorPlugin>(
+        *dev, *api, node.spec.name,
+        VendorDeviceInfos(node.spec.gpus, options_.plugin_config.device_split_count), clock_);
+    resources.erase(rname);
+    for (const auto& [k, v] : node.vendor->registration().capacity) resources[k] = v;
+  }
   json obj = {{"apiVersion", "v1"}, {"kind", "Node"}};
   obj["metadata"]["name"] = node.spec.name;
   obj["metadata"]["labels"] = json(node.spec.labels);
@@ -263,6 +279,7 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
 
 Status KubeletFleet::Impl::StartPlugin(size_t index) {
   Node& node = *nodes_[index];
+  if (node.vendor) return node.vendor->Start();
   node.dir = options_.socket_dir + "/" + std::to_string(index);
   std::error_code ec;
   std::filesystem::create_directories(node.dir, ec);
@@ -383,6 +400,7 @@ void KubeletFleet::Impl::Stop() {
   });
   for (auto& node : nodes_) {
     if (node->plugin) node->plugin->Stop();
+    if (node->vendor) node->vendor->Stop();
   }
   stop_informer.join();
 }
@@ -506,6 +524,13 @@ Result<std::map<std::string, std::string>> KubeletFleet::Impl::AllocateContainer
   return envs;
 }
 
+// A vendor node's Allocate for one container (its plugin sets no env here).
+Result<std::map<std::string, std::string>> KubeletFleet::Impl::VendorAllocate(
+    VendorPlugin& plugin) {
+  if (Status s = plugin.Allocate(); !s) return std::move(s).take_error();
+  return std::map<std::string, std::string>{};
+}
+
 void KubeletFleet::Impl::Admit(const std::string& key) {
   k8s::ObjectRef pod = pods_->Get(key);
   size_t index = 0;
@@ -521,12 +546,15 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
   std::vector<std::map<std::string, std::string>> envs;
   std::string error;
   const auto usage = PodUsage(*pod);
+  VendorPlugin* vendor = nodes_[index]->vendor.get();
+  const std::string& resource =
+      vendor ? vendor->count_resource() : options_.plugin_config.resource_name;
   for (const char* list : {"initContainers", "containers"}) {
     if (!error.empty() || !(*pod)["spec"].contains(list)) continue;
     for (const json& c : (*pod)["spec"][list]) {
-      const int64_t n = ContainerDeviceCount(c, options_.plugin_config.resource_name);
+      const int64_t n = ContainerDeviceCount(c, resource);
       if (n <= 0) continue;
-      auto r = AllocateContainer(index, key, n);
+      auto r = vendor ? VendorAllocate(*vendor) : AllocateContainer(index, key, n);
       if (!r) {
         error = r.error();
         break;

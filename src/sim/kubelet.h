@@ -35,6 +35,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "device/device.h"
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/plugin_config.h"
 #include "k8s/client.h"
@@ -48,6 +49,10 @@ struct SimNode {
   std::string name;
   std::map<std::string, std::string> labels;
   std::vector<deviceplugin::GpuDevice> gpus;
+  // The HAMi vendor key of the node's devices; "" = NVIDIA (the real plugin). Another vendor's
+  // node is served by hami-sim's generic plugin (sim/vendor_plugin.h) through that vendor's
+  // backend in KubeletOptions::registry.
+  std::string vendor{};
 };
 
 struct KubeletOptions {
@@ -60,6 +65,8 @@ struct KubeletOptions {
   // The device plugins' own API identity (their ServiceAccount under RBAC); null = the kubelets'
   // client. Must outlive the fleet.
   k8s::Client* plugin_client = nullptr;
+  // The backends for vendor nodes (SimNode::vendor); must outlive the fleet.
+  const device::Registry* registry = nullptr;
 };
 
 struct PodRunRecord {

@@ -104,6 +104,9 @@ std::vector<GpuReport> GpuRows(const ReportInput& in) {
           static_cast<int64_t>(std::floor(static_cast<double>(g.memory_mib) * in.memory_scaling));
       r.cores_limit = static_cast<int64_t>(std::floor(100.0 * in.core_scaling));
       r.slots_limit = in.split_count;
+      if (auto s = in.slots_by_uuid.find(g.uuid); s != in.slots_by_uuid.end()) {
+        r.slots_limit = static_cast<int>(s->second);
+      }
       if (n.mode == "mig") {
         r.mode = "mig";
         r.memory_limit_mib = g.memory_mib;

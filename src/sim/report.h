@@ -76,6 +76,9 @@ struct ReportInput {
   // when `measured` (the monitors answered). A GPU absent from the map measured 0.
   bool measured = false;
   std::map<std::string, int64_t> measured_memory_mib;  // by GPU uuid
+  // Vendor nodes' devices (scenario `vendor:`): their slots as the vendor's backend registered
+  // them, by device id; a device absent here has split_count slots.
+  std::map<std::string, int64_t> slots_by_uuid;
 };
 
 struct PlacedDevice {

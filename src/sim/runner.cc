@@ -16,11 +16,14 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "device/device.h"
 #include "device/policy.h"
 #include "k8s/base64.h"
 #include "k8s/client.h"
 #include "k8s/leader_election.h"
 #include "k8s/object.h"
+#include "protocol/keys.h"
+#include "protocol/vendor.h"
 #include "scheduler/server.h"
 #include "sim/apiserver.h"
 #include "sim/kube_scheduler.h"
@@ -31,6 +34,7 @@
 #include "sim/resources.h"
 #include "sim/store.h"
 #include "sim/usage.h"
+#include "sim/vendor_plugin.h"
 
 namespace hami::sim {
 namespace {
@@ -40,7 +44,6 @@ using Ms = std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kSchedulerName = "hami-scheduler";
-constexpr const char* kRegisterAnnotation = "hami.io/node-nvidia-register";
 constexpr int kApiAttempts = 20;
 
 std::string FormatSeconds(double s) {
@@ -195,9 +198,12 @@ class Runner::Impl {
   bool Settled(SystemTime* last_time);
   void Observe(SystemTime settled_at, bool timed_out, ReportInput* in);
   void MeasureMemory(ReportInput* in);
+  void SetReportNodes(ReportInput* in) const;
 
   const Scenario scenario_;
   const RunOptions options_;
+  // The backends of the scenario's device config: vendor nodes' plugins and the report read them.
+  const device::Registry registry_ = device::MakeRegistry(scenario_.device_config);
   std::vector<ExpandedNode> nodes_;
   std::vector<PlannedPod> planned_;
   std::vector<PodObservation> observed_;  // by planned_ index; each written by one creator
@@ -253,13 +259,19 @@ Status Runner::Impl::StartCluster() {
   kubelet.hook_path = dir_ + "/hook";  // the device plugins' HOOK_PATH; the monitors read it
   kubelet.plugin_config = *plugin_config;
   kubelet.plugin_client = &NewClient(plugin_token);
+  kubelet.registry = &registry_;
   std::vector<SimNode> sim_nodes;
-  for (const ExpandedNode& n : nodes_) sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus});
+  for (const ExpandedNode& n : nodes_) {
+    sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus, n.vendor});
+  }
   Progress("starting " + std::to_string(nodes_.size()) +
            " simulated kubelets, each with the HAMi device plugin (gRPC)");
   fleet_ = std::make_unique<KubeletFleet>(NewClient(kubelet_token), std::move(sim_nodes), kubelet);
   if (auto st = fleet_->Start(); !st) return Error{"kubelets: " + st.error()};
-  if (auto st = WaitForNodes(nodes_.size()); !st) return st;
+  // Vendor nodes published synchronously in Start(); the NVIDIA plugins publish on their own.
+  size_t nvidia_nodes = 0;
+  for (const ExpandedNode& n : nodes_) nvidia_nodes += n.vendor.empty() ? 1 : 0;
+  if (auto st = WaitForNodes(nvidia_nodes); !st) return st;
 
   scheduler::ServerOptions server;
   server.http_bind = "127.0.0.1:0";
@@ -302,7 +314,11 @@ Status Runner::Impl::StartCluster() {
   if (auto st = CreateNamespaces(*admin_); !st) return st;
   Progress("starting hami-vgpu-monitor on every node");
   std::vector<SimNode> monitored;
-  for (const ExpandedNode& n : nodes_) monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  // hami-vgpu-monitor reads HAMi-core's regions: NVIDIA nodes only (a vendor node's generic
+  // plugin runs no libvgpu).
+  for (const ExpandedNode& n : nodes_) {
+    if (n.vendor.empty()) monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  }
   // The monitor runs in the device plugin's pod, under its ServiceAccount.
   monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
                                              kubelet.hook_path);
@@ -321,7 +337,7 @@ std::chrono::seconds Runner::Impl::SetupWait(std::chrono::seconds usual) const {
 Report Runner::Impl::SetupFailedReport(const std::string& error) {
   ReportInput in;
   in.scenario_name = scenario_.name;
-  in.nodes = nodes_;
+  SetReportNodes(&in);
   in.split_count = scenario_.device_config.nvidia.device_split_count;
   in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
   in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
@@ -406,21 +422,54 @@ Status Runner::Impl::CreateRbacObjects() {
   return OkStatus();
 }
 
+// The report's nodes: a vendor node's devices as the scheduler's backend reads them from what
+// its plugin publishes (a vendor that registers through capacity names its devices itself), with
+// their slots; NVIDIA nodes as the scenario gives them.
+void Runner::Impl::SetReportNodes(ReportInput* in) const {
+  in->nodes = nodes_;
+  for (ExpandedNode& n : in->nodes) {
+    const device::Device* dev = n.vendor.empty() ? nullptr : registry_.Find(n.vendor);
+    if (!dev) continue;
+    const device::NodeRegistration reg = dev->EncodeNodeRegistration(
+        VendorDeviceInfos(n.gpus, scenario_.device_config.nvidia.device_split_count));
+    device::NodeView view;
+    view.name = n.name;
+    view.annotations = reg.annotations;
+    view.capacity = view.allocatable = reg.capacity;
+    auto rows = dev->NodeDevices(view);
+    if (!rows) continue;
+    n.gpus.clear();
+    for (const device::DeviceUsage& d : *rows) {
+      deviceplugin::GpuDevice g;
+      g.index = d.index;
+      g.uuid = d.id;
+      g.model = d.type;
+      g.memory_mib = d.totalmem;
+      g.numa = d.numa;
+      n.gpus.push_back(std::move(g));
+      in->slots_by_uuid[d.id] = d.count;
+    }
+  }
+}
+
 // The scheduler registers a node once its device plugin has published the GPUs.
 Status Runner::Impl::WaitForNodes(size_t want) {
   k8s::Client& client = *admin_;
   const std::chrono::seconds wait = SetupWait(std::chrono::seconds(120));
   auto deadline = SteadyClock::now() + wait;
   size_t have = 0;
-  while (SteadyClock::now() < deadline) {
+  const device::Device* nvidia = registry_.Find("NVIDIA");
+  const std::string register_key = nvidia ? nvidia->Info().register_key : "";
+  while (want > 0 && SteadyClock::now() < deadline) {
     auto nodes = client.ListAll(k8s::resources::kNodes, "", k8s::ListOptions{});
     if (nodes) {
       have = 0;
-      for (const json& n : nodes->items) have += k8s::Annotation(n, kRegisterAnnotation) ? 1 : 0;
+      for (const json& n : nodes->items) have += k8s::Annotation(n, register_key) ? 1 : 0;
       if (have >= want) return OkStatus();
     }
     std::this_thread::sleep_for(Ms(20));
   }
+  if (want == 0) return OkStatus();
   return Error{"kubelets: " + std::to_string(have) + " of " + std::to_string(want) +
                " nodes published their GPUs within " + std::to_string(wait.count()) + " s"};
 }
@@ -546,9 +595,17 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
       const json& obj = it->second;
       o.phase = k8s::FieldString(obj, "status.phase");
       o.node = k8s::FieldString(obj, "spec.nodeName");
-      o.allocated = k8s::Annotation(obj, "hami.io/vgpu-devices-allocated").value_or("");
-      o.mig_allocations = k8s::Annotation(obj, "hami.io/vgpu-mig-allocations").value_or("");
-      o.bind_phase = k8s::Annotation(obj, "hami.io/bind-phase").value_or("");
+      // The allocation of whichever backend placed the pod (a sim pod asks for one vendor).
+      for (const device::Device* d : registry_.All()) {
+        const std::string& key = d->Info().allocated_key;
+        if (key.empty()) continue;
+        if (auto v = k8s::Annotation(obj, key)) {
+          o.allocated = *v;
+          break;
+        }
+      }
+      o.mig_allocations = k8s::Annotation(obj, protocol::kVgpuMigAllocationsKey).value_or("");
+      o.bind_phase = k8s::Annotation(obj, protocol::kBindPhaseKey).value_or("");
     }
     if (auto it = scheds.find(key); it != scheds.end()) {
       o.bound = it->second.bound;
@@ -614,7 +671,7 @@ Result<Report> Runner::Impl::Run() {
   creator.join();
 
   in.scenario_name = scenario_.name;
-  in.nodes = nodes_;
+  SetReportNodes(&in);
   in.split_count = scenario_.device_config.nvidia.device_split_count;
   in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
   in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
@@ -636,7 +693,7 @@ void Runner::Impl::MeasureMemory(ReportInput* in) {
   for (size_t i = 0; i < planned_.size() && i < in->pods.size(); ++i) {
     if (!in->pods[i].running) continue;
     for (const ContainerSpec& c : scenario_.workloads[planned_[i].workload_index].containers) {
-      want += c.usage && c.resources.count("nvidia.com/gpu") > 0 ? 1 : 0;
+      want += c.usage && c.resources.count(std::string(protocol::kNvidiaCountResource)) > 0 ? 1 : 0;
     }
   }
   auto measured = monitors_->MeasuredMemoryMiB(want, std::chrono::seconds(5));

@@ -17,6 +17,7 @@
 #include "deviceplugin/mig_profiles.h"
 #include "k8s/client_flags.h"
 #include "protocol/quantity.h"
+#include "sim/vendor_plugin.h"
 
 namespace hami::sim {
 namespace {
@@ -225,12 +226,16 @@ Status ParseGpuMode(const YAML::Node& node, const std::string& path, GpuGroup* g
 }
 
 Status ParseGpuGroup(const YAML::Node& node, const std::string& path, GpuGroup* g) {
-  if (auto st =
-          CheckKeys(node, path, {"model", "memory", "count", "numa", "uuids", "mode", "profiles"});
+  if (auto st = CheckKeys(
+          node, path, {"model", "memory", "count", "numa", "uuids", "mode", "profiles", "vendor"});
       !st) {
     return st;
   }
   if (auto st = ParseGpuMode(node, path, g); !st) return st;
+  if (node["vendor"]) {
+    if (auto st = ReadString(node["vendor"], Sub(path, "vendor"), &g->vendor); !st) return st;
+    if (g->vendor == "NVIDIA") g->vendor.clear();
+  }
   if (auto st = ReadString(node["model"], Sub(path, "model"), &g->model); !st) return st;
   if (g->model.find_first_of(",:;") != std::string::npos) {
     return FieldError(Sub(path, "model"), "no ',', ':' or ';'", g->model);
@@ -294,6 +299,11 @@ Status ParseNodeGroup(const YAML::Node& node, const std::string& path, NodeGroup
       return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].mode",
                         "the mode of gpus[0] (a node has one operating mode)",
                         g.mode.empty() ? "no mode" : g.mode);
+    }
+    if (i > 0 && g.vendor != n->gpus.front().vendor) {
+      return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].vendor",
+                        "the vendor of gpus[0] (a node has one vendor)",
+                        g.vendor.empty() ? "NVIDIA" : g.vendor);
     }
     n->gpus.push_back(std::move(g));
   }
@@ -441,6 +451,27 @@ Status CheckMigGroups(const Scenario& s) {
   return OkStatus();
 }
 
+// Every `vendor` names an active backend (its section is in deviceConfig), not in MIG mode.
+Status CheckVendors(const Scenario& s) {
+  const std::vector<std::string> active = ActiveVendorKeys(s.device_config);
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    for (size_t j = 0; j < s.nodes[i].gpus.size(); ++j) {
+      const GpuGroup& g = s.nodes[i].gpus[j];
+      if (g.vendor.empty()) continue;
+      const std::string path =
+          "nodes[" + std::to_string(i) + "].gpus[" + std::to_string(j) + "].vendor";
+      if (std::find(active.begin(), active.end(), g.vendor) == active.end()) {
+        return FieldError(path,
+                          "the vendor key of a backend whose section is in deviceConfig (active: " +
+                              Join(active, ", ") + ")",
+                          g.vendor);
+      }
+      if (g.mode == "mig") return FieldError(path, "NVIDIA with mode: mig", g.vendor);
+    }
+  }
+  return OkStatus();
+}
+
 Status CheckUniqueNames(const Scenario& s) {
   std::set<std::string> seen;
   for (const ExpandedNode& n : ExpandNodes(s)) {
@@ -484,6 +515,7 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
     return st;
   }
   if (auto st = CheckMigGroups(*s); !st) return st;
+  if (auto st = CheckVendors(*s); !st) return st;
   if (auto st = ParseList<Workload>(root["workloads"], "workloads", ParseWorkload, &s->workloads);
       !st) {
     return st;
@@ -555,6 +587,7 @@ std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario) {
       n.labels = g.labels;
       uint64_t index = 0;
       n.mode = g.gpus.empty() || g.gpus.front().mode != "mig" ? "" : "mig";
+      n.vendor = g.gpus.empty() ? "" : g.gpus.front().vendor;
       for (const GpuGroup& kind : g.gpus) {
         for (int k = 0; k < kind.count; ++k, ++index) {
           deviceplugin::GpuDevice d;

@@ -23,6 +23,11 @@
 //            profiles: [1g.5gb, 3g.20gb]}   # MIG (docs/MIG.md): the node's plugin runs in
 //                                           # operatingmode mig; profiles default to the
 //                                           # migProfileAllowlist entry of the model
+//         - {model: Hygon Z100, memory: 32768, count: 2, vendor: DCU}
+//                                           # another vendor's devices (its HAMi vendor key;
+//                                           # default NVIDIA): hami-sim's generic plugin for
+//                                           # it (docs/VENDORS.md); the vendor's section must
+//                                           # be in deviceConfig
 //   workloads:
 //     - name: train                 # pods are <name>-<i> when replicas > 1, else <name>
 //       namespace: default
@@ -65,6 +70,11 @@ struct GpuGroup {
   // the MIG profiles offered (mode mig only); empty = the allowlist's for the model.
   std::string mode;
   std::vector<std::string> mig_profiles;
+  // `vendor`: the HAMi vendor key of these devices ("DCU", "MLU", "Ascend910B3", ...); "" =
+  // NVIDIA. Its backend must be active (its section in deviceConfig); all groups of a node
+  // agree. Such a node runs hami-sim's generic vendor plugin (sim/vendor_plugin.h,
+  // docs/VENDORS.md); `model` is the device type it registers.
+  std::string vendor{};
 };
 
 struct NodeGroup {
@@ -126,6 +136,7 @@ struct ExpandedNode {
   std::map<std::string, std::string> labels;
   std::vector<deviceplugin::GpuDevice> gpus;  // in MIG mode with their mig_profiles
   std::string mode;                           // the plugin's operating mode; "" = the config's
+  std::string vendor{};                       // GpuGroup::vendor of its gpus; "" = NVIDIA
 };
 
 // One pod after expanding a Workload's replicas.
