@@ -288,6 +288,30 @@ TEST(KubectlHamiExplain, ScheduledPodAndItsJson) {
   EXPECT_EQ(ExplainJson(view.value()), want);
 }
 
+TEST(KubectlHamiExplain, InitContainersComeFirstAndAreMarked) {
+  json pod = Pod("team", "init", Wants(2000));
+  pod["spec"]["initContainers"] = {
+      {{"name", "prep"},
+       {"resources",
+        {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "25"}}}}}}};
+  auto view = BuildExplain(Input(pod));
+  ASSERT_TRUE(view.ok()) << view.error();
+  const auto& r = view.value().requests;
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].container, "prep");
+  EXPECT_TRUE(r[0].init);
+  EXPECT_EQ(r[0].memory_percent, 25);
+  EXPECT_FALSE(r[0].memory_mib);
+  EXPECT_EQ(r[1].container, "main");
+  EXPECT_FALSE(r[1].init);
+  EXPECT_EQ(r[1].memory_mib, 2000);
+  std::string text = ExplainText(view.value(), {});
+  EXPECT_NE(text.find("  prep (init)   NVIDIA   1       25%"), std::string::npos) << text;
+  // The init container's peak and the app's sum collapse per device as the scheduler counts.
+  ASSERT_EQ(view.value().nodes.size(), 1u);
+  EXPECT_TRUE(view.value().nodes[0].fit) << view.value().nodes[0].words;
+}
+
 TEST(KubectlHamiExplain, APodWithoutDevicesAndABadPod) {
   auto view = BuildExplain(Input(Pod("team", "web", json::object())));
   ASSERT_TRUE(view.ok()) << view.error();
