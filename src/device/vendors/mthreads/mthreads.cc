@@ -56,6 +56,24 @@ int64_t IndexFromId(std::string_view id) {
   return ParseInt64(id.substr(dash + 1)).value_or(0);
 }
 
+// The node in "<node>-mthreads-<i>" (the ids NodeDevices gives), else "".
+std::string NodeFromId(std::string_view id) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos || !ParseInt64(id.substr(dash + 1))) return "";
+  std::string_view head = id.substr(0, dash);
+  constexpr std::string_view kInfix = "-mthreads";
+  if (head.size() <= kInfix.size() || head.substr(head.size() - kInfix.size()) != kInfix) return "";
+  return std::string(head.substr(0, head.size() - kInfix.size()));
+}
+
+// The first device of the last container that got devices ("" when none).
+std::string_view LastDevice(const protocol::PodDevices& devices) {
+  for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
+    if (!it->empty()) return it->front().uuid;
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<MthreadsConfig> ParseMthreadsConfig(const YAML::Node& section) {
@@ -252,7 +270,11 @@ StringMap MthreadsDevice::AllocationAnnotations(const PodView& pod,
   if (!any) return out;
   out[info_.allocated_key] = protocol::EncodePodDevices(devices);
   std::string node;
-  if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuNodeKey)) node = *v;
+  if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuNodeKey)) {
+    node = *v;
+  } else {
+    node = NodeFromId(LastDevice(devices));
+  }
   std::optional<int64_t> seconds;
   if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuTimeKey)) {
     seconds = ParseInt64(Trim(*v));

@@ -34,6 +34,7 @@ TEST_F(MthreadsScheduler, WebhookAndFilter) {
   EXPECT_EQ(annos["mthreads.com/gpu-index"],
             value.substr(std::string("mt-node-mthreads-").size(), 1));
   EXPECT_EQ(annos.count("hami.io/mthreads-vgpu-devices-to-allocate"), 0u);
+  EXPECT_EQ(annos["mthreads.com/predicate-node"], "mt-node");
 
   json illegal =
       Review(Pod("illegal", {{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "3"}}));

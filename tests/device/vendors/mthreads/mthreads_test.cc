@@ -237,6 +237,13 @@ TEST(MthreadsAllocate, PatchAnnotations) {
   EXPECT_EQ(placed["mthreads.com/predicate-time"], "1700000000000000000");
   EXPECT_EQ(placed.count("hami.io/mthreads-vgpu-devices-to-allocate"), 0u);
   EXPECT_TRUE(dev.AllocationAnnotations(pod, {{}}).empty());
+  // Without hami.io/vgpu-node (the scheduler's decision is written in the same patch), the node
+  // comes from the device ids this backend gives.
+  StringMap from_id = dev.AllocationAnnotations(PodView{}, {{a, b}});
+  EXPECT_EQ(from_id["mthreads.com/predicate-node"], "node-a");
+  EXPECT_EQ(from_id.count("mthreads.com/predicate-time"), 0u);
+  protocol::ContainerDevice odd{"x-mthreads-y", "Mthreads", 1, 1};
+  EXPECT_EQ(dev.AllocationAnnotations(PodView{}, {{odd}})["mthreads.com/predicate-node"], "");
   // The simulated plugin serves the allocated key.
   auto served = dev.PodToAllocate(placed);
   ASSERT_TRUE(served) << served.error();
