@@ -55,6 +55,28 @@ int64_t IndexFromId(std::string_view id) {
 
 }  // namespace
 
+std::string EncodeDsmluProfile(const DsmluProfile& profile) {
+  return std::to_string(profile.index) + "_" + std::to_string(profile.cores) + "_" +
+         std::to_string(profile.memory_units);
+}
+
+Result<DsmluProfile> DecodeDsmluProfile(std::string_view value) {
+  auto fail = [&] {
+    return Error{std::string(kProfileKey) + ": want <index>_<cores>_<memory units>, got " +
+                 Quote(value)};
+  };
+  std::vector<std::string_view> parts = Split(value, '_');
+  if (parts.size() != 3) return fail();
+  for (std::string_view p : parts) {
+    if (p.empty() || p.find_first_not_of("0123456789") != std::string_view::npos) return fail();
+  }
+  auto index = ParseInt64(parts[0]);
+  auto cores = ParseInt32(parts[1]);
+  auto units = ParseInt32(parts[2]);
+  if (!index || !cores || !units) return fail();
+  return DsmluProfile{*index, *cores, *units};
+}
+
 Result<CambriconConfig> ParseCambriconConfig(const YAML::Node& section) {
   CambriconConfig config;
   if (!section || section.IsNull()) return config;
@@ -214,9 +236,8 @@ StringMap CambriconDevice::AllocationAnnotations(const PodView& pod,
     if (ctr.empty()) continue;
     const protocol::ContainerDevice& d = ctr.front();
     out[std::string(kAssignedKey)] = "false";
-    out[std::string(kProfileKey)] = std::to_string(IndexFromId(d.uuid)) + "_" +
-                                    std::to_string(d.usedcores) + "_" +
-                                    std::to_string(d.usedmem / kMemoryFactor);
+    out[std::string(kProfileKey)] =
+        EncodeDsmluProfile({IndexFromId(d.uuid), d.usedcores, d.usedmem / kMemoryFactor});
     break;
   }
   return out;

@@ -41,6 +41,18 @@ struct CambriconConfig {
 // ignored. A non-scalar or empty name is an error naming "cambricon.<key>".
 Result<CambriconConfig> ParseCambriconConfig(const YAML::Node& section);
 
+// CAMBRICON_DSMLU_PROFILE: "<device index>_<cores percent>_<memory in 256 MiB units>".
+struct DsmluProfile {
+  int64_t index = 0;
+  int32_t cores = 0;
+  int32_t memory_units = 0;
+  bool operator==(const DsmluProfile&) const = default;
+};
+std::string EncodeDsmluProfile(const DsmluProfile& profile);
+// Three '_'-separated whole non-negative numbers (index int64, cores and units int32); anything
+// else is an error naming CAMBRICON_DSMLU_PROFILE and quoting the value.
+Result<DsmluProfile> DecodeDsmluProfile(std::string_view value);
+
 class CambriconDevice : public Device {
  public:
   explicit CambriconDevice(CambriconConfig config);

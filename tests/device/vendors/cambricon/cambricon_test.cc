@@ -206,6 +206,22 @@ TEST(CambriconAllocate, PatchAnnotations) {
   EXPECT_EQ(none.count("CAMBRICON_DSMLU_PROFILE"), 0u);
 }
 
+TEST(CambriconAllocate, DsmluProfileCodec) {
+  auto p = DecodeDsmluProfile("2_30_16");
+  ASSERT_TRUE(p) << p.error();
+  EXPECT_EQ(*p, (DsmluProfile{2, 30, 16}));
+  EXPECT_EQ(EncodeDsmluProfile(*p), "2_30_16");
+  for (const char* bad :
+       {"", "1_2", "1_2_3_4", "a_1_1", "-1_2_3", "1__3", "0_2147483648_1", " 1_2_3"}) {
+    auto r = DecodeDsmluProfile(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error(),
+              std::string("CAMBRICON_DSMLU_PROFILE: want <index>_<cores>_<memory units>, "
+                          "got \"") +
+                  bad + "\"");
+  }
+}
+
 struct FitCase {
   const char* name;
   std::vector<DeviceUsage> devices;
