@@ -137,8 +137,10 @@ void UsageIndex::MergeUsageLocked(NodeUsage* row) const {
   }
   if (u == usage_.end()) return;
   // A reservation on a GPU the node does not register: no MIG device of it can be trusted.
-  for (const auto& [uuid, c] : u->second) {
-    if (c.mig.empty()) continue;
+  for (const auto& entry : u->second) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& uuid = entry.first;
+    if (entry.second.mig.empty()) continue;
     bool known = std::any_of(row->devices.begin(), row->devices.end(),
                              [&](const DeviceUsage& d) { return d.id == uuid; });
     if (known) continue;
