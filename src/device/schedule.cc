@@ -365,6 +365,10 @@ std::map<std::string, std::string> AllocationAnnotations(const Registry& registr
   if (!chosen->mig_allocations.empty()) {
     out[std::string(protocol::kVgpuMigAllocationsKey)] =
         protocol::EncodeMigAllocations(chosen->mig_allocations);
+  } else if (FindValue(pod.annotations, protocol::kVgpuMigAllocationsKey)) {
+    // A re-filtered pod must not keep reservations of an earlier decision: with them, the usage
+    // index would read its new (non-MIG) GPU as inconsistent.
+    out[std::string(protocol::kVgpuMigAllocationsKey)] = "[]";
   }
   return out;
 }

@@ -113,7 +113,8 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
 
 // The pod annotations Filter writes for the chosen node: hami.io/vgpu-node and, per vendor with
 // a device, its to-allocate and allocated keys (same value), and hami.io/vgpu-mig-allocations
-// when MIG instances were reserved. hami.io/vgpu-time is the caller's
+// when MIG instances were reserved (`[]` when none were but the pod carries the key from an
+// earlier decision). hami.io/vgpu-time is the caller's
 // (it owns the clock). Empty when nothing was chosen.
 // Each vendor's keys come from its Device::AllocationAnnotations (HAMi PatchAnnotations), which
 // may read the pod (e.g. Ascend's runtime annotation); the first form passes an empty pod.

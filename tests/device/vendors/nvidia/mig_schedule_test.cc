@@ -128,11 +128,22 @@ TEST(MigSchedule, AnnotationsCarryThePlacements) {
             R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"2g.10gb",)"
             R"("placement":{"start":0,"size":2}},{"containerIndex":1,"deviceIndex":0,)"
             R"("gpuUUID":"GPU-a","profile":"1g.5gb","placement":{"start":6,"size":1}}])");
-  // A hami-core GPU gets no MIG annotation.
+  // A hami-core GPU gets no MIG annotation ...
   NodeUsage core{.name = "n1", .devices = {Gpu("GPU-a", "hami-core")}};
   d = Schedule(f.registry, pod, {core}, {}, ScheduleOptions{});
   ASSERT_TRUE(d && d->Chosen());
   EXPECT_EQ(AllocationAnnotations(f.registry, *d).count("hami.io/vgpu-mig-allocations"), 0u);
+  // ... unless the pod carries reservations of an earlier decision: they are emptied, so the
+  // index does not read the hami-core GPU as holding a MIG instance.
+  pod.annotations["hami.io/vgpu-mig-allocations"] =
+      R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-x","profile":"1g.5gb",)"
+      R"("placement":{"start":6,"size":1}}])";
+  auto annos2 = AllocationAnnotations(f.registry, pod, *d);
+  EXPECT_EQ(annos2.at("hami.io/vgpu-mig-allocations"), "[]");
+  for (const auto& [k, v] : annos2) pod.annotations[k] = v;
+  auto held = PodAllocationFromPod(f.registry, pod);
+  ASSERT_TRUE(held && *held);
+  EXPECT_TRUE((*held)->mig.empty());
 }
 
 TEST(MigSchedule, InitContainerInstancesStayReserved) {
