@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -528,6 +529,14 @@ std::chrono::milliseconds HttpServer::Impl::TimeoutOf(Phase p) const {
 }
 
 void HttpServer::Impl::Loop() {
+  // Every socket write happens on this thread. Plain sends pass MSG_NOSIGNAL, but OpenSSL writes
+  // through its socket BIO with write(2): a peer gone mid-handshake or mid-reply would raise
+  // SIGPIPE and kill the process. Blocked here, the write fails with EPIPE instead (and the
+  // signal stays pending on this thread only), whatever the process does with SIGPIPE.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::vector<epoll_event> events(128);
   while (!stopping_) {
     // Sleep until the nearest deadline, at most a second (a FakeClock's move is seen by Wake()).
