@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "device/config.h"
+#include "device/device.h"
 #include "render.h"
 
 namespace hami::chart_test {
@@ -25,6 +26,15 @@ TEST_F(ChartTest, DeviceConfigLoadsAndEqualsTheBuiltInDefaults) {
         "vastai", "biren", "iluvatars[0]", "vnpus", "vnpus.configs[6]"}) {
     EXPECT_TRUE(config->others.count(section)) << section;
   }
+  // A vendor is active when its section is present: the chart's default makes every backend
+  // HAMi v2.10 ships active (issue 15), Ascend and Iluvatar once per chip.
+  const device::Registry registry = device::MakeRegistry(*config);
+  for (const char* key :
+       {"NVIDIA", "MLU", "DCU", "Metax-GPU", "Metax-SGPU", "Mthreads", "GCU", "Enflame", "kunlun",
+        "XPU", "AWSNeuron", "AMD", "Vastai", "Biren", "Ascend910A", "Ascend910B3", "Ascend310P"}) {
+    EXPECT_NE(registry.Find(key), nullptr) << key;
+  }
+  EXPECT_GE(registry.All().size(), 20u);
 
   const Rendered over = RenderChecked(
       "--set devicePlugin.deviceSplitCount=3 --set devicePlugin.deviceMemoryScaling=1.5 "
