@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -73,15 +74,12 @@ Result<AmdConfig> ParseAmdConfig(const YAML::Node& section) {
   AmdConfig config;
   if (!section || section.IsNull()) return config;
   if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
-                            std::pair{"resourceMemoryName", &config.resource_memory_name},
-                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
-    YAML::Node value = section[key];
-    if (!value || value.IsNull()) continue;
-    if (!value.IsScalar() || Trim(value.Scalar()).empty()) {
-      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
-    }
-    *field = value.Scalar();
+  if (Status s = ReadResourceNames(section, std::string(kSection),
+                                   {{"resourceCountName", &config.resource_count_name},
+                                    {"resourceMemoryName", &config.resource_memory_name},
+                                    {"resourceCoreName", &config.resource_core_name}});
+      !s) {
+    return std::move(s).take_error();
   }
   return config;
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -58,12 +59,7 @@ Result<std::vector<DeviceUsage>> BirenDevice::NodeDevices(const NodeView& node) 
 }
 
 Result<bool> BirenDevice::MutateAdmission(AdmissionEdit& edit) const {
-  const nlohmann::json* limits = &edit.Container();
-  for (const char* key : {"resources", "limits"}) {
-    if (!limits->is_object() || !limits->contains(key)) return false;
-    limits = &(*limits)[key];
-  }
-  return limits->is_object() && limits->contains(config_.resource_count_name);
+  return LimitsContain(edit.Container(), config_.resource_count_name);
 }
 
 Result<DeviceRequest> BirenDevice::NormalizeRequest(const ContainerView& container) const {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/quantity.h"
@@ -81,15 +82,12 @@ Result<CambriconConfig> ParseCambriconConfig(const YAML::Node& section) {
   CambriconConfig config;
   if (!section || section.IsNull()) return config;
   if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
-                            std::pair{"resourceMemoryName", &config.resource_memory_name},
-                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
-    YAML::Node value = section[key];
-    if (!value || value.IsNull()) continue;
-    if (!value.IsScalar() || Trim(value.Scalar()).empty()) {
-      return FieldError(std::string(kSection) + "." + key, "a resource name", Describe(value));
-    }
-    *field = value.Scalar();
+  if (Status s = ReadResourceNames(section, std::string(kSection),
+                                   {{"resourceCountName", &config.resource_count_name},
+                                    {"resourceMemoryName", &config.resource_memory_name},
+                                    {"resourceCoreName", &config.resource_core_name}});
+      !s) {
+    return std::move(s).take_error();
   }
   return config;
 }
@@ -129,12 +127,7 @@ Health CambriconDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake
 }
 
 Result<bool> CambriconDevice::MutateAdmission(AdmissionEdit& edit) const {
-  const nlohmann::json* limits = &edit.Container();
-  for (const char* key : {"resources", "limits"}) {
-    if (!limits->is_object() || !limits->contains(key)) return false;
-    limits = &(*limits)[key];
-  }
-  return limits->is_object() && limits->contains(config_.resource_count_name);
+  return LimitsContain(edit.Container(), config_.resource_count_name);
 }
 
 Result<DeviceRequest> CambriconDevice::NormalizeRequest(const ContainerView& container) const {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -71,15 +72,12 @@ Result<HygonConfig> ParseHygonConfig(const YAML::Node& section) {
   if (!section || section.IsNull()) return config;
   const std::string prefix = std::string(kSection) + ".";
   if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  for (auto [key, field] : {std::pair{"resourceCountName", &config.resource_count_name},
-                            std::pair{"resourceMemoryName", &config.resource_memory_name},
-                            std::pair{"resourceCoreName", &config.resource_core_name}}) {
-    YAML::Node value = section[key];
-    if (!value || value.IsNull()) continue;
-    if (!value.IsScalar() || Trim(value.Scalar()).empty()) {
-      return FieldError(prefix + key, "a resource name", Describe(value));
-    }
-    *field = value.Scalar();
+  if (Status s = ReadResourceNames(section, std::string(kSection),
+                                   {{"resourceCountName", &config.resource_count_name},
+                                    {"resourceMemoryName", &config.resource_memory_name},
+                                    {"resourceCoreName", &config.resource_core_name}});
+      !s) {
+    return std::move(s).take_error();
   }
   if (YAML::Node value = section["memoryFactor"]; value && !value.IsNull()) {
     std::optional<int32_t> factor;
@@ -106,13 +104,7 @@ Result<std::vector<DeviceUsage>> HygonDevice::NodeDevices(const NodeView& node) 
 }
 
 Result<bool> HygonDevice::MutateAdmission(AdmissionEdit& edit) const {
-  const nlohmann::json& ctr = edit.Container();
-  const nlohmann::json* limits = &ctr;
-  for (const char* key : {"resources", "limits"}) {
-    if (!limits->is_object() || !limits->contains(key)) return false;
-    limits = &(*limits)[key];
-  }
-  return limits->is_object() && limits->contains(config_.resource_count_name);
+  return LimitsContain(edit.Container(), config_.resource_count_name);
 }
 
 Result<DeviceRequest> HygonDevice::NormalizeRequest(const ContainerView& container) const {

@@ -10,6 +10,7 @@
 
 #include "common/json.h"
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -121,12 +122,7 @@ Result<std::vector<DeviceUsage>> VastaiDevice::NodeDevices(const NodeView& node)
 }
 
 Result<bool> VastaiDevice::MutateAdmission(AdmissionEdit& edit) const {
-  const nlohmann::json* limits = &edit.Container();
-  for (const char* key : {"resources", "limits"}) {
-    if (!limits->is_object() || !limits->contains(key)) return false;
-    limits = &(*limits)[key];
-  }
-  return limits->is_object() && limits->contains(config_.resource_count_name);
+  return LimitsContain(edit.Container(), config_.resource_count_name);
 }
 
 Result<DeviceRequest> VastaiDevice::NormalizeRequest(const ContainerView& container) const {
