@@ -107,6 +107,13 @@ class VendorSchedulerTest : public scheduler::testing::SchedulerBinaryTest {
     }
     ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", node).ok());
   }
+  // A node as given.
+  void CreateNode(const json& node) {
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", node).ok());
+  }
+  void CreatePod(const json& pod) {
+    ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", pod).ok());
+  }
   // Reviews `pod`, expects it admitted for hami-scheduler, and creates what the webhook made.
   json Admit(const json& pod) {
     json review = Review(pod);
