@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "device/yaml_error.h"
+#include "protocol/reason.h"
 
 namespace hami::device {
 
@@ -25,6 +26,27 @@ bool LimitsContain(const nlohmann::json& container, const std::string& resource)
     limits = &(*limits)[key];
   }
   return limits->is_object() && limits->contains(resource);
+}
+
+void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t nums,
+                    const DeviceCheck& check, FitResult* r) {
+  protocol::ContainerDevices picked;
+  for (size_t k = candidates.size(); k-- > 0;) {
+    protocol::ContainerDevice chosen;
+    if (auto reason = check(*candidates[k], &chosen)) {
+      r->reasons[std::string(*reason)] += 1;
+      continue;
+    }
+    picked.push_back(std::move(chosen));
+    if (static_cast<int32_t>(picked.size()) == nums) {
+      r->fit = true;
+      r->devices = std::move(picked);
+      return;
+    }
+  }
+  if (!picked.empty()) {
+    r->reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
+  }
 }
 
 }  // namespace hami::device

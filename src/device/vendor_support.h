@@ -1,18 +1,24 @@
 // Pieces several vendor backends (src/device/vendors/) share word for word: reading a config
 // section's resource-name keys and asking whether a container's limits name a resource. Each
 // backend keeps what differs (its own keys, messages and defaults); only the identical shapes
-// live here. The messages are pinned by the vendors' tests.
+// live here, the Fit scan among them. The messages are pinned by the vendors' tests.
 #ifndef HAMI_DEVICE_VENDOR_SUPPORT_H_
 #define HAMI_DEVICE_VENDOR_SUPPORT_H_
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "common/result.h"
+#include "device/device.h"
+#include "protocol/pod_devices.h"
 
 namespace hami::device {
 
@@ -24,6 +30,17 @@ Status ReadResourceNames(const YAML::Node& section, const std::string& path,
 
 // Whether the container JSON's resources.limits is an object holding `resource`.
 bool LimitsContain(const nlohmann::json& container, const std::string& resource);
+
+// A device check inside Fit: the reason a device is refused, or nullopt with `*chosen` filled.
+using DeviceCheck = std::function<std::optional<std::string_view>(
+    const DeviceUsage& dev, protocol::ContainerDevice* chosen)>;
+
+// The scan most backends' Fit shares: `candidates` from last to first; a device `check` refuses
+// adds 1 to its reason in r->reasons, one it accepts is picked until `nums` are (then r->fit and
+// r->devices). Fewer picks than `nums`: no fit, the partial picks counted as
+// AllocatedCardsInsufficientRequest.
+void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t nums,
+                    const DeviceCheck& check, FitResult* r);
 
 }  // namespace hami::device
 

@@ -147,23 +147,12 @@ FitResult HygonDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (request.nums <= 0) return r.fit = true, r;
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
-  protocol::ContainerDevices picked;
-  for (size_t k = candidates.size(); k-- > 0;) {
-    protocol::ContainerDevice chosen;
-    if (auto reason = Check(*candidates[k], request, ctx, info_, annos, &chosen)) {
-      r.reasons[std::string(*reason)] += 1;
-      continue;
-    }
-    picked.push_back(std::move(chosen));
-    if (static_cast<int32_t>(picked.size()) == request.nums) {
-      r.fit = true;
-      r.devices = std::move(picked);
-      return r;
-    }
-  }
-  if (!picked.empty()) {
-    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
-  }
+  ScanCandidates(
+      candidates, request.nums,
+      [&](const DeviceUsage& dev, protocol::ContainerDevice* chosen) {
+        return Check(dev, request, ctx, info_, annos, chosen);
+      },
+      &r);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -180,23 +181,7 @@ FitResult IluvatarDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
     *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
     return std::nullopt;
   };
-  protocol::ContainerDevices picked;
-  for (size_t k = candidates.size(); k-- > 0;) {
-    protocol::ContainerDevice chosen;
-    if (auto reason = check(*candidates[k], &chosen)) {
-      r.reasons[std::string(*reason)] += 1;
-      continue;
-    }
-    picked.push_back(std::move(chosen));
-    if (static_cast<int32_t>(picked.size()) == request.nums) {
-      r.fit = true;
-      r.devices = std::move(picked);
-      return r;
-    }
-  }
-  if (!picked.empty()) {
-    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
-  }
+  ScanCandidates(candidates, request.nums, check, &r);
   return r;
 }
 
