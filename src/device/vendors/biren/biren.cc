@@ -82,7 +82,8 @@ FitResult BirenDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (request.nums <= 0) return r.fit = true, r;
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
-  auto check = [&](const DeviceUsage& dev) -> std::optional<std::string_view> {
+  auto check = [&](const DeviceUsage& dev,
+                   protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (!dev.health) return protocol::kCardNotHealth;
     if (request.type != kVendorKey) return protocol::kCardTypeMismatch;
     if (!nvidia::CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
@@ -90,25 +91,10 @@ FitResult BirenDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
     }
     if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
     if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
+    *chosen = protocol::ContainerDevice{dev.id, request.type, 0, request.coresreq};
     return std::nullopt;
   };
-  protocol::ContainerDevices picked;
-  for (size_t k = candidates.size(); k-- > 0;) {
-    const DeviceUsage& dev = *candidates[k];
-    if (auto reason = check(dev)) {
-      r.reasons[std::string(*reason)] += 1;
-      continue;
-    }
-    picked.push_back(protocol::ContainerDevice{dev.id, request.type, 0, request.coresreq});
-    if (static_cast<int32_t>(picked.size()) == request.nums) {
-      r.fit = true;
-      r.devices = std::move(picked);
-      return r;
-    }
-  }
-  if (!picked.empty()) {
-    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
-  }
+  ScanCandidates(candidates, request.nums, check, &r);
   return r;
 }
 

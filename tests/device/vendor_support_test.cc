@@ -1,0 +1,67 @@
+// vendor_support: the pieces the vendor backends share (resource-name keys, the limits check,
+// the Fit scan).
+#include "device/vendor_support.h"
+
+#include <gtest/gtest.h>
+
+#include "protocol/reason.h"
+
+namespace hami::device {
+namespace {
+
+TEST(ReadResourceNames, KeepsDefaultsReadsValuesAndNamesABadKey) {
+  std::string count = "default/count", memory = "default/mem";
+  YAML::Node section = YAML::Load("resourceCountName: x.com/n\nresourceMemoryName: ~\n");
+  ASSERT_TRUE(ReadResourceNames(section, "sec",
+                                {{"resourceCountName", &count}, {"resourceMemoryName", &memory}}));
+  EXPECT_EQ(count, "x.com/n");
+  EXPECT_EQ(memory, "default/mem");
+
+  for (const char* bad : {"resourceCountName: '  '", "resourceCountName: [a]"}) {
+    Status s = ReadResourceNames(YAML::Load(bad), "sec", {{"resourceCountName", &count}});
+    ASSERT_FALSE(s) << bad;
+    EXPECT_EQ(s.error().rfind("sec.resourceCountName: want a resource name, got ", 0), 0u)
+        << s.error();
+  }
+  EXPECT_EQ(count, "x.com/n");
+}
+
+TEST(LimitsContain, OnlyResourcesLimitsCounts) {
+  using json = nlohmann::json;
+  json ctr = {{"resources", {{"limits", {{"x.com/n", "1"}}}, {"requests", {{"x.com/m", "1"}}}}}};
+  EXPECT_TRUE(LimitsContain(ctr, "x.com/n"));
+  EXPECT_FALSE(LimitsContain(ctr, "x.com/m"));
+  EXPECT_FALSE(LimitsContain(json{{"name", "c"}}, "x.com/n"));
+  EXPECT_FALSE(LimitsContain(json{{"resources", {{"limits", json::array()}}}}, "x.com/n"));
+}
+
+TEST(ScanCandidates, LastToFirstTalliesReasonsAndPartialPicks) {
+  std::vector<DeviceUsage> devs(4);
+  for (size_t i = 0; i < devs.size(); ++i) devs[i].id = "d" + std::to_string(i);
+  std::vector<const DeviceUsage*> candidates;
+  for (const auto& d : devs) candidates.push_back(&d);
+  DeviceCheck check = [](const DeviceUsage& dev,
+                         protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
+    if (dev.id == "d1") return protocol::kCardNotHealth;
+    chosen->uuid = dev.id;
+    return std::nullopt;
+  };
+
+  FitResult two;
+  ScanCandidates(candidates, 2, check, &two);
+  EXPECT_TRUE(two.fit);
+  ASSERT_EQ(two.devices.size(), 2u);
+  EXPECT_EQ(two.devices[0].uuid, "d3");
+  EXPECT_EQ(two.devices[1].uuid, "d2");
+  EXPECT_TRUE(two.reasons.empty());
+
+  FitResult four;
+  ScanCandidates(candidates, 4, check, &four);
+  EXPECT_FALSE(four.fit);
+  EXPECT_TRUE(four.devices.empty());
+  EXPECT_EQ(four.reasons[std::string(protocol::kCardNotHealth)], 1);
+  EXPECT_EQ(four.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)], 3);
+}
+
+}  // namespace
+}  // namespace hami::device
