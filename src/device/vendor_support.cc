@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "device/yaml_error.h"
+#include "protocol/quantity.h"
 #include "protocol/reason.h"
 
 namespace hami::device {
@@ -26,6 +27,14 @@ bool LimitsContain(const nlohmann::json& container, const std::string& resource)
     limits = &(*limits)[key];
   }
   return limits->is_object() && limits->contains(resource);
+}
+
+Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& resource) {
+  const std::string* value = FindValue(capacity, resource);
+  if (!value) return 0;
+  auto count = protocol::ParseDeviceCount(resource, *value);
+  if (!count) return Error{"capacity " + resource + ": " + count.error()};
+  return count;
 }
 
 void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t nums,

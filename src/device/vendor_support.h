@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "device/device.h"
+#include "device/pod_view.h"
 #include "protocol/pod_devices.h"
 
 namespace hami::device {
@@ -30,6 +31,10 @@ Status ReadResourceNames(const YAML::Node& section, const std::string& path,
 
 // Whether the container JSON's resources.limits is an object holding `resource`.
 bool LimitsContain(const nlohmann::json& container, const std::string& resource);
+
+// The device count `capacity` holds under `resource`: 0 when it is not there; a value that is not
+// a device count is `capacity <resource>: <why>`.
+Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& resource);
 
 // A device check inside Fit: the reason a device is refused, or nullopt with `*chosen` filled.
 using DeviceCheck = std::function<std::optional<std::string_view>(

@@ -1,5 +1,5 @@
 // vendor_support: the pieces the vendor backends share (resource-name keys, the limits check,
-// the Fit scan).
+// capacity counts, the Fit scan).
 #include "device/vendor_support.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +33,20 @@ TEST(LimitsContain, OnlyResourcesLimitsCounts) {
   EXPECT_FALSE(LimitsContain(ctr, "x.com/m"));
   EXPECT_FALSE(LimitsContain(json{{"name", "c"}}, "x.com/n"));
   EXPECT_FALSE(LimitsContain(json{{"resources", {{"limits", json::array()}}}}, "x.com/n"));
+}
+
+TEST(CapacityCount, AbsentIsZeroAndABadValueNamesTheKey) {
+  StringMap capacity = {{"x.com/n", "8"}, {"x.com/bad", "eight"}};
+  auto n = CapacityCount(capacity, "x.com/n");
+  ASSERT_TRUE(n) << n.error();
+  EXPECT_EQ(*n, 8);
+  auto absent = CapacityCount(capacity, "x.com/m");
+  ASSERT_TRUE(absent) << absent.error();
+  EXPECT_EQ(*absent, 0);
+  auto bad = CapacityCount(capacity, "x.com/bad");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().rfind("capacity x.com/bad: ", 0), 0u) << bad.error();
+  EXPECT_NE(bad.error().find("eight"), std::string::npos) << bad.error();
 }
 
 TEST(ScanCandidates, LastToFirstTalliesReasonsAndPartialPicks) {

@@ -97,17 +97,12 @@ CambriconDevice::CambriconDevice(CambriconConfig config)
 
 Result<std::vector<DeviceUsage>> CambriconDevice::NodeDevices(const NodeView& node) const {
   std::vector<DeviceUsage> out;
-  const std::string* vcore = FindValue(node.capacity, config_.resource_core_name);
-  if (!vcore) return out;
-  auto cards = protocol::ParseDeviceCount(config_.resource_core_name, *vcore);
-  if (!cards) return Error{"capacity " + config_.resource_core_name + ": " + cards.error()};
+  auto cards = CapacityCount(node.capacity, config_.resource_core_name);
+  if (!cards) return std::move(cards).take_error();
   if (*cards == 0) return out;
-  int64_t memory = 0;
-  if (const std::string* mem = FindValue(node.capacity, config_.resource_memory_name)) {
-    auto m = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
-    if (!m) return Error{"capacity " + config_.resource_memory_name + ": " + m.error()};
-    memory = *m;
-  }
+  auto memory_units = CapacityCount(node.capacity, config_.resource_memory_name);
+  if (!memory_units) return std::move(memory_units).take_error();
+  int64_t memory = *memory_units;
   int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * 100 / *cards, kInt32Max);
   for (int64_t i = 0; i * 100 < *cards; ++i) {
     out.push_back(DeviceUsage{.id = node.name + "-cambricon-mlu-" + std::to_string(i),

@@ -96,17 +96,12 @@ MthreadsDevice::MthreadsDevice(MthreadsConfig config)
 
 Result<std::vector<DeviceUsage>> MthreadsDevice::NodeDevices(const NodeView& node) const {
   std::vector<DeviceUsage> out;
-  const std::string* core_text = FindValue(node.capacity, config_.resource_core_name);
-  if (!core_text) return out;
-  auto cores = protocol::ParseDeviceCount(config_.resource_core_name, *core_text);
-  if (!cores) return Error{"capacity " + config_.resource_core_name + ": " + cores.error()};
+  auto cores = CapacityCount(node.capacity, config_.resource_core_name);
+  if (!cores) return std::move(cores).take_error();
   if (*cores == 0) return out;
-  int64_t memory = 0;
-  if (const std::string* mem = FindValue(node.capacity, config_.resource_memory_name)) {
-    auto m = protocol::ParseDeviceCount(config_.resource_memory_name, *mem);
-    if (!m) return Error{"capacity " + config_.resource_memory_name + ": " + m.error()};
-    memory = *m;
-  }
+  auto memory_units = CapacityCount(node.capacity, config_.resource_memory_name);
+  if (!memory_units) return std::move(memory_units).take_error();
+  int64_t memory = *memory_units;
   int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * kCoresPerGpu / *cores, kInt32Max);
   for (int64_t i = 0; i * kCoresPerGpu < *cores; ++i) {
     out.push_back(DeviceUsage{.id = node.name + "-mthreads-" + std::to_string(i),
