@@ -1,5 +1,7 @@
 #include "device/vendor_support.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "device/yaml_error.h"
 #include "protocol/quantity.h"
@@ -35,6 +37,29 @@ Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& reso
   auto count = protocol::ParseDeviceCount(resource, *value);
   if (!count) return Error{"capacity " + resource + ": " + count.error()};
   return count;
+}
+
+std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceRequest& request,
+                                           const FitContext& ctx,
+                                           protocol::ContainerDevice* chosen) {
+  if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
+  if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
+  int32_t cores = std::min(request.coresreq, 100);
+  int32_t memreq = std::max(request.memreq, 0);
+  if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
+    memreq =
+        static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+  }
+  if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
+  if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
+  if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
+    return protocol::kExclusiveDeviceAllocateConflict;
+  }
+  if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
+    return protocol::kCardComputeUnitsExhausted;
+  }
+  *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+  return std::nullopt;
 }
 
 void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t nums,

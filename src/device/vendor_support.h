@@ -36,6 +36,15 @@ bool LimitsContain(const nlohmann::json& container, const std::string& resource)
 // a device count is `capacity <resource>: <why>`.
 Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& resource);
 
+// The share checks after type and UUID that hygon, iluvatar and mthreads run in this order:
+// time slices (CardTimeSlicingExhausted), the mutex policy and a whole-device request on a used
+// device (ExclusiveDeviceAllocateConflict), memory (a percentage of totalmem when memreq is 0;
+// CardInsufficientMemory), cores capped at 100 (CardInsufficientCore), cores all taken
+// (CardComputeUnitsExhausted). Passing: `*chosen` is {dev.id, request.type, memreq, cores}.
+std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceRequest& request,
+                                           const FitContext& ctx,
+                                           protocol::ContainerDevice* chosen);
+
 // A device check inside Fit: the reason a device is refused, or nullopt with `*chosen` filled.
 using DeviceCheck = std::function<std::optional<std::string_view>(
     const DeviceUsage& dev, protocol::ContainerDevice* chosen)>;

@@ -49,6 +49,28 @@ TEST(CapacityCount, AbsentIsZeroAndABadValueNamesTheKey) {
   EXPECT_NE(bad.error().find("eight"), std::string::npos) << bad.error();
 }
 
+TEST(CheckShare, ReasonsInOrderAndThePick) {
+  DeviceUsage dev{.id = "d0", .count = 2, .totalmem = 1000, .totalcore = 100};
+  DeviceRequest req{.nums = 1, .type = "X", .memreq = 0, .mem_percentage = 50, .coresreq = 30};
+  FitContext ctx;
+  protocol::ContainerDevice chosen;
+  EXPECT_EQ(CheckShare(dev, req, ctx, &chosen), std::nullopt);
+  EXPECT_EQ(chosen, (protocol::ContainerDevice{"d0", "X", 500, 30}));
+
+  DeviceUsage full = dev;
+  full.used = 2;
+  full.usedmem = 1000;  // also out of memory: time slices come first
+  EXPECT_EQ(CheckShare(full, req, ctx, &chosen), protocol::kCardTimeSlicingExhausted);
+  DeviceUsage low = dev;
+  low.usedmem = 600;
+  low.usedcores = 100;  // also out of cores: memory comes first
+  EXPECT_EQ(CheckShare(low, req, ctx, &chosen), protocol::kCardInsufficientMemory);
+  low.usedmem = 0;
+  EXPECT_EQ(CheckShare(low, req, ctx, &chosen), protocol::kCardInsufficientCore);
+  req.coresreq = 0;
+  EXPECT_EQ(CheckShare(low, req, ctx, &chosen), protocol::kCardComputeUnitsExhausted);
+}
+
 TEST(ScanCandidates, LastToFirstTalliesReasonsAndPartialPicks) {
   std::vector<DeviceUsage> devs(4);
   for (size_t i = 0; i < devs.size(); ++i) devs[i].id = "d" + std::to_string(i);

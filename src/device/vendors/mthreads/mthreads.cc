@@ -215,24 +215,8 @@ FitResult MthreadsDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
     if (!nvidia::CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
       return protocol::kCardUuidMismatch;
     }
-    if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
-    if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
-    int32_t cores = std::min(request.coresreq, 100);
-    int32_t memreq = std::max(request.memreq, 0);
-    if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
-      memreq =
-          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
-    }
-    if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
-    if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
-    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
-      return protocol::kExclusiveDeviceAllocateConflict;
-    }
-    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
-      return protocol::kCardComputeUnitsExhausted;
-    }
+    if (auto reason = CheckShare(dev, request, ctx, chosen)) return reason;
     if (!same_device(dev)) return kCustomFilterReason;
-    *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
     return std::nullopt;
   };
   ScanCandidates(candidates, request.nums, check, &r);
