@@ -22,6 +22,7 @@
 #include "k8s/object.h"
 #include "monitor/feedback.h"
 #include "net/http_server.h"
+#include "protocol/keys.h"
 #include "vgpu/shared_region.h"
 
 namespace hami::monitor {
@@ -115,7 +116,7 @@ Result<int> Monitor::Start() {
     return Error{"--metrics-bind-address: want host:port, got " + Quote(options_.metrics_bind)};
   }
   k8s::InformerOptions pod_options;
-  pod_options.label_selector = "hami.io/vgpu-node=" + options_.node_name;
+  pod_options.label_selector = std::string(protocol::kVgpuNodeKey) + "=" + options_.node_name;
   // The scan reads names, namespace, UID and container names only.
   pod_options.transform = [](k8s::Json pod) {
     k8s::Json out = k8s::Json::object();

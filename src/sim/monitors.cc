@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "k8s/api_error.h"
 #include "monitor/monitor.h"
+#include "protocol/keys.h"
 
 namespace hami::sim {
 namespace {
@@ -152,7 +153,7 @@ Status MonitorFleet::CreatePod(const MonitorAddress& a) {
                       {{"app.kubernetes.io/component", "hami-device-plugin"},
                        {"app.kubernetes.io/name", "hami"},
                        {"app.kubernetes.io/instance", "hami"},
-                       {"hami.io/webhook", "ignore"}}}};
+                       {std::string(protocol::kWebhookLabelKey), "ignore"}}}};
   pod["spec"] = {
       {"nodeName", a.node},
       {"containers", Json::array({{{"name", "device-plugin"}, {"image", "hami-sim/device-plugin"}},
