@@ -105,6 +105,12 @@ Result<std::vector<DeviceUsage>> VastaiDevice::NodeDevices(const NodeView& node)
   nlohmann::json list = ParseJsonOrNull(*value);
   for (size_t i = 0; i < devices->size(); ++i) {
     protocol::DeviceInfo info = (*devices)[i];
+    // The decoder refuses a duplicate id but lets an empty one through; two devices without an
+    // id would be one device picked twice (found by vastai_register_fuzz).
+    if (info.id.empty()) {
+      return Error{"annotation " + info_.register_key + ": device " + std::to_string(i) +
+                   ": field \"id\": empty"};
+    }
     info.devcore = 100;
     DeviceUsage row = UsageFromDeviceInfo(info, info_.vendor_key);
     const nlohmann::json* custom =

@@ -1,8 +1,9 @@
 // Fuzzes VastAI's register annotation (hami.io/node-va-register: JSON with custominfo die
 // strategy and AIC card) through VastaiDevice::NodeDevices and Fit: never throws or crashes;
-// whatever decodes lists the devices the common decoder lists, with cores 100; Fit keeps its
-// promises (exactly the devices asked for, each a candidate, none twice) in whole-card and die
-// mode, with and without mutex.
+// a device without an id is refused; whatever decodes lists the devices the common decoder lists,
+// with cores 100; Fit keeps its promises (exactly the devices asked for, each a candidate, none
+// twice) in whole-card and die mode, with and without mutex.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <set>
@@ -19,7 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto rows = dev.NodeDevices(node);
   auto common = hami::protocol::DecodeNodeRegister(in);
   if (!rows) {
-    if (rows.error().empty() || common) std::abort();
+    // The backend refuses what the common decoder refuses, and a device without an id.
+    bool empty_id = common && std::any_of(common->begin(), common->end(),
+                                          [](const auto& d) { return d.id.empty(); });
+    if (rows.error().empty() || (common && !empty_id)) std::abort();
     return 0;
   }
   if (!common || common->size() != rows->size()) std::abort();

@@ -86,7 +86,8 @@ TEST(VastaiNodeDevices, Register) {
                                         {"AIC", "1"}, {"DeviceStrategy", "die"}}));
   EXPECT_EQ((*dies)[1].custom_info,
             (std::map<std::string, std::string, std::less<>>{{"DeviceStrategy", "die"}}));
-  for (const char* value : {":", "", "[{\"id\":1}]"}) {
+  // Two devices without an id would be one device picked twice (found by the fuzzer).
+  for (const char* value : {":", "", "[{\"id\":1}]", "[{\"count\":1},{\"count\":1}]"}) {
     auto bad = dev.NodeDevices(Node(StringMap{{"hami.io/node-va-register", value}}));
     ASSERT_FALSE(bad) << value;
     EXPECT_EQ(bad.error().rfind("annotation hami.io/node-va-register: ", 0), 0u) << bad.error();
