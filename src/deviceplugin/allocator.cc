@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "deviceplugin/container_files.h"
 #include "k8s/client.h"
+#include "nodelock/owner.h"
 #include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
@@ -73,22 +74,18 @@ void AddContainers(const Json& spec, const char* field, std::vector<ContainerInf
 }  // namespace
 
 Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::string* seen) {
-  auto n = k8s::RetryTransient<Json>([&] { return client.Get(res::kNodes, "", node); });
-  if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
-  auto lock = k8s::Annotation(*n, protocol::kNodeLockKey);
-  if (seen != nullptr) *seen = lock.value_or("");
-  if (lock) {
-    auto parsed = protocol::ParseNodeLock(*lock);
-    if (!parsed) return Error{"node " + Quote(node) + ": " + parsed.error()};
-    if (parsed->owner) {
-      auto pod = k8s::RetryTransient<Json>(
-          [&] { return client.Get(res::kPods, parsed->owner->ns, parsed->owner->pod); });
-      if (!pod) {
-        return Error{"get lock owner pod " + parsed->owner->ns + "/" + parsed->owner->pod + ": " +
-                     pod.error().ToString()};
-      }
-      return std::move(*pod);
+  auto holder = nodelock::LookupOwner(client, node);
+  if (!holder) return std::move(holder).take_error();
+  if (seen != nullptr) *seen = *holder ? (*holder)->value : "";
+  if (*holder && (*holder)->lock.owner) {
+    const protocol::LockOwner& owner = *(*holder)->lock.owner;
+    auto pod =
+        k8s::RetryTransient<Json>([&] { return client.Get(res::kPods, owner.ns, owner.pod); });
+    if (!pod) {
+      return Error{"get lock owner pod " + owner.ns + "/" + owner.pod + ": " +
+                   pod.error().ToString()};
     }
+    return std::move(*pod);
   }
   k8s::ListOptions options;
   options.field_selector = "spec.nodeName=" + std::string(node);

@@ -147,14 +147,7 @@ ApiResult<T> RetryOnConflict(int attempts, const std::function<ApiResult<T>()>& 
 // JSON patches.
 template <typename T>
 ApiResult<T> RetryTransient(int attempts, std::chrono::milliseconds backoff,
-                            const std::function<ApiResult<T>()>& fn) {
-  for (int i = 1;; ++i) {
-    ApiResult<T> r = fn();
-    if (r.ok() || !IsTransient(r.error()) || i >= attempts) return r;
-    std::this_thread::sleep_for(backoff);
-    backoff *= 2;
-  }
-}
+                            const std::function<ApiResult<T>()>& fn);
 
 // The retry both binaries put around an API call on their request paths (the extender's Bind,
 // the device plugin's Allocate, the node-lock release): 4 calls in all, 50, 100 and 200 ms apart.
@@ -163,10 +156,42 @@ ApiResult<T> RetryTransient(int attempts, std::chrono::milliseconds backoff,
 inline constexpr int kDefaultRetryAttempts = 4;
 inline constexpr std::chrono::milliseconds kDefaultRetryBackoff{50};
 
+// The retry policy for transient API errors on the request paths, as a value: every node-lock
+// call (nodelock/) takes one, so a caller that waits on a fake clock can pass a `sleep` that
+// records the waits instead of spending them. Default-constructed: the default policy above.
+struct RetryPolicy {
+  int attempts = kDefaultRetryAttempts;                      // calls in all, the first included
+  std::chrono::milliseconds backoff = kDefaultRetryBackoff;  // before the first retry; doubled
+  // Spends each wait between tries; empty: std::this_thread::sleep_for.
+  std::function<void(std::chrono::milliseconds)> sleep;
+};
+
+// RetryTransient under `policy`.
+template <typename T>
+ApiResult<T> RetryTransient(const RetryPolicy& policy, const std::function<ApiResult<T>()>& fn) {
+  std::chrono::milliseconds backoff = policy.backoff;
+  for (int i = 1;; ++i) {
+    ApiResult<T> r = fn();
+    if (r.ok() || !IsTransient(r.error()) || i >= policy.attempts) return r;
+    if (policy.sleep) {
+      policy.sleep(backoff);
+    } else {
+      std::this_thread::sleep_for(backoff);
+    }
+    backoff *= 2;
+  }
+}
+
+template <typename T>
+ApiResult<T> RetryTransient(int attempts, std::chrono::milliseconds backoff,
+                            const std::function<ApiResult<T>()>& fn) {
+  return RetryTransient<T>(RetryPolicy{attempts, backoff, nullptr}, fn);
+}
+
 // RetryTransient with the default policy above.
 template <typename T>
 ApiResult<T> RetryTransient(const std::function<ApiResult<T>()>& fn) {
-  return RetryTransient<T>(kDefaultRetryAttempts, kDefaultRetryBackoff, fn);
+  return RetryTransient<T>(RetryPolicy{}, fn);
 }
 
 // URL query escaping (RFC 3986 unreserved characters pass through).

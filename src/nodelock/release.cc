@@ -7,6 +7,7 @@
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "k8s/patches.h"
+#include "nodelock/call.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
 
@@ -21,28 +22,28 @@ constexpr int kConflictRounds = 5;
 
 // One JSON patch that removes the lock only while it still reads `seen`.
 k8s::ApiResult<Json> RemoveIfUnchanged(k8s::Client& client, std::string_view node,
-                                       std::string_view seen) {
+                                       std::string_view seen, const k8s::RetryPolicy& retry) {
   const std::string path =
       "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
   const Json ops = Json::array({{{"op", "test"}, {"path", path}, {"value", std::string(seen)}},
                                 {{"op", "remove"}, {"path", path}}});
   return k8s::RetryTransient<Json>(
-      [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
+      retry, [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kJsonPatch, ops); });
 }
 
 }  // namespace
 
 Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
-               std::string_view pod, std::string_view seen) {
+               std::string_view pod, std::string_view seen, const k8s::RetryPolicy& retry) {
   if (!seen.empty() && protocol::MayReleaseNodeLock(seen, ns, pod)) {
-    auto r = RemoveIfUnchanged(client, node, seen);
+    auto r = RemoveIfUnchanged(client, node, seen, retry);
     if (r) return OkStatus();
     HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
               r.error().ToString());
   }
   for (int round = 0; round < kConflictRounds; ++round) {
-    auto n = k8s::RetryTransient<Json>([&] { return client.Get(res::kNodes, "", node); });
-    if (!n) return Error{"get node " + Quote(node) + ": " + n.error().ToString()};
+    auto n = internal::GetNode(client, node, retry);
+    if (!n) return std::move(n).take_error();
     std::optional<std::string> lock = k8s::Annotation(*n, protocol::kNodeLockKey);
     if (!lock) return OkStatus();
     if (!protocol::MayReleaseNodeLock(*lock, ns, pod)) {
@@ -54,10 +55,10 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
     patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*n);
     patch["metadata"]["annotations"][std::string(protocol::kNodeLockKey)] = nullptr;
     auto r = k8s::RetryTransient<Json>(
-        [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch); });
+        retry, [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch); });
     if (r) return OkStatus();
     if (!k8s::IsConflict(r.error())) {
-      return Error{"release lock on " + Quote(node) + ": " + r.error().ToString()};
+      return Error{"release lock on " + Quote(node) + ": " + internal::Describe(r.error(), retry)};
     }
   }
   return Error{"release lock on " + Quote(node) + ": 409 Conflict " +

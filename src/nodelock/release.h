@@ -7,10 +7,7 @@
 #include <string_view>
 
 #include "common/result.h"
-
-namespace hami::k8s {
-class Client;
-}
+#include "k8s/client.h"
 
 namespace hami::nodelock {
 
@@ -23,11 +20,18 @@ namespace hami::nodelock {
 //  - Otherwise, or when that patch fails (the lock changed, or the server refused it): GET the
 //    node, check the owner, and a merge patch conditional on the resourceVersion read; a 409
 //    Conflict re-reads, up to 5 rounds.
-// Each API call is retried on a transient error (k8s::RetryTransient's default policy).
+// Each API call is retried on a transient error under `retry` (default: k8s::RetryTransient's
+// default policy).
 // OK when the lock is gone afterwards or is not ns/pod's to release (logged as a warning); an
-// error names the node and the call that failed. Thread-safe as far as `client` is.
+// error names the node and the call that failed: `get node "<node>": ...` or
+// `release lock on "<node>": ...`, with "(gave up after <n> tries)" when the last error was
+// transient. Thread-safe as far as `client` is.
+//
+// This is the one function in src/ that removes the lock (tests/nodelock/one_release_check.sh
+// fails the build's tests when a second writer appears).
 Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
-               std::string_view pod, std::string_view seen = "");
+               std::string_view pod, std::string_view seen = "",
+               const k8s::RetryPolicy& retry = {});
 
 }  // namespace hami::nodelock
 

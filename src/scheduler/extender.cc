@@ -9,7 +9,6 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/object.h"
-#include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
@@ -23,6 +22,15 @@ using nlohmann::json;
 namespace {
 
 HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
+
+nodelock::LockerOptions LockerOptionsFrom(const ExtenderOptions& options) {
+  nodelock::LockerOptions out;
+  out.acquire.timeout = options.node_lock_timeout;
+  out.acquire.zone = options.zone;
+  out.wait = options.node_lock_retry_timeout;
+  out.poll_interval = options.lock_poll_interval;
+  return out;
+}
 
 std::string FilterError(const std::string& message) {
   FilterResult r;
@@ -98,63 +106,22 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
       client_(client),
       clock_(clock),
       options_(std::move(options)),
-      quota_(std::move(quota)) {
+      quota_(std::move(quota)),
+      locker_(client_, clock_, LockerOptionsFrom(options_)) {
   if (options_.record_events) {
     events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
   }
-  timer_ = std::thread([this] { TimerLoop(); });
 }
 
 void Extender::FlushEvents() {
   if (events_) events_->Flush();
 }
 
-void Extender::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopped_ = true;
-    cv_.notify_all();
-    timer_cv_.notify_all();
-  }
-  if (timer_.joinable() && timer_.get_id() != std::this_thread::get_id()) timer_.join();
-}
+void Extender::Stop() { locker_.Stop("scheduler is shutting down"); }
 
 Extender::~Extender() { Stop(); }
 
-void Extender::SetExecutor(Executor executor) { executor_ = std::move(executor); }
-
-void Extender::Run(std::function<void()> task) {
-  if (executor_) {
-    executor_(std::move(task));
-  } else {
-    task();
-  }
-}
-
-void Extender::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopped_) {
-    if (retries_.empty()) {
-      timer_cv_.wait(lock);
-      continue;
-    }
-    auto due = retries_.begin()->first;
-    if (std::chrono::steady_clock::now() < due) {
-      timer_cv_.wait_until(lock, due);
-      continue;
-    }
-    std::string node = retries_.begin()->second;
-    retries_.erase(retries_.begin());
-    lock.unlock();
-    Run([this, node] { AttemptLock(node); });
-    lock.lock();
-  }
-  // Shutdown: every queued bind is answered now.
-  std::vector<std::string> nodes;
-  for (const auto& [node, q] : lock_queues_) nodes.push_back(node);
-  lock.unlock();
-  for (const std::string& node : nodes) AttemptLock(node);
-}
+void Extender::SetExecutor(Executor executor) { locker_.SetExecutor(std::move(executor)); }
 
 void Extender::Event(const json& pod, std::string_view type, std::string_view reason,
                      const std::string& message) {
@@ -266,145 +233,11 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   return EncodeFilterResult(result);
 }
 
-Result<bool> Extender::TryLockOnce(const std::string& node, const std::string& ns,
-                                   const std::string& pod, std::string* why) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = client_.Get(k8s::resources::kNodes, "", node);
-    if (!obj) return Error{"get node " + Quote(node) + ": " + obj.error().ToString()};
-    std::optional<std::string> current = k8s::Annotation(*obj, protocol::kNodeLockKey);
-    protocol::LockRequest req;
-    req.node = node;
-    if (current) req.current = *current;
-    req.ns = ns;
-    req.pod = pod;
-    req.now = clock_.Now();
-    req.zone = options_.zone;
-    req.timeout = options_.node_lock_timeout;
-    protocol::LockDecision d = protocol::DecideNodeLock(req);
-    if (d.action == protocol::LockAction::kBusy && current) {
-      auto lock = protocol::ParseNodeLock(*current);
-      if (lock && lock->owner) {
-        auto owner = client_.Get(k8s::resources::kPods, lock->owner->ns, lock->owner->pod);
-        if (!owner && k8s::IsNotFound(owner.error())) {
-          req.owner_exists = false;
-          d = protocol::DecideNodeLock(req);
-        }
-      }
-    }
-    switch (d.action) {
-      case protocol::LockAction::kAlreadyOwned:
-        return true;
-      case protocol::LockAction::kMalformed:
-        return Error{d.message};
-      case protocol::LockAction::kBusy:
-        *why = d.message;
-        return false;
-      case protocol::LockAction::kAcquire:
-      case protocol::LockAction::kTakeOver:
-        break;
-    }
-    // The resourceVersion makes the write conditional: a racing writer gets 409 and we re-read.
-    json patch = {{"metadata",
-                   {{"resourceVersion", k8s::ResourceVersion(*obj)},
-                    {"annotations", {{std::string(protocol::kNodeLockKey), d.new_value}}}}}};
-    auto r = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    if (r) return true;
-    if (!k8s::IsConflict(r.error())) {
-      return Error{"lock node " + Quote(node) + ": " + r.error().ToString()};
-    }
-  }
-  *why = "node " + node + " lock: too many conflicting writers";
-  return false;
-}
-
-void Extender::LockNodeAsync(const std::string& node, std::string ns, std::string pod,
-                             std::function<void(Status)> then) {
-  auto waiter = std::make_shared<LockWaiter>();
-  waiter->ns = std::move(ns);
-  waiter->pod = std::move(pod);
-  waiter->then = std::move(then);
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& q = lock_queues_[node];
-    q.push_back(waiter);
-    first = q.size() == 1;
-  }
-  if (first) AttemptLock(node);
-}
-
-void Extender::AttemptLock(const std::string& node) {
-  std::shared_ptr<LockWaiter> head;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto it = lock_queues_.find(node);
-    if (it == lock_queues_.end() || it->second.empty()) return;
-    if (stopped_) {
-      // Shutdown: the whole queue is answered at once.
-      std::deque<std::shared_ptr<LockWaiter>> all;
-      all.swap(it->second);
-      lock_queues_.erase(it);
-      std::vector<std::shared_ptr<LockWaiter>> to_answer;
-      for (auto& w : all) {
-        if (!w->answered) {
-          w->answered = true;
-          to_answer.push_back(w);
-        }
-      }
-      lock.unlock();
-      for (auto& w : to_answer) w->then(Error{"scheduler is shutting down"});
-      return;
-    }
-    head = it->second.front();
-    if (!head->first) {
-      head->first = true;
-      head->deadline = clock_.Now() + options_.node_lock_retry_timeout;
-    }
-  }
-  std::string why;
-  Result<bool> taken = TryLockOnce(node, head->ns, head->pod, &why);
-  if (!taken) return FinishLock(node, head, std::move(taken).take_error());
-  if (*taken) return FinishLock(node, head, OkStatus());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!stopped_ && clock_.Now() < head->deadline) {
-      retries_.emplace(std::chrono::steady_clock::now() + options_.lock_poll_interval, node);
-      timer_cv_.notify_all();
-      return;
-    }
-  }
-  FinishLock(node, head, Error{why});
-}
-
-void Extender::FinishLock(const std::string& node, const std::shared_ptr<LockWaiter>& waiter,
-                          Status status) {
-  bool next = false;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (waiter->answered) {
-      // Answered by the shutdown while this attempt ran: a lock it took is given back.
-      lock.unlock();
-      if (status.ok()) ReleaseNodeLock(node, waiter->ns, waiter->pod);
-      return;
-    }
-    waiter->answered = true;
-    auto it = lock_queues_.find(node);
-    if (it != lock_queues_.end() && !it->second.empty() && it->second.front() == waiter) {
-      it->second.pop_front();
-      next = !it->second.empty();
-      if (!next) lock_queues_.erase(it);
-    }
-  }
-  // The next in line starts trying while this bind writes its pod.
-  if (next) Run([this, node] { AttemptLock(node); });
-  waiter->then(std::move(status));
-}
-
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
                                const std::string& pod) {
   // A lock left behind blocks every bind to the node until it expires (5 minutes); Release
   // retries transient errors and conflicts, and never removes a lock taken by someone else.
-  if (Status s = nodelock::Release(client_, node, ns, pod); !s) {
+  if (Status s = locker_.Release(node, ns, pod); !s) {
     HAMI_WARN("release lock of node {} for {}/{}: {}", node, ns, pod, s.error());
   }
 }
@@ -426,7 +259,7 @@ void Extender::BindAsync(std::string body, std::function<void(HttpReply)> done) 
   };
   if (!start->needs_lock) return rest(OkStatus());
   // Waiting for the lock holds no thread: the rest of the bind runs once it is taken.
-  LockNodeAsync(start->args.node, start->ns, start->args.pod_name, std::move(rest));
+  locker_.AcquireAsync(start->args.node, start->ns, start->args.pod_name, std::move(rest));
 }
 
 HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>* start) {

@@ -13,14 +13,14 @@
 // Binding; on a failure after the lock it releases the lock. A bind to a node another live pod
 // holds waits in a per-node FIFO (polling the lock) up to node_lock_retry_timeout instead of
 // failing into kube-scheduler's backoff; an expired lock or one whose owner pod is gone is taken
-// over. The wait holds no thread (BindAsync): a timer hands each next attempt to the executor.
+// over. The wait holds no thread (BindAsync): nodelock::Locker's timer hands each next attempt to
+// the executor.
 #ifndef HAMI_SCHEDULER_EXTENDER_H_
 #define HAMI_SCHEDULER_EXTENDER_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,7 +29,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -38,6 +37,7 @@
 #include "device/schedule.h"
 #include "device/usage_index.h"
 #include "k8s/client.h"
+#include "nodelock/acquire.h"
 #include "scheduler/event_queue.h"
 #include "scheduler/extender_args.h"
 #include "scheduler/http_reply.h"
@@ -104,32 +104,10 @@ class Extender {
     nlohmann::json raw;
     bool needs_lock = false;
   };
-  // A bind in a node's lock queue.
-  struct LockWaiter {
-    std::string ns, pod;
-    SystemTime deadline{};  // set when it becomes first in line
-    bool first = false;
-    bool answered = false;
-    std::function<void(Status)> then;
-  };
   // The part of a bind before the lock: a reply when it ends there, else *start is set.
   HttpReply PrepareBind(std::string_view body, std::optional<BindStart>* start);
   // The part after the lock (`locked`: the lock's outcome).
   HttpReply BindLocked(const BindStart& start, const Status& locked);
-  // Queues ns/pod for the lock of `node` and calls `then` with the outcome once taken, failed,
-  // or timed out (node_lock_retry_timeout from its turn).
-  void LockNodeAsync(const std::string& node, std::string ns, std::string pod,
-                     std::function<void(Status)> then);
-  // One attempt for the first in `node`'s queue; schedules a retry or answers it.
-  void AttemptLock(const std::string& node);
-  // Pops `waiter` (if still first) and answers it; the next in line gets an attempt.
-  void FinishLock(const std::string& node, const std::shared_ptr<LockWaiter>& waiter,
-                  Status status);
-  void Run(std::function<void()> task);
-  void TimerLoop();
-  // One attempt: true when taken, false when busy (message in *why), error when it cannot be.
-  Result<bool> TryLockOnce(const std::string& node, const std::string& ns, const std::string& pod,
-                           std::string* why);
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
   std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                          const nlohmann::json& raw_pod);
@@ -147,15 +125,10 @@ class Extender {
   const Clock& clock_;
   const ExtenderOptions options_;
   const QuotaLookup quota_;
+  nodelock::Locker locker_;  // the node lock: per-node queue, acquire, release
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::deque<std::shared_ptr<LockWaiter>>> lock_queues_;
-  std::multimap<std::chrono::steady_clock::time_point, std::string> retries_;  // node by due time
-  std::condition_variable timer_cv_;
-  Executor executor_;
-  std::thread timer_;
-  bool stopped_ = false;
   std::set<std::string> filtering_;     // pods with a filter in flight (one at a time per pod)
   std::unique_ptr<EventQueue> events_;  // null when events are off
 };
