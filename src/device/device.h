@@ -23,6 +23,7 @@
 #include "device/quota.h"
 #include "device/usage.h"
 #include "protocol/node_register.h"
+#include "protocol/pair_score.h"
 #include "protocol/pod_devices.h"
 #include "protocol/reason.h"
 #include "protocol/vendor.h"
@@ -128,7 +129,19 @@ class Device {
   // HAMi CheckHealth: the scheduler's registrar runs the generic handshake
   // (protocol::CheckHandshake on Info().handshake_key; no key = {true, true}) and passes its
   // verdict here; a backend with more rules refines it. Default: the handshake's verdict.
+  // A backend may remember per node what it saw in earlier calls (thread-safe; HAMi's NVIDIA
+  // backend does) until ForgetNode.
   virtual Health CheckHealth(const NodeView& /*node*/, Health handshake) const { return handshake; }
+
+  // The node left the cluster: CheckHealth forgets what it remembered of it. Default: nothing.
+  virtual void ForgetNode(std::string_view /*node*/) const {}
+
+  // Scores between pairs of this vendor's devices on `node`, for topology-aware picks (HAMi:
+  // NVIDIA's hami.io/node-nvidia-score); NodeUsageFromView appends them to NodeUsage::pair_scores.
+  // An undecodable value is an error naming the key. Default: none.
+  virtual Result<protocol::PairScores> NodePairScores(const NodeView& /*node*/) const {
+    return protocol::PairScores{};
+  }
 
   // A bonus added to the node score (HAMi ScoreNode); NVIDIA adds 0.
   virtual double NodeScoreBonus(const NodeUsage& /*node*/, NodePolicy /*policy*/) const {
@@ -259,8 +272,9 @@ Result<Registry> BuildRegistry(const DeviceConfig& config);
 Registry MakeRegistry(const DeviceConfig& config);
 
 // A node's usage row with zero usage: every backend's devices from the annotations, in backend
-// order then registered order, plus the cordon list and the NVIDIA pair scores. A register or
-// pair-score annotation that does not decode is an error naming the node and key.
+// order then registered order, plus the cordon list and every backend's pair scores
+// (NodePairScores). A register or pair-score annotation that does not decode is an error naming
+// the node and key.
 Result<NodeUsage> NodeUsageFromView(const Registry& registry, const NodeView& node);
 // The same for a node known by its annotations only (no capacity).
 Result<NodeUsage> NodeUsageFromAnnotations(const Registry& registry, const std::string& node_name,
