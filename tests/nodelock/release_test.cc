@@ -1,7 +1,8 @@
 // nodelock::Release against the in-process sim apiserver: the conditional release (one JSON patch
 // whose `test` op checks the value the caller read) removes only the lock it saw; the fallback
 // (GET, owner check, merge patch conditional on the resourceVersion) never removes a lock taken
-// between its read and its write; transient errors are retried.
+// between its read and its write; transient errors are retried under the policy, then given up
+// with a message naming the node and the call.
 #include "nodelock/release.h"
 
 #include <gtest/gtest.h>
@@ -9,32 +10,20 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "k8s/client.h"
-#include "support/allocate_env.h"
-#include "support/sim_node_test.h"
+#include "fixture.h"
 
 namespace hami::nodelock {
 namespace {
 
-using test_support::kGetNode;
-using test_support::kNode;
-using test_support::kPatchNode;
 constexpr const char* kOurs = test_support::kDemoLock;
 constexpr const char* kOursLater = "2026-08-21T10:01:00Z,default,demo";
 constexpr const char* kTheirs = "2026-08-21T10:00:09Z,default,other";
 constexpr const char* kLegacy = "2026-08-21T10:00:05Z";
 
-class ReleaseTest : public test_support::SimNodeTest {
+class ReleaseTest : public NodeLockTest {
  protected:
-  void SetLock(const std::optional<std::string>& value) {
-    EXPECT_TRUE(test_support::SetNodeLock(*client_, value));
-  }
-  std::optional<std::string> Lock() {
-    auto lock = test_support::NodeLock(*client_);
-    EXPECT_TRUE(lock) << lock.error().ToString();
-    return lock ? *lock : std::nullopt;
-  }
   // Runs `fn` before each PATCH of the node reaches the store (a racing writer).
   void BeforePatch(std::function<void()> fn) { Before(kPatchNode, std::move(fn)); }
 };
@@ -59,7 +48,7 @@ TEST_F(ReleaseTest, ReleasesOnlyWhatThePodOwns) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     SetLock(c.current);
-    EXPECT_TRUE(Release(*client_, kNode, "default", "demo", c.seen));
+    EXPECT_TRUE(Release(*client_, kNode, "default", "demo", c.seen, retry_));
     EXPECT_EQ(Lock(), c.left);
   }
 }
@@ -67,7 +56,7 @@ TEST_F(ReleaseTest, ReleasesOnlyWhatThePodOwns) {
 TEST_F(ReleaseTest, TheConditionalPatchNeedsNoGet) {
   SetLock(std::string(kOurs));
   const int gets = Hits(kGetNode);
-  EXPECT_TRUE(Release(*client_, kNode, "default", "demo", kOurs));
+  EXPECT_TRUE(Release(*client_, kNode, "default", "demo", kOurs, retry_));
   EXPECT_EQ(Hits(kGetNode), gets);
   EXPECT_EQ(Lock(), std::nullopt);
 }
@@ -87,7 +76,7 @@ TEST_F(ReleaseTest, FallbackRereadsALockRetakenBetweenReadAndWrite) {
       SetLock(std::string(c.retaken));
     });
     const int patches = Hits(kPatchNode);
-    EXPECT_TRUE(Release(*client_, kNode, "default", "demo"));
+    EXPECT_TRUE(Release(*client_, kNode, "default", "demo", "", retry_));
     EXPECT_GE(Hits(kPatchNode) - patches, 2);  // the racing write and the release's first try
     EXPECT_EQ(Lock(), c.left);
   }
@@ -100,7 +89,7 @@ TEST_F(ReleaseTest, EndlessConflictsAreAnErrorAndLeaveTheLock) {
     SetLock("2026-08-21T10:0" + std::to_string(++writes) + ":00Z,default,demo");
   });
   const int patches = Hits(kPatchNode);
-  Status s = Release(*client_, kNode, "default", "demo");
+  Status s = Release(*client_, kNode, "default", "demo", "", retry_);
   BeforePatch(nullptr);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error(), "release lock on \"node-1\": 409 Conflict 5 times in a row");
@@ -112,31 +101,37 @@ TEST_F(ReleaseTest, EndlessConflictsAreAnErrorAndLeaveTheLock) {
 TEST_F(ReleaseTest, TransientErrorsAreRetried) {
   SetLock(std::string(kOurs));
   Fail(kPatchNode, 2);
-  EXPECT_TRUE(Release(*client_, kNode, "default", "demo", kOurs));  // the conditional patch
+  EXPECT_TRUE(Release(*client_, kNode, "default", "demo", kOurs, retry_));  // the conditional patch
   EXPECT_EQ(Lock(), std::nullopt);
 
   SetLock(std::string(kOurs));
   Fail(kGetNode, 2);
   Fail(kPatchNode, 2);
-  EXPECT_TRUE(Release(*client_, kNode, "default", "demo"));  // GET + merge patch
+  EXPECT_TRUE(Release(*client_, kNode, "default", "demo", "", retry_));  // GET + merge patch
   EXPECT_EQ(Lock(), std::nullopt);
+  using std::chrono::milliseconds;
+  EXPECT_EQ(TakeSleeps(),
+            (std::vector<milliseconds>{milliseconds(50), milliseconds(100), milliseconds(50),
+                                       milliseconds(100), milliseconds(50), milliseconds(100)}));
 }
 
 TEST_F(ReleaseTest, APersistentErrorNamesTheNodeAndTheCall) {
   SetLock(std::string(kOurs));
   Fail(kGetNode, -1);
-  Status s = Release(*client_, kNode, "default", "demo");
+  Status s = Release(*client_, kNode, "default", "demo", "", retry_);
   Fail(kGetNode, 0);
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().rfind("get node \"node-1\": ", 0), 0u) << s.error();
-  EXPECT_NE(s.error().find("500"), std::string::npos) << s.error();
+  EXPECT_EQ(s.error().rfind("get node \"node-1\": 500 ", 0), 0u) << s.error();
+  EXPECT_NE(s.error().find("(gave up after 4 tries)"), std::string::npos) << s.error();
+  EXPECT_EQ(TakeSleeps(), GaveUpWaits());
   EXPECT_EQ(Lock(), kOurs);
 
   Fail(kPatchNode, -1);
-  s = Release(*client_, kNode, "default", "demo", kOurs);
+  s = Release(*client_, kNode, "default", "demo", kOurs, retry_);
   Fail(kPatchNode, 0);
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().rfind("release lock on \"node-1\": ", 0), 0u) << s.error();
+  EXPECT_EQ(s.error().rfind("release lock on \"node-1\": 500 ", 0), 0u) << s.error();
+  EXPECT_NE(s.error().find("(gave up after 4 tries)"), std::string::npos) << s.error();
   EXPECT_EQ(Lock(), kOurs);
 }
 
