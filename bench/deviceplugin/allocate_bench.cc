@@ -22,7 +22,7 @@
 #include "k8s/patches.h"
 #include "nodelock/release.h"
 #include "protocol/node_lock.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "support/allocate_env.h"
 
 namespace {

@@ -9,8 +9,8 @@
 
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "sim/apiserver.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/store.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include "scheduler/registration.h"
 #include "scheduler/server.h"
 #include "server_bench.h"
-#include "sim/apiserver.h"
-#include "sim/resources.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/resources.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::bench {
 namespace {

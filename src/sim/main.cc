@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/client_flags.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #ifdef HAMI_SIM_HAS_RUN
 #include <nlohmann/json.hpp>
 

@@ -26,7 +26,7 @@
 
 #include "common/clock.h"
 #include "protocol/pod_devices.h"
-#include "sim/rbac.h"
+#include "sim/apiserver/rbac.h"
 #include "sim/scenario.h"
 
 namespace hami::sim {

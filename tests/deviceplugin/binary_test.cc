@@ -14,7 +14,7 @@
 
 #include "fake_kubelet.h"
 #include "k8s/client.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 extern char** environ;
 

@@ -18,7 +18,7 @@
 #include "deviceplugin/register.h"
 #include "fake_kubelet.h"
 #include "k8s/client.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "support/allocate_env.h"
 
 namespace hami::deviceplugin {

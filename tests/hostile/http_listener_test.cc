@@ -22,7 +22,7 @@
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
 #include "scheduler_process.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami {

@@ -18,7 +18,7 @@
 
 #include "k8s/client.h"
 #include "k8s/object.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami {
 namespace {

@@ -25,7 +25,7 @@
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "scheduler/test_env.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "support/allocate_env.h"
 
 namespace hami::integration {

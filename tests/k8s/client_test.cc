@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "sim/apiserver.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::k8s {
 namespace {

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "sim/apiserver.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::k8s {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami::k8s {
 namespace {

@@ -18,7 +18,7 @@
 #include "monitor/region_writer.h"
 #include "scheduler/scheduler_process.h"
 #include "scheduler/test_env.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami::monitor {
 namespace {

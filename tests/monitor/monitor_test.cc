@@ -22,7 +22,7 @@
 #include "k8s/object.h"
 #include "monitor/region_writer.h"
 #include "scheduler/test_env.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami::monitor {
 namespace {

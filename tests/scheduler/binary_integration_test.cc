@@ -22,7 +22,7 @@
 #include "k8s/object.h"
 #include "protocol/pod_devices.h"
 #include "scheduler_process.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

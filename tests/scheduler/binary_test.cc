@@ -16,8 +16,8 @@
 #include <httplib.h>
 
 #include "scheduler_process.h"
-#include "sim/apiserver.h"
-#include "sim/certs.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/certs.h"
 
 namespace hami::scheduler {
 namespace {

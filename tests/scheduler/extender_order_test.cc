@@ -17,7 +17,7 @@
 #include "k8s/object.h"
 #include "scheduler/extender.h"
 #include "scheduler/registration.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

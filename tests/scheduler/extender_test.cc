@@ -18,7 +18,7 @@
 #include "protocol/node_lock.h"
 #include "scheduler/extender.h"
 #include "scheduler/registration.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

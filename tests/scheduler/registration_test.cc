@@ -13,7 +13,7 @@
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "scheduler/registration.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

@@ -15,7 +15,7 @@
 #include "k8s/object.h"
 #include "scheduler/scheduler_role.h"
 #include "scheduler/server.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

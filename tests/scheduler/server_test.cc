@@ -16,7 +16,7 @@
 
 #include "device/config.h"
 #include "k8s/object.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

@@ -17,7 +17,7 @@
 #include "device/usage_index.h"
 #include "k8s/client.h"
 #include "scheduler/registration.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami::scheduler::testing {
 

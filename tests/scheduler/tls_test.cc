@@ -17,8 +17,8 @@
 #include "k8s/client.h"
 #include "scheduler/cert_reloader.h"
 #include "scheduler/server.h"
-#include "sim/apiserver.h"
-#include "sim/certs.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/certs.h"
 #include "test_env.h"
 
 namespace hami::scheduler {

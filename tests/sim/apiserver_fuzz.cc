@@ -5,8 +5,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "sim/handlers.h"
-#include "sim/store.h"
+#include "sim/apiserver/handlers.h"
+#include "sim/apiserver/store.h"
 
 namespace {
 

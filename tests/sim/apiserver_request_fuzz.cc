@@ -9,8 +9,8 @@
 
 #include "common/clock.h"
 #include "net/http_request.h"
-#include "sim/handlers.h"
-#include "sim/store.h"
+#include "sim/apiserver/handlers.h"
+#include "sim/apiserver/store.h"
 
 namespace {
 

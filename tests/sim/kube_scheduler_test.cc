@@ -31,7 +31,7 @@
 #include "device/config.h"
 #include "k8s/object.h"
 #include "scheduler/server.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 namespace hami::sim {
 namespace {

@@ -13,8 +13,8 @@
 #include <fstream>
 
 #include "k8s/object.h"
-#include "sim/apiserver.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/store.h"
 
 extern char** environ;
 

@@ -22,7 +22,7 @@
 #include "device/config.h"
 #include "k8s/object.h"
 #include "scheduler/server.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "sim/kube_scheduler.h"
 
 namespace hami::sim {

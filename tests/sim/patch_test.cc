@@ -1,4 +1,4 @@
-#include "sim/patch.h"
+#include "sim/apiserver/patch.h"
 
 #include <gtest/gtest.h>
 

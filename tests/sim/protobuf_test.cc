@@ -1,4 +1,4 @@
-#include "sim/protobuf.h"
+#include "sim/apiserver/protobuf.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 
 #include "common/clock.h"
 #include "net/http_request.h"
-#include "sim/handlers.h"
-#include "sim/store.h"
+#include "sim/apiserver/handlers.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 namespace {

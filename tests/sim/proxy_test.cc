@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "net/http_server.h"
-#include "sim/apiserver.h"
-#include "sim/rbac.h"
-#include "sim/resources.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/rbac.h"
+#include "sim/apiserver/resources.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 namespace {

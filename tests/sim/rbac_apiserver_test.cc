@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "k8s/client.h"
-#include "sim/apiserver.h"
-#include "sim/rbac.h"
-#include "sim/resources.h"
-#include "sim/store.h"
+#include "sim/apiserver/apiserver.h"
+#include "sim/apiserver/rbac.h"
+#include "sim/apiserver/resources.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 namespace {

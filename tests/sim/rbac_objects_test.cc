@@ -1,8 +1,8 @@
 // The exact messages with which the sim's RBAC reader refuses a Role, ClusterRole, RoleBinding or
-// ClusterRoleBinding object (src/sim/rbac.cc): each names the object and the field.
+// ClusterRoleBinding object (src/sim/apiserver/rbac.cc): each names the object and the field.
 #include <gtest/gtest.h>
 
-#include "sim/rbac.h"
+#include "sim/apiserver/rbac.h"
 
 namespace hami::sim::rbac {
 namespace {

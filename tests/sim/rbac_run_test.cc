@@ -16,12 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "sim/manifests.h"
-#include "sim/rbac.h"
-#include "sim/resources.h"
+#include "sim/apiserver/rbac.h"
+#include "sim/apiserver/resources.h"
 #include "sim/runner.h"
-#include "sim/store.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 namespace {

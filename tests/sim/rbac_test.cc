@@ -1,6 +1,6 @@
 // Kubernetes RBAC semantics of the sim's authorizer (docs/RBAC.md): request attributes from
 // paths, rule matching, resolution through bindings, bootstrap roles, and the 403/401 bodies.
-#include "sim/rbac.h"
+#include "sim/apiserver/rbac.h"
 
 #include <gtest/gtest.h>
 

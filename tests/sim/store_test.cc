@@ -1,5 +1,5 @@
 // The in-memory store: resourceVersion, conflicts, identity fields, namespaces, the watch window.
-#include "sim/store.h"
+#include "sim/apiserver/store.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "k8s/client.h"
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 #include "support/allocate_env.h"
 
 namespace hami::test_support {

@@ -1,4 +1,4 @@
-#include "sim/apiserver.h"
+#include "sim/apiserver/apiserver.h"
 
 #include <sys/resource.h>
 
@@ -20,12 +20,12 @@
 #include "common/strings.h"
 #include "k8s/base64.h"
 #include "net/http_server.h"
-#include "sim/certs.h"
-#include "sim/discovery.h"
-#include "sim/handlers.h"
-#include "sim/rbac.h"
-#include "sim/resources.h"
-#include "sim/store.h"
+#include "sim/apiserver/certs.h"
+#include "sim/apiserver/discovery.h"
+#include "sim/apiserver/handlers.h"
+#include "sim/apiserver/rbac.h"
+#include "sim/apiserver/resources.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 namespace {

@@ -1,11 +1,11 @@
-#include "sim/discovery.h"
+#include "sim/apiserver/discovery.h"
 
 #include <algorithm>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "sim/resources.h"
+#include "sim/apiserver/resources.h"
 
 namespace hami::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/rbac.h"
+#include "sim/apiserver/rbac.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "sim/certs.h"
+#include "sim/apiserver/certs.h"
 
 #include <sys/stat.h>
 

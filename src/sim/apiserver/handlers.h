@@ -9,7 +9,7 @@
 
 #include "net/http_request.h"
 #include "net/http_server.h"
-#include "sim/store.h"
+#include "sim/apiserver/store.h"
 
 namespace hami::sim {
 

@@ -23,7 +23,7 @@
 #include "common/clock.h"
 #include "k8s/api_error.h"
 #include "k8s/selector.h"
-#include "sim/resources.h"
+#include "sim/apiserver/resources.h"
 
 namespace hami::sim {
 

@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "sim/rbac.h"
+#include "sim/apiserver/rbac.h"
 
 namespace hami::sim {
 
@@ -47,7 +47,7 @@ struct ApiServerOptions {
   // Fault injection for tests: a request (method, path) it returns true for is answered 500.
   std::function<bool(const std::string& method, const std::string& path)> fail_request{};
   const Clock* clock = &RealClock();
-  // Kubernetes RBAC (docs/RBAC.md, sim/rbac.h). Every request is authenticated: `token` or a
+  // Kubernetes RBAC (docs/RBAC.md, sim/apiserver/rbac.h). Every request is authenticated: `token` or a
   // verified client certificate is the admin (group system:masters), a token from IssueToken()
   // is its identity, no credentials is system:anonymous, any other token gets 401. Then it is
   // authorised against the ClusterRoles, Roles and bindings in the store; Start() creates the

@@ -1,4 +1,4 @@
-#include "sim/store.h"
+#include "sim/apiserver/store.h"
 
 #include <algorithm>
 #include <cstdio>

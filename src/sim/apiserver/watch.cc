@@ -11,7 +11,7 @@
 
 #include "common/strings.h"
 #include "k8s/object.h"
-#include "sim/handlers.h"
+#include "sim/apiserver/handlers.h"
 
 namespace hami::sim {
 namespace {

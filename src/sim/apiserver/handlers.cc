@@ -1,4 +1,4 @@
-#include "sim/handlers.h"
+#include "sim/apiserver/handlers.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,8 +10,8 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "k8s/object.h"
-#include "sim/patch.h"
-#include "sim/protobuf.h"
+#include "sim/apiserver/patch.h"
+#include "sim/apiserver/protobuf.h"
 
 namespace hami::sim {
 namespace {
