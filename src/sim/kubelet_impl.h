@@ -1,0 +1,137 @@
+// KubeletFleet's state, shared by its parts (internal to hami-sim):
+//   kubelet.cc             start/stop and each pod's lifecycle on its node: admit after the
+//                          admission latency, Allocate per container, Running, then Succeeded or
+//                          Failed (a timer queue served by a small pool)
+//   kubelet_plugins.cc     the Node objects, each node's device plugin, and the kubelet's gRPC
+//                          client of it (ListAndWatch, Allocate)
+//   kubelet_containers.cc  the container side: devices a container asks for, the pod status
+//                          objects, the usage region files the node's monitor reads
+#ifndef HAMI_SIM_KUBELET_IMPL_H_
+#define HAMI_SIM_KUBELET_IMPL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "deviceplugin/allocator.h"
+#include "deviceplugin/discovery.h"
+#include "deviceplugin/plugin.h"
+#include "deviceplugin/register.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "sim/kubelet.h"
+#include "sim/usage.h"
+#include "sim/vendor_plugin.h"
+
+namespace hami::sim {
+
+namespace dp = deviceplugin;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The device count a container asks for: limits win (requests default to them for extended
+// resources), then requests.
+int64_t ContainerDeviceCount(const nlohmann::json& container, const std::string& resource);
+
+// The pod status a kubelet writes when the pod's containers run, and when they end (`ok`:
+// Succeeded; else Failed with reason UnexpectedAdmissionError and `message`).
+nlohmann::json RunningStatus(const nlohmann::json& pod, SystemTime now);
+nlohmann::json EndStatus(const nlohmann::json& pod, SystemTime now, bool ok,
+                         const std::string& message);
+
+class KubeletFleet::Impl {
+ public:
+  using json = nlohmann::json;
+  // One simulated node: its plugin and kubelet's view of the plugin's devices.
+  struct Node {
+    SimNode spec;
+    std::string dir;
+    std::unique_ptr<dp::Discovery> discovery;  // the scenario's GPUs
+    std::unique_ptr<dp::RegisterPublisher> publisher;
+    std::unique_ptr<dp::Allocator> allocator;
+    std::unique_ptr<dp::Plugin> plugin;
+    std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
+    std::unique_ptr<VendorPlugin> vendor;  // a vendor node's plugin instead of the above
+    std::vector<std::string> device_ids;   // from ListAndWatch, healthy only
+    std::set<std::string> in_use;          // mu_
+  };
+  enum class Step { kAdmit, kRunning, kFinish, kFailed };
+  struct PodRun {
+    PodRunRecord rec;
+    size_t node = 0;
+    std::vector<std::string> ids;  // device IDs held
+    bool done = false;             // terminal, deleted or abandoned: no more steps
+    int status_attempts = 0;
+  };
+
+  Impl(k8s::Client& client, std::vector<SimNode> nodes, KubeletOptions options, const Clock& clock)
+      : client_(client), options_(std::move(options)), clock_(clock) {
+    for (SimNode& n : nodes) {
+      auto node = std::make_unique<Node>();
+      node->spec = std::move(n);
+      nodes_.push_back(std::move(node));
+    }
+  }
+
+  // Start/stop and the pods' lifecycle (kubelet.cc).
+  Status Start();
+  void Stop();
+  // Nodes, their device plugins and the gRPC calls to them (kubelet_plugins.cc).
+  Status CreateNode(Node& node);
+  Status StartPlugin(size_t index);
+  Status StartNodes();
+  Status ReadDevices(Node& node);
+
+  void OnPod(const json& pod);
+  void OnPodGone(const json& pod);
+  void Schedule(std::chrono::milliseconds delay, const std::string& key, Step step);
+  void Worker();
+  void Run(const std::string& key, Step step);
+  void Admit(const std::string& key);
+  void PatchStatus(const std::string& key, Step step);
+  void ReleaseIds(PodRun& run);
+  Result<std::map<std::string, std::string>> VendorAllocate(VendorPlugin& plugin);
+  Result<std::map<std::string, std::string>> AllocateContainer(size_t node, const std::string& key,
+                                                               int64_t count);
+  std::string HookPath() const {
+    return options_.hook_path.empty() ? options_.socket_dir + "/hook" : options_.hook_path;
+  }
+  // The scenario's usage, written where the node's monitor reads it (kubelet_containers.cc).
+  std::map<std::string, SimUsage> PodUsage(const json& pod);
+  void WriteUsage(const json& pod, const std::string& container,
+                  const std::map<std::string, SimUsage>& usage,
+                  const std::map<std::string, std::string>& envs);
+
+  k8s::Client& client_;
+  const KubeletOptions options_;
+  const Clock& clock_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, size_t> node_index_;
+  std::unique_ptr<k8s::Informer> pods_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, PodRun> runs_;
+  std::set<std::tuple<SteadyTime, uint64_t, std::string, Step>> timers_;
+  uint64_t timer_seq_ = 0;
+  size_t started_ = 0;  // runs_ records running, finished or failed
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace hami::sim
+
+#endif  // HAMI_SIM_KUBELET_IMPL_H_
