@@ -1,5 +1,6 @@
-// The clock every periodic or time-dependent component reads (DESIGN decision 6: time is
-// injected). Production code takes a `const Clock&`; tests pass a FakeClock and move it by hand.
+// The clock every periodic or time-dependent component reads (docs/ARCHITECTURE.md#decisions, 6:
+// time is injected). Production code takes a `const Clock&`; tests pass a FakeClock and move it by
+// hand.
 #ifndef HAMI_COMMON_CLOCK_H_
 #define HAMI_COMMON_CLOCK_H_
 

@@ -1,5 +1,6 @@
-// Result<T>: a value or an error message. Errors are values in this codebase (DESIGN decision 7):
-// decoders and handlers return a Result whose message names the field and the offending value.
+// Result<T>: a value or an error message. Errors are values in this codebase
+// (docs/ARCHITECTURE.md#decisions, 7): decoders and handlers return a Result whose message names
+// the field and the offending value.
 #ifndef HAMI_COMMON_RESULT_H_
 #define HAMI_COMMON_RESULT_H_
 

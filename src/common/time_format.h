@@ -1,5 +1,5 @@
 // Wall-clock text formats HAMi puts on the wire, with the time zone injected so nothing depends
-// on the machine's TZ unless a caller asks for it (DESIGN decision 6):
+// on the machine's TZ unless a caller asks for it (docs/ARCHITECTURE.md#decisions, 6):
 //   * "YYYY-MM-DD HH:MM:SS" (Go layout "2006-01-02 15:04:05"): the handshake timestamps. The
 //     text carries no zone; the reader must know the writer's zone.
 //   * RFC 3339 ("2026-08-21T10:11:12+08:00", "Z" for UTC): the node lock timestamp.

@@ -1,5 +1,6 @@
-// Scheduling policies and formulas (spec hami.md §4.5, §4.6): node score, device score with the
-// hami.io/device-scoring-weights weights, the GPU policy chain and the device order it implies.
+// Scheduling policies and formulas (docs/protocol.md#filter-and-scores): node score, device score
+// with the hami.io/device-scoring-weights weights, the GPU policy chain and the device order it
+// implies.
 //
 // Orders follow HAMi's convention: a list is sorted ascending by the policy's "less" and then
 // consumed FROM THE END, so the device a policy prefers sorts last. All functions are pure.
@@ -49,7 +50,8 @@ double NodeScore(const std::vector<DeviceUsage>& devices);
 //   10 x (w.slot (slots+used)/count + w.core (cores+usedcores)/totalcore
 //         + w.memory (mem+usedmem)/totalmem),
 // 0 when count, totalcore or totalmem is 0. Because NVIDIA devices' type is the model, NVIDIA
-// requests rarely match and devices rank by current usage (§11 point 14).
+// requests rarely match and devices rank by current usage (docs/protocol.md#filter-and-scores, step
+// 4).
 double DeviceScore(const DeviceUsage& device, const ContainerRequests& requests,
                    const protocol::ScoringWeights& weights);
 

@@ -1,4 +1,4 @@
-// ResourceQuota integration (spec hami.md §4.7b, vector 19), as pure values: which quota limits
+// ResourceQuota integration (docs/protocol.md#resource-quotas), as pure values: which quota limits
 // count, and whether a request still fits a namespace's quota. The scheduler keeps the per
 // namespace state (from its ResourceQuota informer and the usage index) and passes it in.
 #ifndef HAMI_DEVICE_QUOTA_H_

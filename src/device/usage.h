@@ -1,6 +1,7 @@
 // The values fit and score work on: a container's normalised request per vendor, a device's
 // capacity and current usage, a node's devices, and the collapse of a pod's per-container
-// allocation into per-device usage (spec hami.md §4.3, §4.4). Plain data and pure functions.
+// allocation into per-device usage (docs/protocol.md#usage-of-a-pod). Plain data and pure
+// functions.
 #ifndef HAMI_DEVICE_USAGE_H_
 #define HAMI_DEVICE_USAGE_H_
 
@@ -43,7 +44,7 @@ struct PodRequests {
   bool Empty() const;  // true when no container requests anything
 };
 
-// One MIG instance reserved on a GPU (spec hami.md §2.8): its profile and placement, and the
+// One MIG instance reserved on a GPU (docs/protocol.md#mig): its profile and placement, and the
 // runtime identity once the device plugin created it.
 struct MigInstance {
   std::string profile{};
@@ -73,7 +74,7 @@ struct DeviceUsage {
   std::vector<MigInstance> mig_in_use{};
   // The pods' MIG state contradicts the device (a MIG GPU used without a reservation, a
   // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
-  // unhealthy until the state is consistent again (spec hami.md §11.15).
+  // unhealthy until the state is consistent again (docs/protocol.md#mig).
   bool mig_inconsistent = false;
   // What a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key, as
   // text: e.g. Ascend's "NetworkID" ("3", its HCCS ring), MetaX sGPU's "QosPolicy".
@@ -97,7 +98,8 @@ struct NodeUsage {
 // dropped ("dev-1, " -> {"dev-1"}).
 std::set<std::string> ParseCordon(std::string_view value);
 
-// The usage one pod puts on one device after collapsing its containers (§4.4).
+// The usage one pod puts on one device after collapsing its containers
+// (docs/protocol.md#usage-of-a-pod).
 struct DeviceDelta {
   std::string uuid{};
   std::string vendor{};  // the Type field of the pod device string, e.g. "NVIDIA"

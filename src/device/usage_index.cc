@@ -20,7 +20,7 @@ void CountMigEntries(const protocol::PodDevices& devices, std::map<std::string, 
 }
 
 // The pod's hami.io/vgpu-mig-allocations as reservations, and per reserved GPU the entries
-// without one (spec hami.md §11.15).
+// without one (docs/protocol.md#mig).
 void AddMigReservations(const PodView& pod, const std::map<std::string, int32_t>& entries,
                         PodAllocation* out) {
   const std::string* raw = FindValue(pod.annotations, protocol::kVgpuMigAllocationsKey);

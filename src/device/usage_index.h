@@ -1,6 +1,6 @@
-// The incremental usage index (DESIGN decision 3): per-device usage of every registered node,
-// kept up to date by pod events as per-device deltas, so a filter call reads only its candidate
-// nodes' rows. No scan of all pods per call, no per-call copy of the cluster.
+// The incremental usage index (docs/ARCHITECTURE.md#decisions, 3): per-device usage of every
+// registered node, kept up to date by pod events as per-device deltas, so a filter call reads only
+// its candidate nodes' rows. No scan of all pods per call, no per-call copy of the cluster.
 //
 // Pod annotations are the source of truth (decision 2): a pod's allocation is decoded from its
 // `*-devices-allocated` annotations (PodAllocationFromPod) and the index can be rebuilt from the
@@ -31,7 +31,7 @@ struct MigReservation {
   bool operator==(const MigReservation&) const = default;
 };
 
-// What one pod holds on its node, collapsed (§4.4) over all vendors.
+// What one pod holds on its node, collapsed (docs/protocol.md#usage-of-a-pod) over all vendors.
 struct PodAllocation {
   std::string key{};             // "namespace/name"
   std::string namespace_name{};  // for quota usage

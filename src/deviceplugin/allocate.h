@@ -1,7 +1,7 @@
-// The Allocate answer as a pure function (spec hami.md §6.2): from the pod's pending
-// `hami.io/vgpu-devices-to-allocate` entries and kubelet's container requests to the env,
-// mounts and annotations of each container, plus the annotation value left afterwards. No I/O:
-// the caller (allocator.h) reads the pod, supplies fresh cache ids and writes the result.
+// The Allocate answer as a pure function (docs/protocol.md#device-plugin-api-and-allocate): from
+// the pod's pending `hami.io/vgpu-devices-to-allocate` entries and kubelet's container requests to
+// the env, mounts and annotations of each container, plus the annotation value left afterwards. No
+// I/O: the caller (allocator.h) reads the pod, supplies fresh cache ids and writes the result.
 #ifndef HAMI_DEVICEPLUGIN_ALLOCATE_H_
 #define HAMI_DEVICEPLUGIN_ALLOCATE_H_
 

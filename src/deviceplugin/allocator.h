@@ -1,8 +1,9 @@
-// Allocate and GetPreferredAllocation against the API server (spec hami.md §6.2, seed "Task
-// Dispatch"): find the pod being bound to this node, plan the answer (allocate.h), consume the
-// served entries of `hami.io/vgpu-devices-to-allocate`, and after the pod's last container set
-// `hami.io/bind-phase: success` and release the node lock. On any error after the pod is known:
-// `bind-phase: failed` and the lock released, so no path leaves a pod `allocating`.
+// Allocate and GetPreferredAllocation against the API server
+// (docs/protocol.md#device-plugin-api-and-allocate): find the pod being bound to this node, plan
+// the answer (allocate.h), consume the served entries of `hami.io/vgpu-devices-to-allocate`, and
+// after the pod's last container set `hami.io/bind-phase: success` and release the node lock. On
+// any error after the pod is known: `bind-phase: failed` and the lock released, so no path leaves a
+// pod `allocating`.
 #ifndef HAMI_DEVICEPLUGIN_ALLOCATOR_H_
 #define HAMI_DEVICEPLUGIN_ALLOCATOR_H_
 
@@ -22,11 +23,11 @@ class Client;
 
 namespace hami::deviceplugin {
 
-// The pending pod on `node` (§6.2 step 1): the owner named by the node lock when there is one
-// (trusted as is); else the first pod with spec.nodeName = node, phase Pending, a bind-time,
-// bind-phase allocating or success, and vgpu-node = node. A malformed lock is an error.
-// `lock`, when given, receives the node's hami.io/mutex.lock value as read ("" when none).
-// Each read is retried on a transient API error, as Allocate's writes are.
+// The pending pod on `node` (docs/protocol.md#device-plugin-api-and-allocate): the owner named by
+// the node lock when there is one (trusted as is); else the first pod with spec.nodeName = node,
+// phase Pending, a bind-time, bind-phase allocating or success, and vgpu-node = node. A malformed
+// lock is an error. `lock`, when given, receives the node's hami.io/mutex.lock value as read (""
+// when none). Each read is retried on a transient API error, as Allocate's writes are.
 Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node,
                                  std::string* lock = nullptr);
 

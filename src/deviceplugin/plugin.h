@@ -1,10 +1,10 @@
-// The kubelet-facing half of hami-device-plugin (kubernetes-contracts.md §4.2, spec hami.md
-// §6.1): a gRPC DevicePlugin server on <device-plugins dir>/nvidia-gpu.sock that registers with
-// kubelet, advertises every GPU deviceSplitCount times as "<UUID>-<i>", pushes the full list on
-// every health change, and answers Allocate through the Allocator. One background loop ticks the
-// node-register publisher and watches kubelet.sock: when kubelet restarts (its socket is
-// re-created) or our socket disappears, the server is restarted and registers again. The
-// annotation keeps being published while kubelet is absent.
+// The kubelet-facing half of hami-device-plugin (docs/protocol.md#device-plugin-api-and-allocate):
+// a gRPC DevicePlugin server on <device-plugins dir>/nvidia-gpu.sock that registers with kubelet,
+// advertises every GPU deviceSplitCount times as "<UUID>-<i>", pushes the full list on every health
+// change, and answers Allocate through the Allocator. One background loop ticks the node-register
+// publisher and watches kubelet.sock: when kubelet restarts (its socket is re-created) or our
+// socket disappears, the server is restarted and registers again. The annotation keeps being
+// published while kubelet is absent.
 #ifndef HAMI_DEVICEPLUGIN_PLUGIN_H_
 #define HAMI_DEVICEPLUGIN_PLUGIN_H_
 

@@ -1,7 +1,8 @@
-// What the NVIDIA device plugin reads from its configuration (spec hami.md §7): the `nvidia`
-// section of device-config.yaml (--config-file) and the per-node overrides of config.json
-// (§7.2). A small struct of the fields the plugin uses; the YAML is read with the scheduler's
-// loader (src/device/config.h), so both binaries accept and reject the same files.
+// What the NVIDIA device plugin reads from its configuration
+// (docs/protocol.md#configuration-files): the `nvidia` section of device-config.yaml
+// (--config-file) and the per-node overrides of config.json. A small struct of the fields the
+// plugin uses; the YAML is read with the scheduler's loader (src/device/config.h), so both binaries
+// accept and reject the same files.
 #ifndef HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
 #define HAMI_DEVICEPLUGIN_PLUGIN_CONFIG_H_
 

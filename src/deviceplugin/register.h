@@ -1,4 +1,4 @@
-// Node registration (seed 000 "NVIDIA Device Inventory", spec hami.md §2.6, §5): the plugin
+// Node registration (docs/protocol.md#node-registration-and-the-handshake): the plugin
 // publishes its GPUs as `hami.io/node-nvidia-register` JSON on its Node. It re-discovers every
 // 30 s (5 s after an error) and patches only when the serialized inventory changed. It never
 // writes a handshake annotation: the scheduler owns hami.io/node-handshake.

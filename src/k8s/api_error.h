@@ -1,6 +1,6 @@
 // Errors from the Kubernetes API as values: the HTTP code plus the metav1.Status reason and
-// message the server sent (DESIGN decision 7). Code 0 means no HTTP answer at all (connection
-// refused, timeout, TLS failure); its reason is then "Transport" or "Timeout".
+// message the server sent (docs/ARCHITECTURE.md#decisions, 7). Code 0 means no HTTP answer at all
+// (connection refused, timeout, TLS failure); its reason is then "Transport" or "Timeout".
 #ifndef HAMI_K8S_API_ERROR_H_
 #define HAMI_K8S_API_ERROR_H_
 

@@ -1,10 +1,11 @@
-// The priority feedback HAMi's monitor runs every 5 s over a node's regions (hami.md §8.3):
-// a container whose recent_kernel is > 0 has it decremented, and while it is still > 0 afterwards
-// (libvgpu writes 2 at each launch, so "launched within the last period") it counts as active on
-// each of its GPUs at its priority (0 = high, 1 = low). Then each container is blocked
-// (recent_kernel = -1) while a higher-priority (lower number) container is active on one of its
-// GPUs, unblocked (-1 -> 0) otherwise, and gets utilization_switch = 1 while a higher-priority
-// container or another one of its own priority is active on one of its GPUs, 0 otherwise.
+// The priority feedback HAMi's monitor runs every 5 s over a node's regions
+// (docs/MONITOR.md#priority-feedback): a container whose recent_kernel is > 0 has it decremented,
+// and while it is still > 0 afterwards (libvgpu writes 2 at each launch, so "launched within the
+// last period") it counts as active on each of its GPUs at its priority (0 = high, 1 = low). Then
+// each container is blocked (recent_kernel = -1) while a higher-priority (lower number) container
+// is active on one of its GPUs, unblocked (-1 -> 0) otherwise, and gets utilization_switch = 1
+// while a higher-priority container or another one of its own priority is active on one of its
+// GPUs, 0 otherwise.
 #ifndef HAMI_MONITOR_FEEDBACK_H_
 #define HAMI_MONITOR_FEEDBACK_H_
 

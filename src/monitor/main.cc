@@ -1,5 +1,5 @@
-// hami-vgpu-monitor: parses HAMi's flags and environment (hami.md §1.3) and runs
-// monitor::Monitor until SIGTERM or SIGINT.
+// hami-vgpu-monitor: parses HAMi's flags and environment
+// (docs/MONITOR.md#command-line-and-environment) and runs monitor::Monitor until SIGTERM or SIGINT.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>

@@ -1,8 +1,8 @@
-// The vGPU monitor's /metrics text: HAMi v2.10's container series (hami.md §8.2) with their
-// names, help texts and label names, and with --legacy-metrics the pre-v2.8 names too. The text
-// is what Go's client_golang writes for HAMi's registry: families sorted by name, labels sorted
-// by name, every series carrying zone="vGPU" (HAMi wraps its collector with that label), values
-// formatted as Go's strconv 'g' shortest (1.048576e+06).
+// The vGPU monitor's /metrics text: HAMi v2.10's container series (docs/MONITOR.md#metrics) with
+// their names, help texts and label names, and with --legacy-metrics the pre-v2.8 names too. The
+// text is what Go's client_golang writes for HAMi's registry: families sorted by name, labels
+// sorted by name, every series carrying zone="vGPU" (HAMi wraps its collector with that label),
+// values formatted as Go's strconv 'g' shortest (1.048576e+06).
 #ifndef HAMI_MONITOR_METRICS_H_
 #define HAMI_MONITOR_METRICS_H_
 

@@ -1,4 +1,4 @@
-// hami-vgpu-monitor as a component (hami.md §1.3, §8.2): an informer on this node's vGPU pods
+// hami-vgpu-monitor as a component (docs/MONITOR.md): an informer on this node's vGPU pods
 // (label hami.io/vgpu-node=<node>), a scan of $HOOK_PATH/containers/<podUID>_<container>/ for
 // each container's shared region file, and /metrics + /healthz on one HTTP listener. Every scrape
 // rescans, so a deleted pod's series are gone at the next scrape and a pod re-created under the

@@ -1,7 +1,7 @@
 // Reads a container's shared region file (HAMi-core's "cache file") as the vGPU monitor sees it:
-// the v1.2 layout of vgpu/shared_region.h, or the older v0 layout (told apart by size; hami.md
-// §8.3). The file is copied into memory with plain reads: the region's lock is never taken, so
-// reading never blocks a CUDA call of the container.
+// the v1.2 layout of vgpu/shared_region.h, or the older v0 layout (told apart by size;
+// docs/protocol.md#shared-region-file). The file is copied into memory with plain reads: the
+// region's lock is never taken, so reading never blocks a CUDA call of the container.
 #ifndef HAMI_MONITOR_REGION_READER_H_
 #define HAMI_MONITOR_REGION_READER_H_
 

@@ -1,4 +1,4 @@
-// Pod annotations of the bind step (spec hami.md §2.4, §4.7, seed "Task Dispatch"):
+// Pod annotations of the bind step (docs/protocol.md#pod-annotations, #bind):
 //   hami.io/bind-phase: "allocating" (scheduler Bind), then "success" or "failed" (device plugin)
 //   hami.io/bind-time:  Unix seconds as a decimal string, e.g. "1716199325"
 // hami.io/vgpu-time uses the same Unix-seconds format.

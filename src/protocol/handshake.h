@@ -1,4 +1,4 @@
-// Node handshake annotation values (spec hami.md §2.10, §5; seed "Health Checks"), e.g. on
+// Node handshake annotation values (docs/protocol.md#node-registration-and-the-handshake), e.g. on
 // hami.io/node-handshake or a vendor variant such as hami.io/node-handshake-dcu:
 //   Requesting_2024-01-23 04:30:04   scheduler asks the device plugin to report (v2.10 writes it)
 //   Reported_2024-01-23 04:30:05     a vendor device plugin answered
@@ -57,7 +57,8 @@ std::string FormatHandshake(HandshakeKind kind, SystemTime t, const Zone& zone);
 // How long a Requesting value may wait for an answer.
 inline constexpr std::chrono::seconds kHandshakeWindow{60};
 
-// The generic handshake check (spec §5 step 2), as a pure function.
+// The generic handshake check (docs/protocol.md#node-registration-and-the-handshake), as a pure
+// function.
 struct HandshakeVerdict {
   bool healthy = true;
   bool need_update = false;

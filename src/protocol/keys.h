@@ -1,6 +1,6 @@
-// Annotation and label keys on pods and nodes that are not tied to one vendor (spec hami.md §2.3,
-// §2.4). Vendor-specific keys (register, handshake, to-allocate, allocated, type/uuid selection)
-// live in vendor.h.
+// Annotation and label keys on pods and nodes that are not tied to one vendor
+// (docs/protocol.md#pod-annotations). Vendor-specific keys (register, handshake, to-allocate,
+// allocated, type/uuid selection) live in vendor.h.
 #ifndef HAMI_PROTOCOL_KEYS_H_
 #define HAMI_PROTOCOL_KEYS_H_
 

@@ -1,4 +1,4 @@
-// MIG allocation annotation `hami.io/vgpu-mig-allocations` (spec hami.md §2.8): the MIG instance
+// MIG allocation annotation `hami.io/vgpu-mig-allocations` (docs/protocol.md#mig): the MIG instance
 // the scheduler reserved for each (container, device) of a pod, plus the runtime identity the
 // device plugin fills in after creating it:
 //   [{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.5gb",

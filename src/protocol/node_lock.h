@@ -1,4 +1,4 @@
-// The node lock annotation hami.io/mutex.lock (spec hami.md §2.9, §4.7, §11 point 8):
+// The node lock annotation hami.io/mutex.lock (docs/protocol.md#node-lock):
 //   "<RFC 3339 time in the writer's zone>,<namespace>,<pod>"  e.g.
 //   "2026-08-21T10:11:12+08:00,default,train-0"
 // Legacy writers put a bare RFC 3339 timestamp. One key is shared by every vendor. The scheduler
@@ -83,7 +83,8 @@ struct LockRequest {
   bool owner_exists = true;
 };
 
-// LockNode (spec §4.7 step 2) as a pure decision, in HAMi's order: absent => acquire; malformed
+// LockNode (docs/protocol.md#node-lock) as a pure decision, in HAMi's order: absent => acquire;
+// malformed
 // => error; expired => take over; owned by this pod => ok; owner gone => take over; else busy.
 // A legacy value names no owner, so an unexpired one is busy.
 LockDecision DecideNodeLock(const LockRequest& request);

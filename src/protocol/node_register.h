@@ -1,5 +1,5 @@
-// Node register annotations (spec hami.md §2.6): the device inventory a device plugin publishes on
-// its node, e.g. `hami.io/node-nvidia-register`.
+// Node register annotations (docs/protocol.md#node-registration-and-the-handshake): the device
+// inventory a device plugin publishes on its node, e.g. `hami.io/node-nvidia-register`.
 //
 // Two encodings exist:
 //  * JSON (NVIDIA since v2.8; Ascend, XPU, AMD, Vastai, Biren): Go's encoding/json output of the

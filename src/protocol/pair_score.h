@@ -1,5 +1,5 @@
-// Pair-score annotation `hami.io/node-nvidia-score` (spec hami.md §2.7): how well each GPU of a
-// node talks to each other one (NVLink 100 per link, same board 60, ... cross-CPU 10):
+// Pair-score annotation `hami.io/node-nvidia-score` (docs/protocol.md#pair-scores): how well each
+// GPU of a node talks to each other one (NVLink 100 per link, same board 60, ... cross-CPU 10):
 //   [{"uuid":"GPU-a","score":{"GPU-b":200,"GPU-c":20}},{"uuid":"GPU-b","score":{...}}]
 // All functions here are pure and total.
 #ifndef HAMI_PROTOCOL_PAIR_SCORE_H_

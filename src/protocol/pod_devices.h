@@ -1,5 +1,5 @@
-// Pod device annotations (spec hami.md §2.5): what the scheduler allocated to each container of a
-// pod, for one vendor, e.g. `hami.io/vgpu-devices-allocated` and
+// Pod device annotations (docs/protocol.md#device-lists-on-pods): what the scheduler allocated to
+// each container of a pod, for one vendor, e.g. `hami.io/vgpu-devices-allocated` and
 // `hami.io/vgpu-devices-to-allocate`:
 //   GPU-a,NVIDIA,3000,30:GPU-b,NVIDIA,3000,30:;;GPU-c,NVIDIA,1000,0:;
 // Each device is `UUID,Type,UsedMemMiB,UsedCores` followed by ':'; each container's devices are

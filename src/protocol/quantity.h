@@ -1,5 +1,6 @@
-// Kubernetes resource quantities in container device requests (spec hami.md §2.1, §11 point 6),
-// e.g. limits {nvidia.com/gpu: 2, nvidia.com/gpumem: 3000, nvidia.com/gpucores: 30}.
+// Kubernetes resource quantities in container device requests
+// (docs/protocol.md#resource-names-and-vendor-keys), e.g. limits {nvidia.com/gpu: 2,
+// nvidia.com/gpumem: 3000, nvidia.com/gpucores: 30}.
 //
 // HAMi reads every device quantity with Quantity.Value() and treats gpumem as MiB, so "3Gi"
 // (3221225472 > MaxInt32) silently drops the pod from HAMi scheduling. We report errors instead

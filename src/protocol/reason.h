@@ -13,7 +13,8 @@
 
 namespace hami::protocol {
 
-// The reason names HAMi's NVIDIA fit uses (spec hami.md §4.5), for callers that build counters.
+// The reason names HAMi's NVIDIA fit uses (docs/protocol.md#nvidias-fit), for callers that build
+// counters.
 inline constexpr std::string_view kCardNotHealth = "CardNotHealth";
 inline constexpr std::string_view kCardCordoned = "CardCordoned";
 inline constexpr std::string_view kCardTypeMismatch = "CardTypeMismatch";

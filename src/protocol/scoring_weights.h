@@ -1,4 +1,4 @@
-// Pod annotation hami.io/device-scoring-weights (spec hami.md §2.3, vector 17):
+// Pod annotation hami.io/device-scoring-weights (docs/protocol.md#pod-annotations):
 //   "slot=<int>,core=<int>,memory=<int>"
 // Exactly three entries, each key once (any order), integers >= 0, not all zero. An invalid
 // value makes Filter return an error, so every error names the problem and the value.

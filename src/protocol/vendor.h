@@ -1,9 +1,10 @@
 // The vendor registry: for every device backend HAMi schedules, its vendor key, default resource
-// names and the annotation keys it uses on nodes and pods (spec hami.md §2.1, §2.2, and the seed
-// whose keys win where they differ: Hygon writes hami.io/hcu-devices-to-allocate).
-// Resource names are the defaults (the device config file may rename them).
-// Where the spec abbreviates a key ("nouse-gpuuuid", "…-allocated") the full key follows the
-// pattern of the key it abbreviates (e.g. mthreads.ai/use-gpuuuid -> mthreads.ai/nouse-gpuuuid).
+// names and the annotation keys it uses on nodes and pods
+// (docs/protocol.md#resource-names-and-vendor-keys; where HAMi versions differ, ours: Hygon writes
+// hami.io/hcu-devices-to-allocate). Resource names are the defaults (the device config file may
+// rename them). Where HAMi's docs abbreviate a key ("nouse-gpuuuid", "…-allocated") the full key
+// follows the pattern of the key it abbreviates (e.g. mthreads.ai/use-gpuuuid ->
+// mthreads.ai/nouse-gpuuuid).
 #ifndef HAMI_PROTOCOL_VENDOR_H_
 #define HAMI_PROTOCOL_VENDOR_H_
 

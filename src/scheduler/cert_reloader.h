@@ -1,8 +1,9 @@
-// The serving certificate of --cert_file/--key_file with hot reload (spec hami.md §1.1: "HTTPS
-// with hot-reloading cert watcher"): every TLS handshake first checks whether either file was
-// replaced (device, inode, size or mtime changed) and, if so, loads the pair again. A pair that
-// does not load, or whose key does not match the certificate (e.g. caught half-written), is
-// ignored and the last good pair keeps being served; the next handshake tries again.
+// The serving certificate of --cert_file/--key_file with hot reload (HAMi v2.10
+// cmd/scheduler/main.go: HTTPS with a hot-reloading certificate watcher): every TLS handshake first
+// checks whether either file was replaced (device, inode, size or mtime changed) and, if so, loads
+// the pair again. A pair that does not load, or whose key does not match the certificate (e.g.
+// caught half-written), is ignored and the last good pair keeps being served; the next handshake
+// tries again.
 #ifndef HAMI_SCHEDULER_CERT_RELOADER_H_
 #define HAMI_SCHEDULER_CERT_RELOADER_H_
 

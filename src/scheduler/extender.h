@@ -1,4 +1,5 @@
-// The extender's /filter and /bind (spec hami.md §4.2, §4.7, DESIGN decisions 1, 3 and 4) as
+// The extender's /filter and /bind (docs/protocol.md#filter-and-scores, #bind;
+// docs/ARCHITECTURE.md#decisions 1, 3 and 4) as
 // functions over (request body, scheduler state) -> response body. Always HTTP 200; failures go
 // into the `Error` field, never a crash.
 //
@@ -62,9 +63,9 @@ struct ExtenderOptions {
 std::string SimulateFilter(const device::Registry& registry, const ExtenderArgs& args,
                            const device::ScheduleOptions& options);
 
-// The FilteringFailed event messages (spec §4.8): per reason name, "<k> nodes <Reason>(<sorted
-// node list>)", from the FailedNodes GenReason strings; reasons without the "n/m" prefix are
-// left out.
+// The FilteringFailed event messages (docs/protocol.md#filter-and-scores, step 5): per reason name,
+// "<k> nodes <Reason>(<sorted node list>)", from the FailedNodes GenReason strings; reasons without
+// the "n/m" prefix are left out.
 std::vector<std::string> FilteringFailedMessages(
     const std::map<std::string, std::string>& failed_nodes);
 

@@ -1,6 +1,6 @@
-// The kube-scheduler extender wire shapes (kubernetes-contracts.md §4.1): the Go structs carry no
-// JSON tags, so keys are capitalised ("Pod", "NodeNames"); like Go's decoder we accept any case,
-// and `null` reads as absent. Decoding never throws: a malformed body is an Error naming the
+// The kube-scheduler extender wire shapes (docs/protocol.md#scheduler-extender): the Go structs
+// carry no JSON tags, so keys are capitalised ("Pod", "NodeNames"); like Go's decoder we accept any
+// case, and `null` reads as absent. Decoding never throws: a malformed body is an Error naming the
 // field.
 #ifndef HAMI_SCHEDULER_EXTENDER_ARGS_H_
 #define HAMI_SCHEDULER_EXTENDER_ARGS_H_

@@ -1,5 +1,5 @@
-// hami-scheduler: parses HAMi's scheduler flags (spec hami.md §1.1) and runs scheduler::Server
-// until SIGTERM or SIGINT.
+// hami-scheduler: parses HAMi's scheduler flags (HAMi v2.10 cmd/scheduler/main.go) and runs
+// scheduler::Server until SIGTERM or SIGINT.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,7 @@
-// The scheduler's Prometheus text (spec hami.md §8.1) from the usage index: per-device limits and
-// allocations, per-pod (collapsed) allocations, ResourceQuota usage and limits, build info, and
-// request latency histograms for filter, bind and webhook. Legacy (pre-2.9) names are added with
+// The scheduler's Prometheus text (docs/protocol.md#metrics) from the usage index: per-device
+// limits and allocations, per-pod (collapsed) allocations, ResourceQuota usage and limits, build
+// info, and request latency histograms for filter, bind and webhook. Legacy (pre-2.9) names are
+// added with
 // --legacy-metrics.
 #ifndef HAMI_SCHEDULER_METRICS_H_
 #define HAMI_SCHEDULER_METRICS_H_

@@ -1,7 +1,7 @@
-// The hami.io/scheduler-role pod label (spec hami.md §2.4, §4.9): the leader labels the scheduler
-// pods of its namespace, those selected by app.kubernetes.io/component=hami-scheduler, with
-// `leader` (its own pod, $POD_NAME) or `follower` (every other one). Only pods whose label differs
-// are patched, so a steady state costs one list per pass.
+// The hami.io/scheduler-role pod label (docs/protocol.md#leader-election): the leader labels the
+// scheduler pods of its namespace, those selected by app.kubernetes.io/component=hami-scheduler,
+// with `leader` (its own pod, $POD_NAME) or `follower` (every other one). Only pods whose label
+// differs are patched, so a steady state costs one list per pass.
 #ifndef HAMI_SCHEDULER_SCHEDULER_ROLE_H_
 #define HAMI_SCHEDULER_SCHEDULER_ROLE_H_
 

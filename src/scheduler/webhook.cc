@@ -93,7 +93,8 @@ std::string StringAt(const json& obj, const char* a, const char* b) {
   return y != x->end() && y->is_string() ? y->get<std::string>() : "";
 }
 
-// Quota pre-check (§3 step 7) over the mutated pod; true when it fits or cannot be judged.
+// Quota pre-check (docs/protocol.md#webhook, step 7) over the mutated pod; true when it fits or
+// cannot be judged.
 bool QuotaFits(const device::Registry& registry, const json& pod, const std::string& ns,
                const QuotaLookup& quota) {
   if (!quota) return true;

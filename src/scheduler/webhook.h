@@ -1,13 +1,13 @@
-// The mutating admission webhook (spec hami.md §3, kubernetes-contracts.md §5.1) as a pure
+// The mutating admission webhook (docs/protocol.md#webhook) as a pure
 // function: an AdmissionReview (admission.k8s.io/v1 or v1beta1) in, the AdmissionReview reply in
 // the same version out, with a minimal JSON Patch (base64 in `response.patch`).
 //
-// Decision order (§3): undecodable review -> HTTP 400; no containers -> denied "pod has no
-// containers"; another scheduler assigned -> allowed untouched; per init container then
-// container, every backend's Device::MutateAdmission in registry order (an error, e.g. NVIDIA's
-// gpumem-percentage outside 0..100 -> code 500); a privileged container in a pod with a device
-// request -> denied "container <name> is privileged"; schedulerName set when configured, and a
-// pod with spec.nodeName -> denied "pod has node assigned"; quota pre-check -> denied
+// Decision order (docs/protocol.md#webhook): undecodable review -> HTTP 400; no containers ->
+// denied "pod has no containers"; another scheduler assigned -> allowed untouched; per init
+// container then container, every backend's Device::MutateAdmission in registry order (an error,
+// e.g. NVIDIA's gpumem-percentage outside 0..100 -> code 500); a privileged container in a pod with
+// a device request -> denied "container <name> is privileged"; schedulerName set when configured,
+// and a pod with spec.nodeName -> denied "pod has node assigned"; quota pre-check -> denied
 // "exceeding resource quota"; else allowed with the patch (if any). No vendor is named here.
 #ifndef HAMI_SCHEDULER_WEBHOOK_H_
 #define HAMI_SCHEDULER_WEBHOOK_H_

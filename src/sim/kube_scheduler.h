@@ -1,12 +1,13 @@
-// What kube-scheduler does with HAMi's extender (kubernetes-contracts.md §4.1, nodeCacheCapable
-// true), for the pods whose spec.schedulerName is ours: a serial scheduling cycle over an activeQ
-// (FIFO by creation), POST /filter with the pod and the Ready nodes' names, then the bind handed
-// to a worker (POST /bind) while the cycle goes on with the next pod. A pod no node fits waits in
-// the unschedulableQ until a cluster event (node add/update, pod delete or termination) or the
-// periodic flush moves it back; a failed bind (or a filter transport error) sends the pod to the
-// backoffQ for initial_backoff x 2^(failures-1), capped at max_backoff. An extender Error (e.g. a
-// failed API write) also goes to the backoffQ rather than the unschedulableQ, as kube-scheduler
-// treats errors that are not a fit failure, so a transient API error is retried within seconds.
+// What kube-scheduler does with HAMi's extender (docs/protocol.md#scheduler-extender,
+// nodeCacheCapable true), for the pods whose spec.schedulerName is ours: a serial scheduling cycle
+// over an activeQ (FIFO by creation), POST /filter with the pod and the Ready nodes' names, then
+// the bind handed to a worker (POST /bind) while the cycle goes on with the next pod. A pod no node
+// fits waits in the unschedulableQ until a cluster event (node add/update, pod delete or
+// termination) or the periodic flush moves it back; a failed bind (or a filter transport error)
+// sends the pod to the backoffQ for initial_backoff x 2^(failures-1), capped at max_backoff. An
+// extender Error (e.g. a failed API write) also goes to the backoffQ rather than the
+// unschedulableQ, as kube-scheduler treats errors that are not a fit failure, so a transient API
+// error is retried within seconds.
 //
 // Binds to one node are issued one at a time, in cycle order: the extender serialises them on
 // the node lock anyway (a bind waits there until the device plugin's Allocate releases it), and a

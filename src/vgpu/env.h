@@ -1,4 +1,5 @@
-// The environment contract of HAMi-core (spec hami-core.md §3), parsed into one VgpuConfig.
+// The environment contract of HAMi-core (docs/vgpu.md#environment-hami-core-compatible), parsed
+// into one VgpuConfig.
 //
 // Parsing is pure: the lookup function is injected so tests need no setenv. Invalid values are
 // reported through `on_error` (message names the variable and the quoted value) and treated as
@@ -68,7 +69,8 @@ using ErrorSink = void (*)(void* ctx, const char* message);
 bool ParseSize(const char* name, const char* text, std::uint64_t* out, char* err,
                std::size_t errcap);
 
-// Reads every variable of §3 through `lookup`. Errors go to `on_error` (may be null).
+// Reads every variable of docs/vgpu.md#environment-hami-core-compatible through `lookup`. Errors go
+// to `on_error` (may be null).
 void LoadConfig(EnvLookup lookup, void* lookup_ctx, ErrorSink on_error, void* error_ctx,
                 VgpuConfig* out);
 

@@ -6,7 +6,8 @@
 //     (percent, default 100); names as configured in the `hygon` section.
 //   Webhook: no mutation; a container asks for DCUs when its limits name the count resource.
 //   Fit: HAMi's checks in HAMi's order with HAMi's reason names (see Fit). No quota, score 0.
-//   Pod keys: the scheduler writes hami.io/hcu-devices-to-allocate (the seed's key; HAMi v2.10
+//   Pod keys: the scheduler writes hami.io/hcu-devices-to-allocate (our key, docs/protocol.md; HAMi
+//   v2.10
 //     writes hami.io/dcu-devices-to-allocate, which readers still accept) and
 //     hami.io/dcu-devices-allocated.
 #ifndef HAMI_DEVICE_VENDORS_HYGON_HYGON_H_

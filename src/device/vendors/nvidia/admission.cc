@@ -1,4 +1,4 @@
-// NVIDIA's admission mutation (spec hami.md §3, "NVIDIA MutateAdmission per container"), moved
+// NVIDIA's admission mutation (docs/protocol.md#webhook, step 4), moved
 // here from the webhook so the webhook knows no vendor (issue 15).
 #include <optional>
 #include <string>

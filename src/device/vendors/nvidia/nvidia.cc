@@ -56,7 +56,8 @@ Result<int32_t> ParsePercentage(std::string_view resource, std::string_view valu
 }
 
 // The pod total for the quota check: this vendor's earlier containers plus the current one with
-// `candidate` added, collapsed as the usage index would (§4.4).
+// `candidate` added, collapsed as the usage index would
+// (docs/protocol.md#usage-of-a-pod).
 std::pair<int64_t, int64_t> HypotheticalTotal(const FitContext& ctx,
                                               const protocol::ContainerDevices& current,
                                               const protocol::ContainerDevice& candidate) {
@@ -209,7 +210,7 @@ Result<DeviceRequest> NvidiaDevice::NormalizeRequest(const ContainerView& contai
   return req;
 }
 
-// Checks 1-3 of §4.5, which come before the numa-bind restart.
+// Checks 1-3 of docs/protocol.md#nvidias-fit, which come before the numa-bind restart.
 std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& dev,
                                                             const DeviceRequest& request,
                                                             const FitContext& ctx,
@@ -224,7 +225,8 @@ std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& d
   return std::nullopt;
 }
 
-// Checks 5-14 of §4.5; on success `*chosen` is the device entry to allocate.
+// Checks 5-14 of docs/protocol.md#nvidias-fit; on success `*chosen` is the device entry to
+// allocate.
 std::optional<std::string_view> NvidiaDevice::CheckCapacity(
     const DeviceUsage& dev, const DeviceRequest& request, const FitContext& ctx,
     const StringMap& annos, const protocol::ContainerDevices& picked,
