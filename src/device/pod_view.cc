@@ -84,7 +84,106 @@ bool AllInitDone(const Json& status, size_t init_count) {
   return true;
 }
 
+// Moves from[key] into to[key] when present (whatever its type).
+void MoveKey(Json& from, Json& to, const char* key) {
+  auto it = from.find(key);
+  if (it != from.end()) to[key] = std::move(*it);
+}
+
+// A container keeps its name and resources.limits/requests; anything of another shape than
+// ReadContainers reads is kept whole, so the same error names it.
+Json ContainerFields(Json c) {
+  if (!c.is_object()) return c;
+  Json out = Json::object();
+  MoveKey(c, out, "name");
+  auto res = c.find("resources");
+  if (res != c.end()) {
+    if (res->is_object()) {
+      Json kept = Json::object();
+      MoveKey(*res, kept, "limits");
+      MoveKey(*res, kept, "requests");
+      out["resources"] = std::move(kept);
+    } else {
+      out["resources"] = std::move(*res);
+    }
+  }
+  return out;
+}
+
+void ContainerListFields(Json& from, Json& to, const char* key) {
+  auto it = from.find(key);
+  if (it == from.end()) return;
+  if (it->is_array()) {
+    Json list = Json::array();
+    for (Json& c : *it) list.push_back(ContainerFields(std::move(c)));
+    to[key] = std::move(list);
+  } else {
+    to[key] = std::move(*it);
+  }
+}
+
+// An init container status keeps state.terminated.exitCode, the only field AllInitDone reads
+// (an entry without it still counts toward the list's length).
+Json InitStatusFields(const Json& s) {
+  const Json* state = Child(s, "state");
+  const Json* term = state ? Child(*state, "terminated") : nullptr;
+  const Json* code = term ? Child(*term, "exitCode") : nullptr;
+  if (!code) return Json::object();
+  return Json{{"state", {{"terminated", {{"exitCode", *code}}}}}};
+}
+
 }  // namespace
+
+Json PodViewFields(Json pod) {
+  if (!pod.is_object()) return pod;
+  Json out = Json::object();
+  auto meta = pod.find("metadata");
+  if (meta != pod.end()) {
+    if (meta->is_object()) {
+      Json m = Json::object();
+      for (const char* key : {"name", "namespace", "uid", "resourceVersion", "annotations",
+                              "labels", "deletionTimestamp"}) {
+        MoveKey(*meta, m, key);
+      }
+      out["metadata"] = std::move(m);
+    } else {
+      out["metadata"] = std::move(*meta);
+    }
+  }
+  auto spec = pod.find("spec");
+  if (spec != pod.end()) {
+    if (spec->is_object()) {
+      Json s = Json::object();
+      MoveKey(*spec, s, "nodeName");
+      ContainerListFields(*spec, s, "initContainers");
+      ContainerListFields(*spec, s, "containers");
+      out["spec"] = std::move(s);
+    } else {
+      out["spec"] = std::move(*spec);
+    }
+  }
+  auto status = pod.find("status");
+  if (status != pod.end()) {
+    if (status->is_object()) {
+      Json s = Json::object();
+      MoveKey(*status, s, "phase");
+      auto init = status->find("initContainerStatuses");
+      if (init != status->end()) {
+        if (init->is_array()) {
+          Json list = Json::array();
+          for (const Json& e : *init) list.push_back(InitStatusFields(e));
+          s["initContainerStatuses"] = std::move(list);
+        } else {
+          s["initContainerStatuses"] = std::move(*init);
+        }
+      }
+      out["status"] = std::move(s);
+    } else {
+      out["status"] = std::move(*status);
+    }
+  }
+  return out;
+}
 
 std::vector<const ContainerView*> PodView::AllContainers() const {
   std::vector<const ContainerView*> out;

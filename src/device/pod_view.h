@@ -63,6 +63,15 @@ struct PodView {
 // [1]`. Integer JSON numbers are rendered as decimal text.
 Result<PodView> ParsePodView(const nlohmann::json& pod);
 
+// The parts of a Pod that ParsePodView reads, everything else dropped: metadata name, namespace,
+// uid, resourceVersion, annotations, labels and deletionTimestamp; spec nodeName and each
+// (init) container's name and resources limits/requests; status phase and each init container
+// status's state.terminated.exitCode. For ParsePodView the result reads exactly as the pod
+// (the same view, or the same error: a value of the wrong type is kept as it is). An informer
+// transform (k8s::InformerOptions::transform) for caches that only feed the usage index: a
+// real pod's managedFields, env, volumes and conditions are most of its size.
+nlohmann::json PodViewFields(nlohmann::json pod);
+
 // metadata.name of any object; "" when absent or not a string.
 std::string ObjectName(const nlohmann::json& obj);
 

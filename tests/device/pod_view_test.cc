@@ -106,6 +106,79 @@ TEST(ObjectAnnotations, ReadsStringsOnly) {
   EXPECT_TRUE(ObjectAnnotations(json::parse("3")).empty());
 }
 
+// PodViewFields keeps what ParsePodView reads: the same view, or the same error, for pods with
+// everything else a real pod carries and for pods with fields of the wrong type.
+TEST(PodViewFields, ReadsAsThePod) {
+  const char* pods[] = {
+      R"({"apiVersion": "v1", "kind": "Pod",
+          "metadata": {"name": "demo", "namespace": "default", "uid": "u-1",
+                       "resourceVersion": "42", "generateName": "demo-",
+                       "annotations": {"a": "1", "n": 5}, "labels": {"l": "x"},
+                       "deletionTimestamp": "2026-01-01T00:00:00Z",
+                       "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+                       "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+          "spec": {"nodeName": "node-a", "schedulerName": "hami-scheduler",
+                   "volumes": [{"name": "v", "emptyDir": {}}],
+                   "initContainers": [{"name": "init", "image": "busybox",
+                                       "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+                   "containers": [{"name": "main", "image": "cuda", "env": [{"name": "A"}],
+                                   "resources": {"limits": {"nvidia.com/gpu": "2"},
+                                                 "requests": {"cpu": "1"},
+                                                 "claims": [{"name": "c"}]}},
+                                  {"name": "side"}]},
+          "status": {"phase": "Running", "podIP": "10.0.0.1",
+                     "conditions": [{"type": "Ready", "status": "True"}],
+                     "initContainerStatuses": [
+                         {"name": "init", "image": "busybox",
+                          "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}})",
+      R"({"spec": {"initContainers": [{"name": "i"}, {"name": "j"}]},
+          "status": {"initContainerStatuses": [{"state": {"running": {}}}, 7,
+                                               {"state": {"terminated": {"exitCode": 0}}}]}})",
+      R"({"spec": {"initContainers": [{"name": "i"}]},
+          "status": {"initContainerStatuses": {"not": "a list"}}})",
+      R"({"spec": {"containers": {"name": "main"}}})",
+      R"({"spec": {"containers": [3]}})",
+      R"({"spec": {"containers": [{"resources": "x"}]}})",
+      R"({"spec": {"containers": [{"resources": {"limits": [1]}}]}})",
+      R"({"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": [1]}}}]}})",
+      R"({"metadata": "m", "spec": "s", "status": "t"})",
+      R"({"metadata": null, "spec": {"nodeName": null, "containers": null}})",
+      R"({})",
+      R"([1, 2])",
+  };
+  for (const char* text : pods) {
+    json pod = json::parse(text);
+    json kept = PodViewFields(pod);
+    auto want = ParsePodView(pod);
+    auto got = ParsePodView(kept);
+    ASSERT_EQ(static_cast<bool>(got), static_cast<bool>(want)) << text;
+    if (want) {
+      EXPECT_EQ(*got, *want) << text;
+    } else {
+      EXPECT_EQ(got.error(), want.error()) << text;
+    }
+  }
+}
+
+TEST(PodViewFields, DropsWhatParsePodViewDoesNotRead) {
+  json pod = json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+      "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7",
+                   "managedFields": [{"manager": "kubectl"}], "ownerReferences": []},
+      "spec": {"nodeName": "n", "volumes": [], "tolerations": [],
+               "containers": [{"name": "c", "image": "cuda", "command": ["sleep"],
+                               "resources": {"limits": {"nvidia.com/gpu": "1"},
+                                             "claims": []}}]},
+      "status": {"phase": "Running", "conditions": [], "containerStatuses": [],
+                 "initContainerStatuses": [{"name": "i", "imageID": "sha",
+                     "state": {"terminated": {"exitCode": 0, "message": "long"}}}]}})");
+  EXPECT_EQ(PodViewFields(pod), json::parse(R"({
+      "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7"},
+      "spec": {"nodeName": "n",
+               "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+      "status": {"phase": "Running",
+                 "initContainerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]}})"));
+}
+
 // The scheduler hands maps read by k8s helpers to device functions: the two aliases must agree.
 static_assert(std::is_same_v<StringMap, k8s::StringMap>);
 
