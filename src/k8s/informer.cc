@@ -112,41 +112,46 @@ bool Informer::Relist() {
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
   lo.limit = options_.page_size;
-  auto list = client_.ListAll(resource_, options_.ns, lo);
-  if (!list) {
-    HAMI_WARN("informer {}: list failed: {}", resource_.plural, list.error().ToString());
-    return false;
-  }
+  // Page by page: each page is transformed and frozen before the next is fetched, so at most
+  // one page is held parsed (a first LIST of 100,000 pods held every one of them parsed).
+  std::unordered_map<std::string, Cached> fresh;
+  std::string rv;
+  do {
+    auto page = client_.List(resource_, options_.ns, lo);
+    if (!page) {
+      HAMI_WARN("informer {}: list failed: {}", resource_.plural, page.error().ToString());
+      return false;
+    }
+    if (rv.empty()) rv = page->resource_version;
+    fresh.reserve(fresh.size() + page->items.size());
+    for (Json& item : page->items) {
+      auto obj = std::make_shared<const Json>(
+          options_.transform ? options_.transform(std::move(item)) : std::move(item));
+      std::string key = ObjectKey(*obj);
+      fresh.insert_or_assign(std::move(key), Freeze(obj));
+    }
+    lo.continue_token = std::move(page->continue_token);
+  } while (!lo.continue_token.empty());
   ++relists_;
-  std::unordered_map<std::string, ObjectRef> fresh;
-  fresh.reserve(list->items.size());
-  for (auto& item : list->items) {
-    auto obj = std::make_shared<const Json>(options_.transform ? options_.transform(std::move(item))
-                                                               : std::move(item));
-    fresh.emplace(ObjectKey(*obj), std::move(obj));
-  }
-  list->items.clear();
   std::unordered_map<std::string, Cached> old;
   {
-    std::unordered_map<std::string, Cached> next;
-    next.reserve(fresh.size());
-    for (const auto& [key, obj] : fresh) next.emplace(key, Freeze(obj));
     std::lock_guard<std::mutex> lock(mu_);
     old.swap(cache_);
-    cache_.swap(next);
-    rv_ = list->resource_version;
+    cache_.swap(fresh);
+    rv_ = rv;
   }
-  for (auto& [key, obj] : fresh) {
+  // Only this thread writes cache_, so it reads it here unlocked (Get/List only read it). In
+  // compact mode each handler call parses the frozen text, one object at a time.
+  for (const auto& [key, c] : cache_) {
     auto it = old.find(key);
     if (it == old.end()) {
-      if (handlers_.on_add) handlers_.on_add(obj);
-    } else if (it->second.rv != ResourceVersion(*obj)) {
-      if (handlers_.on_update) handlers_.on_update(Thaw(it->second), obj);
+      if (handlers_.on_add) handlers_.on_add(Thaw(c));
+    } else if (it->second.rv != c.rv) {
+      if (handlers_.on_update) handlers_.on_update(Thaw(it->second), Thaw(c));
     }
-    obj.reset();  // in compact mode, drop parsed objects as soon as the handlers are done
   }
   for (const auto& [key, c] : old) {
-    if (!fresh.count(key) && handlers_.on_delete) handlers_.on_delete(Thaw(c));
+    if (!cache_.count(key) && handlers_.on_delete) handlers_.on_delete(Thaw(c));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -217,6 +217,50 @@ TEST_F(InformerTest, TransformShrinksCachedObjects) {
   for (const auto& obj : inf.List()) EXPECT_FALSE(obj->contains("spec"));
 }
 
+// The first list is transformed page by page: each page's objects are transformed (and frozen)
+// before the next page is asked for, so a large list is never held parsed all at once.
+TEST_F(InformerTest, TransformsEachPageBeforeTheNextIsListed) {
+  std::mutex mu;
+  std::vector<std::string> log;
+  sim::ApiServerOptions options;
+  options.fail_request = [&](const std::string& method, const std::string& path) {
+    if (method == "GET" && path == "/api/v1/pods") {  // a page, or later the watch
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back("list");
+    }
+    return false;  // an observer only: nothing fails
+  };
+  Start(options);
+  for (const char* name : {"a", "b", "c", "d", "e"}) CreatePod(name);
+  InformerOptions opts;
+  opts.page_size = 2;
+  opts.compact = true;
+  opts.transform = [&](Json obj) {
+    std::lock_guard<std::mutex> lock(mu);
+    log.push_back(Name(obj));
+    obj.erase("spec");
+    return obj;
+  };
+  Recorder rec;
+  Informer inf(*client_, kPods, opts, rec.Handlers());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(milliseconds(10000)));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    // The watch (a GET of the same path) starts after the list: only the first 8 entries count.
+    ASSERT_GE(log.size(), 8u);
+    log.resize(8);
+    EXPECT_EQ(log, (std::vector<std::string>{"list", "a", "b", "list", "c", "d", "list", "e"}));
+  }
+  // The handlers see the transformed objects, after the whole list is in the cache.
+  auto events = rec.Snapshot();
+  std::sort(events.begin(), events.end());
+  EXPECT_EQ(events, (std::vector<std::string>{"add a", "add b", "add c", "add d", "add e"}));
+  ASSERT_NE(inf.Get("default/e"), nullptr);
+  EXPECT_FALSE(inf.Get("default/e")->contains("spec"));
+  EXPECT_EQ(inf.relists(), 1);
+}
+
 TEST_F(InformerTest, TwentyThousandPodsSync) {
   Start();
   const int kPods = 20000;
