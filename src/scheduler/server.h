@@ -70,6 +70,11 @@ struct ServerOptions {
   std::string pod_namespace{};
 };
 
+// A node's metadata name, namespace, uid and resourceVersion, the rest dropped: the node
+// informer's transform (its handlers read only the name). A node without a metadata object is
+// kept as it is.
+k8s::Json NodeNameFields(k8s::Json node);
+
 // Leader test of §4.9: holderIdentity starts with `identity` and renewTime +
 // leaseDurationSeconds is after `now`.
 bool LeaseHeldBy(const nlohmann::json& lease, const std::string& identity, SystemTime now);
@@ -115,6 +120,12 @@ class Server {
 
  private:
   class Http;
+  // Start's steps: the --http_bind listener with its routes, the metrics listener, and the
+  // pod, node, quota (and Lease) informers.
+  Status ServeApi(const std::string& host, int port);
+  void RouteApi(net::HttpServer& api);
+  Status ServeMetrics(const std::string& host, int port);
+  void StartInformers();
   void Loop();
   // Answers /filter now when synced, else parks it until the first pass or sync_timeout.
   void Filter(std::string body, net::Responder responder);

@@ -212,6 +212,24 @@ TEST(ServerTest, AParkedFilterIsCancelledAfterTheSyncTimeout) {
   server.Stop();
 }
 
+// The node informer's transform keeps what its handlers read (the name) and what the informer
+// needs (namespace, resourceVersion); a node without a metadata object is left as it is.
+TEST(NodeNameFieldsTest, KeepsNameAndVersion) {
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata",
+                {{"name", "gpu-0"},
+                 {"uid", "u-1"},
+                 {"resourceVersion", "12"},
+                 {"labels", {{"gpu", "on"}}},
+                 {"annotations", {{"hami.io/node-nvidia-register", "GPU-0,10,80000,100"}}}}},
+               {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+  EXPECT_EQ(NodeNameFields(node),
+            (json{{"metadata", {{"name", "gpu-0"}, {"uid", "u-1"}, {"resourceVersion", "12"}}}}));
+  EXPECT_EQ(NodeNameFields(json{{"metadata", 3}}), (json{{"metadata", 3}}));
+  EXPECT_EQ(NodeNameFields(json::array()), json::array());
+}
+
 TEST(LeaseTest, LeaderIffHolderPrefixAndUnexpired) {
   json lease = {{"spec",
                  {{"holderIdentity", "sched-host_1234"},
