@@ -5,8 +5,8 @@
 // loop: docs/SECURITY.md); /readyz answers 503 until the first registration pass succeeded; keeps
 // the usage index fed from a pod informer, and runs the registration pass at start, on node add and
 // every register_period of the injected clock. With leader election it follows the co-located
-// kube-scheduler's Lease (spec §4.9): only the leader registers, handshakes and labels the
-// scheduler pods (hami.io/scheduler-role).
+// kube-scheduler's Lease (docs/protocol.md#leader-election): only the leader registers, handshakes
+// and labels the scheduler pods (hami.io/scheduler-role).
 #ifndef HAMI_SCHEDULER_SERVER_H_
 #define HAMI_SCHEDULER_SERVER_H_
 
@@ -75,8 +75,8 @@ struct ServerOptions {
 // kept as it is.
 k8s::Json NodeNameFields(k8s::Json node);
 
-// Leader test of §4.9: holderIdentity starts with `identity` and renewTime +
-// leaseDurationSeconds is after `now`.
+// Leader test of docs/protocol.md#leader-election: holderIdentity starts with `identity` and
+// renewTime + leaseDurationSeconds is after `now`.
 bool LeaseHeldBy(const nlohmann::json& lease, const std::string& identity, SystemTime now);
 
 class Server {
