@@ -3,7 +3,8 @@
 //   bench_scheduler http     [nodes=1000] [pods=20000] [iters=200] [events|noevents]
 //   bench_scheduler register [nodes=1000] [passes=5]
 //   bench_scheduler populate URL [nodes=1000] [pods=20000]   (fills an external sim apiserver)
-//   bench_scheduler probe PORT [nodes=1000] [timeout_s=600]  (waits for a scheduler's sync)
+//   bench_scheduler probe PORT [nodes=1000] [timeout_s=600] [filters=100]
+//                                         (waits for a scheduler's sync, then times filters)
 // Latencies are wall clock per call; run on a quiet machine and repeat (see README.md).
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
     return RunPopulate(argv[2], Arg(argc, argv, 3, 1000), Arg(argc, argv, 4, 20000), 4);
   }
   if (cmd == "probe" && argc > 2) {
-    return RunProbe(std::atoi(argv[2]), Arg(argc, argv, 3, 1000), Arg(argc, argv, 4, 600));
+    return RunProbe(std::atoi(argv[2]), Arg(argc, argv, 3, 1000), Arg(argc, argv, 4, 600),
+                    Arg(argc, argv, 5, 100));
   }
   std::fprintf(stderr, "usage: bench_scheduler http|register|populate URL|probe PORT ...\n");
   return 2;

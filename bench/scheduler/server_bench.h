@@ -17,7 +17,9 @@ int RunRegister(int nodes, int passes);
 // Figure 4 helpers: fill an external `hami-sim apiserver` at `server` (http URL) over its API,
 // and wait until the scheduler at 127.0.0.1:`port` answers a /filter (i.e. has synced).
 int RunPopulate(const std::string& server, int nodes, int pods, int threads);
-int RunProbe(int port, int nodes, int timeout_s);
+// Waits until the scheduler answers a /filter (it parks filters until its first sync), then
+// times `filters` filters with the node names (0: only the wait).
+int RunProbe(int port, int nodes, int timeout_s, int filters);
 
 }  // namespace hami::bench
 
