@@ -55,7 +55,7 @@ expect_exit() {
 }
 rejects() { expect_exit 1 "$@"; }
 
-# --- node-register (seed: seeds/000_79a7823b3459a087.txt) ---
+# --- node-register (the two-V100 example of docs/protocol.md) ---
 seed='[{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]'
 out=$("$hamictl" encode node-register "$("$hamictl" decode node-register "$seed")")
 [[ $out == "$seed" ]] || fail "seed round trip: got '$out'"
@@ -98,7 +98,7 @@ rejects decode mig-allocations '[{"gpuUUID":"g","profile":"p","placement":{"size
 roundtrip pair-score '[{"uuid":"GPU-a","score":{"GPU-b":200,"GPU-c":20}}]'
 rejects decode pair-score '[{"uuid":"GPU-a","score":{"GPU-b":"x"}}]'
 
-# --- handshake (spec hami.md §2.10; wall-clock times are read as UTC by hamictl) ---
+# --- handshake (docs/protocol.md#node-registration-and-the-handshake; wall-clock times are read as UTC by hamictl) ---
 roundtrip handshake 'Requesting_2024-01-23 04:30:04'
 roundtrip handshake 'Reported_2024-01-23 04:30:05'
 roundtrip handshake 'Deleted_2024-01-23 04:31:10'
@@ -117,7 +117,7 @@ rejects encode handshake '{"kind":"Reported"}'
 rejects encode handshake '{"kind":"Deleted","time":"yesterday"}'
 rejects encode handshake '['
 
-# --- node-lock (spec hami.md §2.9) ---
+# --- node-lock (docs/protocol.md#node-lock) ---
 roundtrip node-lock '2026-08-21T10:11:12+08:00,default,train-0'
 roundtrip node-lock '2026-08-21T02:11:12Z,hami-ns,hami'
 roundtrip node-lock '2026-08-21T02:11:12.25Z'

@@ -1,4 +1,4 @@
-// NVIDIA Fit (spec hami.md §4.5, §10.2 vectors 9-15).
+// NVIDIA Fit (docs/protocol.md#nvidias-fit).
 #include <gtest/gtest.h>
 
 #include "device/vendors/nvidia/nvidia.h"

@@ -1,4 +1,4 @@
-// NVIDIA request normalisation (spec hami.md §4.5 end, §10.2 vector 6) and node devices.
+// NVIDIA request normalisation (docs/protocol.md#request-normalisation) and node devices.
 #include <gtest/gtest.h>
 
 #include "device/vendors/nvidia/nvidia.h"

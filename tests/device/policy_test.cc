@@ -1,4 +1,4 @@
-// Scores and policies (spec hami.md §4.6, §10.2 vector 16).
+// Scores and policies (docs/protocol.md#filter-and-scores).
 #include "device/policy.h"
 
 #include <gtest/gtest.h>

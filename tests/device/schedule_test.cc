@@ -1,4 +1,4 @@
-// The per-pod scheduling decision (spec hami.md §4.2, §4.5, §4.6; §10.2 vector 24 end to end).
+// The per-pod scheduling decision (docs/protocol.md#filter-and-scores, end to end).
 #include "device/schedule.h"
 
 #include <gtest/gtest.h>
@@ -103,7 +103,8 @@ TEST(Schedule, SpecVector24InitContainer) {
                                                 {"hami.io/vgpu-devices-allocated", want}}));
 }
 
-// §11 point 13: one segment per init + regular container, empty ones included.
+// docs/protocol.md#device-lists-on-pods: one segment per init + regular container, empty ones
+// included.
 TEST(Schedule, PodDevicesAreIndexAligned) {
   Fixture f;
   json plain = {{"name", "sidecar"}};

@@ -1,4 +1,5 @@
-// The incremental usage index (DESIGN decision 3) and the pod -> allocation decoder.
+// The incremental usage index (docs/ARCHITECTURE.md#decisions, 3) and the pod -> allocation
+// decoder.
 #include "device/usage_index.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Init-container collapse (spec hami.md §4.4, §10.2 vector 18), deltas, cordon parsing and quota
-// (§4.7b, vector 19).
+// Init-container collapse (docs/protocol.md#usage-of-a-pod), deltas, cordon parsing and quota
+// (docs/protocol.md#resource-quotas).
 #include "device/usage.h"
 
 #include <gtest/gtest.h>

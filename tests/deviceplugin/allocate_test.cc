@@ -1,4 +1,5 @@
-// The pure Allocate answer (spec hami.md §6.2, §11 points 2 and 7): table tests over the
+// The pure Allocate answer (docs/protocol.md#device-plugin-api-and-allocate,
+// #environment-of-a-container): table tests over the
 // annotation, kubelet's requests and the plugin's configuration.
 #include "deviceplugin/allocate.h"
 
@@ -46,7 +47,7 @@ TEST(Allocate, SeedDispatchExample) {
                         {"LIBCUDA_LOG_LEVEL", "1"},
                     }));
   EXPECT_EQ(a.mounts, StandardMounts("main"));
-  EXPECT_EQ(plan->remaining, ";");  // seed: `hami.io/vgpu-devices-to-allocate: ;`
+  EXPECT_EQ(plan->remaining, ";");  // docs/protocol.md#device-lists-on-pods
   EXPECT_EQ(plan->consumed, std::vector<size_t>{0});
 }
 

@@ -1,6 +1,6 @@
-// Pins the kubelet device plugin API v1beta1 (kubernetes-contracts.md §4.2): package, services,
-// method paths, and every message's field names, numbers and types, read from the compiled
-// descriptor of api/deviceplugin/v1beta1/api.proto.
+// Pins the kubelet device plugin API v1beta1 (docs/protocol.md#device-plugin-api-and-allocate):
+// package, services, method paths, and every message's field names, numbers and types, read from
+// the compiled descriptor of api/deviceplugin/v1beta1/api.proto.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 

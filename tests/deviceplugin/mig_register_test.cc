@@ -1,6 +1,6 @@
 // The device plugin in `operatingmode: mig` (docs/MIG.md): profile discovery from NVML's GPU
 // instance profiles and the allowlist, and the register JSON with `migProfiles`, byte for byte
-// (spec hami.md §2.6).
+// (docs/MIG.md#the-wire-compatible-with-hami-v210).
 #include <gtest/gtest.h>
 
 #include "deviceplugin/mig_profiles.h"

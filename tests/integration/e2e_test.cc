@@ -1,11 +1,11 @@
 // End to end over the real binaries: the sim API server (in-process), the real hami-scheduler
-// and the real hami-device-plugin (inventory discovery: the seed's two V100s), with a fake
-// kubelet (tests/deviceplugin/fake_kubelet.h) serving Registration in a temp device-plugins dir.
-// The test plays kube-scheduler (POST /filter, POST /bind) and kubelet (ListAndWatch, node
-// allocatable, Allocate over gRPC), and checks the wire contract of spec hami.md §0/§6.2 and
-// the seed's "Task Dispatch": exact env and mounts, `hami.io/bind-phase: success`,
-// `hami.io/vgpu-devices-to-allocate` consumed to `;`-only segments, the node lock gone; on an
-// Allocate failure `bind-phase: failed` and the lock released.
+// and the real hami-device-plugin (inventory discovery: the two V100s of docs/protocol.md), with a
+// fake kubelet (tests/deviceplugin/fake_kubelet.h) serving Registration in a temp device-plugins
+// dir. The test plays kube-scheduler (POST /filter, POST /bind) and kubelet (ListAndWatch, node
+// allocatable, Allocate over gRPC), and checks the wire contract of docs/ARCHITECTURE.md (one pod's
+// path) and docs/protocol.md#device-plugin-api-and-allocate: exact env and mounts,
+// `hami.io/bind-phase: success`, `hami.io/vgpu-devices-to-allocate` consumed to `;`-only segments,
+// the node lock gone; on an Allocate failure `bind-phase: failed` and the lock released.
 #include <sys/stat.h>
 
 #include <chrono>
@@ -42,7 +42,7 @@ constexpr const char* kRegisterKey = "hami.io/node-nvidia-register";
 constexpr const char* kToAllocateKey = "hami.io/vgpu-devices-to-allocate";
 constexpr const char* kAllocatedKey = "hami.io/vgpu-devices-allocated";
 constexpr const char* kBindPhaseKey = "hami.io/bind-phase";
-// The register annotation the seed's inventory must produce, byte for byte.
+// The register annotation the two-V100 inventory must produce, byte for byte.
 using scheduler::testing::kSeedRegister;
 
 // ctest runs from the source root; a direct run from elsewhere finds it next to this file.
@@ -135,7 +135,7 @@ class E2eTest : public ::testing::Test {
                                 "--node-config-file=" + dir_ + "/no-config.json",
                                 "--kubelet-socket=" + kubelet_->socket(), "--hook-path=" + hook_,
                                 "--device-inventory=" + InventoryPath(), "-v", "2"}));
-    // The plugin registers with kubelet and publishes the seed's register annotation.
+    // The plugin registers with kubelet and publishes the two-V100 register annotation.
     ASSERT_TRUE(WaitFor([&] { return !kubelet_->requests().empty() || !plugin_->Alive(); }));
     ASSERT_EQ(kubelet_->requests().size(), 1u);
     const auto reg = kubelet_->requests()[0];

@@ -1,4 +1,5 @@
-// The priority feedback vectors (hami.md §8.3): who is active, who is blocked, who throttles.
+// The priority feedback vectors (docs/MONITOR.md#priority-feedback): who is active, who is blocked,
+// who throttles.
 #include "monitor/feedback.h"
 
 #include <gtest/gtest.h>

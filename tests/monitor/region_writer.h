@@ -1,6 +1,6 @@
-// An independent writer of region files for the monitor tests: raw byte offsets from the spec
-// (hami.md §8.3 for v1, HAMi's v0 Go struct for v0), never shared_region.h, so a wrong offset in
-// the reader cannot be matched by the same mistake here.
+// An independent writer of region files for the monitor tests: raw byte offsets from
+// docs/protocol.md#shared-region-file (v1; HAMi's v0 Go struct for v0), never shared_region.h, so a
+// wrong offset in the reader cannot be matched by the same mistake here.
 #ifndef HAMI_TESTS_MONITOR_REGION_WRITER_H_
 #define HAMI_TESTS_MONITOR_REGION_WRITER_H_
 

@@ -66,7 +66,7 @@ TEST(Handshake, TimestampIsReadInTheGivenZone) {
 
 TEST(Handshake, Formats) {
   EXPECT_EQ(FormatHandshake(HandshakeKind::kRequesting, At(kSeedInstant), kUtc),
-            "Requesting_2024-01-23 04:30:04");  // the seed's value
+            "Requesting_2024-01-23 04:30:04");  // HAMi's documented value
   EXPECT_EQ(FormatHandshake(HandshakeKind::kReported, At(kSeedInstant), kPlus8),
             "Reported_2024-01-23 12:30:04");
   EXPECT_EQ(FormatHandshake(HandshakeKind::kDeleted, At(kSeedInstant, 5), kUtc),
@@ -87,7 +87,8 @@ TEST(Handshake, KindNamesRoundTrip) {
   EXPECT_FALSE(HandshakeKindFromName("requesting"));
 }
 
-// hami.md §10.2 vector 20, plus the 60 s window edges and the write branch.
+// The rule of docs/protocol.md#node-registration-and-the-handshake, plus the 60 s window edges
+// and the write branch.
 TEST(CheckHandshake, SpecVector20AndWindow) {
   const SystemTime now = At(1795000000);  // 2026-11-18 11:06:40 UTC
   struct Case {

@@ -65,7 +65,7 @@ TEST(NodeLock, ValueExpiryAndOwnership) {
   EXPECT_FALSE(MayReleaseNodeLock("2026-08-21T10:11:12+08:00,default,y", "default", "x"));
 }
 
-// hami.md §10.2 vector 22, one row per case.
+// The cases of docs/protocol.md#node-lock, one row per case.
 TEST(DecideNodeLock, SpecVector22) {
   const SystemTime now = At(kLockInstant);
   const std::string fresh_other = NodeLockValue(now - seconds(10), kPlus8, "other-ns", "other");

@@ -8,7 +8,7 @@
 namespace hami::protocol {
 namespace {
 
-// The seed's two-V100 example (seeds/000_79a7823b3459a087.txt), verbatim.
+// The two-V100 example of docs/protocol.md#node-registration-and-the-handshake, verbatim.
 constexpr char kSeedRegister[] =
     R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,)"
     R"("devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core",)"
@@ -16,7 +16,7 @@ constexpr char kSeedRegister[] =
     R"("devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,)"
     R"("mode":"hami-core","health":true}])";
 
-// spec §2.6 example (2 x A10), with the elided UUIDs filled in.
+// HAMi's 2 x A10 example, with the elided UUIDs filled in.
 constexpr char kSpecA10[] =
     R"([{"id":"GPU-aaa","count":10,"devmem":24576,"devcore":100,"type":"NVIDIA A10",)"
     R"("mode":"hami-core","health":true},{"id":"GPU-bbb","index":1,"count":10,"devmem":24576,)"

@@ -7,7 +7,7 @@
 namespace hami::protocol {
 namespace {
 
-// spec §2.7 example.
+// The example of docs/protocol.md#pair-scores.
 TEST(PairScore, SpecExampleRoundTrips) {
   const char* kSpec = R"([{"uuid":"GPU-a","score":{"GPU-b":200,"GPU-c":20}}])";
   auto r = DecodePairScores(kSpec);

@@ -73,7 +73,7 @@ TEST(PodDevices, RejectsMalformedNamingContainerDeviceAndField) {
   }
 }
 
-// Every example of spec §2.5 and the seed, byte-exact.
+// Every example of docs/protocol.md#device-lists-on-pods and HAMi's docs, byte-exact.
 TEST(PodDevices, SpecExamplesRoundTrip) {
   struct Case {
     const char* value;

@@ -5,7 +5,7 @@
 namespace hami::protocol {
 namespace {
 
-// hami.md §10.2 vector 23.
+// The example of docs/protocol.md#filter-and-scores, step 5.
 TEST(Reason, EncodeSpecVector) {
   EXPECT_EQ(EncodeReason({{"CardInsufficientMemory", 1}, {"CardTypeMismatch", 2}}, 3),
             "1/3 CardInsufficientMemory, 2/3 CardTypeMismatch");

@@ -7,7 +7,8 @@
 namespace hami::protocol {
 namespace {
 
-// One row per vendor, every key spelled out (spec hami.md §2.1, §2.2; the seed wins for Hygon).
+// One row per vendor, every key spelled out (docs/protocol.md#resource-names-and-vendor-keys;
+// Hygon writes hami.io/hcu-devices-to-allocate).
 struct Row {
   const char* key;
   std::vector<std::string> resources;
@@ -233,7 +234,7 @@ TEST(Vendor, ExtraKeys) {
                                       "metax-tech.com/gpu.topology.scores"}));
 }
 
-// The seed's pending-allocation table, verbatim.
+// The pending-allocation keys HAMi documents for these backends, verbatim.
 TEST(Vendor, SeedToAllocateKeys) {
   EXPECT_EQ(FindVendor("NVIDIA")->to_allocate_key, "hami.io/vgpu-devices-to-allocate");
   EXPECT_EQ(FindVendor("MLU")->to_allocate_key, "hami.io/cambricon-mlu-devices-to-allocate");

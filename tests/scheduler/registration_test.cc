@@ -1,6 +1,7 @@
-// NVIDIA health (spec §5 step 2, §10.2 vector 21) as a table over the pure CheckNvidiaHealth, then
-// the registration pass against the sim apiserver: a changed inventory string re-registers the
-// node, an unchanged healthy node keeps its cached devices, cleanup only touches cached nodes.
+// NVIDIA health (docs/protocol.md#node-registration-and-the-handshake) as a table over the pure
+// CheckNvidiaHealth, then the registration pass against the sim apiserver: a changed inventory
+// string re-registers the node, an unchanged healthy node keeps its cached devices, cleanup only
+// touches cached nodes.
 #include <chrono>
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
-// An independent reader of the shared region v1.2 file, written from the spec's offset table
-// (hami-core.md §5.2) with hard-coded numbers and raw byte reads, never from shared_region.h. It
-// reads what HAMi's vGPU monitor reads, the way its v1 reader does (sums over the first
-// proc_num slots whose status != 0).
+// An independent reader of the shared region v1.2 file, written from the offset table of
+// docs/protocol.md#shared-region-file with hard-coded numbers and raw byte reads, never from
+// shared_region.h. It reads what HAMi's vGPU monitor reads, the way its v1 reader does (sums over
+// the first proc_num slots whose status != 0).
 #ifndef HAMI_TESTS_VGPU_REGION_READER_H_
 #define HAMI_TESTS_VGPU_REGION_READER_H_
 
