@@ -102,7 +102,7 @@ Result<bool> Device::MutateAdmission(AdmissionEdit& edit) const {
          HasResource(edit.Container(), "requests", count);
 }
 
-StringMap Device::AllocationAnnotations(const PodView& /*pod*/,
+StringMap Device::AllocationAnnotations(const AllocationContext& /*context*/,
                                         const protocol::PodDevices& devices) const {
   StringMap out;
   std::string value = protocol::EncodePodDevices(devices);

@@ -4,7 +4,7 @@
 // request onto a node's devices. Backends are registered by vendor key in a Registry; the
 // scheduler, the simulator and the device plugin loop over Registry::All().
 //
-// Everything here is pure: no I/O, no clock, deterministic for equal inputs.
+// Everything here is pure: no I/O, no clock (a time is an input), deterministic for equal inputs.
 #ifndef HAMI_DEVICE_DEVICE_H_
 #define HAMI_DEVICE_DEVICE_H_
 
@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "device/config.h"
 #include "device/pod_view.h"
@@ -91,6 +92,33 @@ class AdmissionEdit {
   virtual void SetPod(const std::vector<std::string>& path, const nlohmann::json& value) = 0;
 };
 
+// What Device::ScoreNode reads (HAMi ScoreNode's node, podDevices, previous and policy).
+struct ScoreContext {
+  // The node's row before the pod (HAMi's `previous`): its devices of every vendor with their
+  // usage and custom_info. A node annotation a score needs is carried on the vendor's rows'
+  // custom_info by its NodeDevices (the row is all the scheduler keeps of a node).
+  const NodeUsage* node = nullptr;
+  // This backend's picks, one entry per container of the pod (init first; empty entries for
+  // containers that took none of its devices). Never null; all entries empty when the backend is
+  // scored only because the node has its devices.
+  const protocol::PodDevices* picks = nullptr;
+  NodePolicy policy = NodePolicy::kBinpack;
+  const PodView* pod = nullptr;  // the pod under decision; may be null
+};
+
+// What Device::AllocationAnnotations reads besides the picks.
+struct AllocationContext {
+  const PodView* pod = nullptr;  // the pod under decision; null reads as a pod with nothing set
+  std::string_view node{};       // the chosen node's name; "" when unknown
+  // The chosen node's devices with the pod counted (NodeFit::usage_after): their custom_info as
+  // registered, e.g. Enflame's DRS profiles and minors. Null when unknown (keys that need it are
+  // left out or derived from the device ids).
+  const std::vector<DeviceUsage>* devices = nullptr;
+  // The decision's time from the scheduler's clock; nullopt when unknown (keys carrying a time
+  // are then left out). Never read from a real clock here.
+  std::optional<SystemTime> now{};
+};
+
 // The handshake verdict for one backend on one node (HAMi CheckHealth's (healthy, needUpdate)).
 struct Health {
   bool healthy = true;
@@ -143,10 +171,11 @@ class Device {
     return protocol::PairScores{};
   }
 
-  // A bonus added to the node score (HAMi ScoreNode); NVIDIA adds 0.
-  virtual double NodeScoreBonus(const NodeUsage& /*node*/, NodePolicy /*policy*/) const {
-    return 0;
-  }
+  // HAMi ScoreNode: what this backend adds to the score of a node the pod fits on (binpack
+  // prefers the highest total, spread the lowest). Called once per fitting node for every backend
+  // the pod took devices from and every backend some device on the node has as its type (HAMi
+  // scores the node's device types too, with empty picks). Default 0 (NVIDIA, Hygon, ...).
+  virtual double ScoreNode(const ScoreContext& /*context*/) const { return 0; }
 
   // --- the webhook ---
 
@@ -169,10 +198,14 @@ class Device {
                         const DeviceRequest& request, const FitContext& context) const = 0;
 
   // HAMi PatchAnnotations: the pod annotations that carry this vendor's allocation (`devices`
-  // has one entry per container, init first). Default: EncodePodDevices under to_allocate_key
-  // and allocated_key (each when non-empty).
-  virtual StringMap AllocationAnnotations(const PodView& pod,
+  // has one entry per container, init first), written with the filter's decision. Default:
+  // EncodePodDevices under to_allocate_key and allocated_key (each when non-empty).
+  virtual StringMap AllocationAnnotations(const AllocationContext& context,
                                           const protocol::PodDevices& devices) const;
+  // The same for `pod` with no node and no time (keys that need them are left out).
+  StringMap AllocationAnnotations(const PodView& pod, const protocol::PodDevices& devices) const {
+    return AllocationAnnotations(AllocationContext{.pod = &pod}, devices);
+  }
 
   // This vendor's allocation as recorded on a pod (what the usage index counts). nullopt when
   // the pod carries none; an undecodable value is an error naming the key. Default: the

@@ -21,6 +21,8 @@ struct Scratch {
   std::vector<ScoredDevice> sorted;
   std::vector<const DeviceUsage*> candidates;
   std::map<std::string, protocol::PodDevices> picks;  // a candidate's picks (not kept)
+  std::vector<const Device*> scored;                  // the backends ScoreNode asks
+  protocol::PodDevices no_picks;                      // one empty entry per container
 };
 
 // The devices containers are fitted against. Until a pick has to be remembered (a later
@@ -99,14 +101,14 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
       return std::string(protocol::kNodeInsufficientDevice);
     }
     protocol::PodDevices& pod_devices = (*alloc)[vendor];
-    // Only the quota check reads the earlier containers' picks.
-    protocol::PodDevices earlier;
-    if (quota) earlier.assign(pod_devices.begin(), pod_devices.begin() + index);
+    // The quota check and the custom filter rules (MetaX, Moore Threads) read the earlier
+    // containers' picks, quota or not.
+    protocol::PodDevices earlier(pod_devices.begin(), pod_devices.begin() + index);
     FitContext ctx{.pod = &pod,
                    .node = &node,
                    .policy = policy.gpu_policy,
                    .quota = quota,
-                   .earlier = quota ? &earlier : nullptr,
+                   .earlier = &earlier,
                    .init_count = requests.init_count};
     FitResult fit = backend->Fit(s->candidates, req, ctx);
     if (!fit.fit) return fit.Reason();
@@ -149,16 +151,51 @@ void KeepMigInstances(const std::vector<DeviceUsage>& fitted, WorkingDevices* ba
   }
 }
 
+// HAMi OverrideScore's device part: ScoreNode of every backend the pod took devices from (its
+// picks) and of every backend whose vendor key is the type of a device on the node (HAMi scores
+// the node's device types too, with empty picks), summed in vendor-key order.
+double VendorScores(const Registry& registry, const PodView& pod, const NodeUsage& node,
+                    const std::map<std::string, protocol::PodDevices>& picks, size_t total,
+                    NodePolicy policy, Scratch* s) {
+  s->scored.clear();
+  auto add = [&](const Device* d) {
+    if (d && std::find(s->scored.begin(), s->scored.end(), d) == s->scored.end()) {
+      s->scored.push_back(d);
+    }
+  };
+  for (const auto& [vendor, devices] : picks) {
+    if (devices.size() == total) add(registry.Find(vendor));
+  }
+  const std::string* last = nullptr;
+  for (const DeviceUsage& d : node.devices) {
+    if (last && *last == d.type) continue;
+    last = &d.type;
+    add(registry.Find(d.type));
+  }
+  if (s->scored.empty()) return 0;
+  std::sort(s->scored.begin(), s->scored.end(),
+            [](const Device* a, const Device* b) { return a->VendorKey() < b->VendorKey(); });
+  s->no_picks.assign(total, {});
+  double sum = 0;
+  for (const Device* d : s->scored) {
+    auto it = picks.find(d->VendorKey());
+    bool has = it != picks.end() && it->second.size() == total;
+    ScoreContext ctx{
+        .node = &node, .picks = has ? &it->second : &s->no_picks, .policy = policy, .pod = &pod};
+    sum += d->ScoreNode(ctx);
+  }
+  return sum;
+}
+
 // FitPodOnNode. Only with `complete` does the result carry the picks (`devices`) and
 // usage_after: Schedule reads them for the chosen node only, so its pass over the candidates
 // keeps the picks in the reused scratch map and fits the chosen node once more, completely.
-NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& backends,
-                  const PodView& pod, const PodRequests& requests, const NodeUsage& node,
-                  const PodPolicy& policy, const NamespaceQuota* quota, bool complete, Scratch* s) {
+NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
+                  const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota,
+                  bool complete, Scratch* s) {
   NodeFit out;
   out.node = node.name;
   out.score = NodeScore(node.devices);
-  for (const Device* d : backends) out.score += d->NodeScoreBonus(node, policy.node_policy);
   size_t total = requests.containers.size();
   std::map<std::string, protocol::PodDevices>& picks = complete ? out.devices : s->picks;
   for (auto& [vendor, devices] : picks) devices.clear();
@@ -199,6 +236,7 @@ NodeFit FitOnNode(const Registry& registry, const std::vector<const Device*>& ba
     out.usage_after = running.Get();
     MaxInto(peak ? *peak : node.devices, &out.usage_after);
   }
+  out.score += VendorScores(registry, pod, node, picks, total, policy.node_policy, s);
   out.fit = true;
   return out;
 }
@@ -249,7 +287,7 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota) {
   Scratch s;
-  return FitOnNode(registry, registry.All(), pod, requests, node, policy, quota,
+  return FitOnNode(registry, pod, requests, node, policy, quota,
                    /*complete=*/true, &s);
 }
 
@@ -291,11 +329,10 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   }
   auto policy = ResolvePodPolicy(pod, options.node_policy, options.gpu_policy);
   if (!policy) return std::move(policy).take_error();
-  const std::vector<const Device*> backends = registry.All();
   Scratch s;
   decision.nodes.reserve(nodes.size() + unregistered.size());
   for (const NodeUsage* node : nodes) {
-    decision.nodes.push_back(FitOnNode(registry, backends, pod, decision.requests, *node, *policy,
+    decision.nodes.push_back(FitOnNode(registry, pod, decision.requests, *node, *policy,
                                        options.quota, /*complete=*/false, &s));
   }
   for (const auto& name : unregistered) {
@@ -317,7 +354,7 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   // inputs, same picks). Unregistered names never fit, so the chosen index is a row's.
   if (decision.chosen) {
     decision.nodes[*decision.chosen] =
-        FitOnNode(registry, backends, pod, decision.requests, *nodes[*decision.chosen], *policy,
+        FitOnNode(registry, pod, decision.requests, *nodes[*decision.chosen], *policy,
                   options.quota, /*complete=*/true, &s);
   }
   return decision;
@@ -353,14 +390,23 @@ std::map<std::string, std::string> AllocationAnnotations(const Registry& registr
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
                                                          const PodView& pod,
                                                          const ScheduleDecision& decision) {
+  return AllocationAnnotations(registry, pod, decision, std::nullopt);
+}
+
+std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const PodView& pod,
+                                                         const ScheduleDecision& decision,
+                                                         std::optional<SystemTime> now) {
   std::map<std::string, std::string> out;
   const NodeFit* chosen = decision.Chosen();
   if (!chosen) return out;
   out[std::string(protocol::kVgpuNodeKey)] = chosen->node;
+  const AllocationContext context{
+      .pod = &pod, .node = chosen->node, .devices = &chosen->usage_after, .now = now};
   for (const auto& [vendor, devices] : chosen->devices) {
     const Device* backend = registry.Find(vendor);
     if (!backend) continue;
-    for (auto& [key, value] : backend->AllocationAnnotations(pod, devices)) out[key] = value;
+    for (auto& [key, value] : backend->AllocationAnnotations(context, devices)) out[key] = value;
   }
   if (!chosen->mig_allocations.empty()) {
     out[std::string(protocol::kVgpuMigAllocationsKey)] =

@@ -52,7 +52,7 @@ struct NodeFit {
   std::string node{};
   bool fit = false;
   std::string reason{};  // why not, when !fit: a GenReason string or NodeInsufficientDevice
-  double score = 0;      // node score before the pod, plus the backends' bonuses
+  double score = 0;      // node score before the pod, plus the backends' ScoreNode
   // The next two are filled when fit, by FitPodOnNode always and by Schedule for the chosen
   // node only (nothing reads the others', and building them cost more than the decision).
   // Vendor key -> one ContainerDevices per container (init first), index-aligned with the pod's
@@ -117,12 +117,20 @@ Result<ScheduleDecision> Schedule(const Registry& registry, const PodView& pod,
 // earlier decision). hami.io/vgpu-time is the caller's
 // (it owns the clock). Empty when nothing was chosen.
 // Each vendor's keys come from its Device::AllocationAnnotations (HAMi PatchAnnotations), which
-// may read the pod (e.g. Ascend's runtime annotation); the first form passes an empty pod.
+// may read the pod (e.g. Ascend's runtime annotation), the chosen node's name and devices (the
+// decision's usage_after) and `now`, the decision's time from the caller's clock (Ascend's
+// predicate-time, AWS Neuron's NEURON_ALLOC_TIME, Enflame's gcu-assigned-time, MetaX's and Moore
+// Threads' predicate-time); without `now` those keys are left out. The first form passes an
+// empty pod.
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
                                                          const ScheduleDecision& decision);
 std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
                                                          const PodView& pod,
                                                          const ScheduleDecision& decision);
+std::map<std::string, std::string> AllocationAnnotations(const Registry& registry,
+                                                         const PodView& pod,
+                                                         const ScheduleDecision& decision,
+                                                         std::optional<SystemTime> now);
 
 }  // namespace hami::device
 

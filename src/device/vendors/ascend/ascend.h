@@ -32,6 +32,8 @@ inline constexpr std::string_view kAscend910Prefix = "Ascend910";
 inline constexpr std::string_view kAscend910C = "Ascend910C";
 inline constexpr int kNetworkWeight = 10;  // ScoreNode multiplier for HCCS-ring locality
 inline constexpr std::string_view kModeNotFit = "ModeNotFit";
+// The pod annotation HAMi's Ascend PatchAnnotations writes with the decision: Unix seconds.
+inline constexpr std::string_view kPredicateTimeKey = "predicate-time";
 
 // The pod annotation choosing the split mode, its soft-split value, and the node annotation
 // saying whether the node supports soft split. (HAMi spells these in its ascend package.)

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <memory>
 
 #include "common/strings.h"
@@ -126,9 +128,27 @@ FitResult AscendDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   return ascend::Fit(config_, cands, request, in);
 }
 
-StringMap AscendDevice::AllocationAnnotations(const PodView& pod,
+double AscendDevice::ScoreNode(const ScoreContext& context) const {
+  std::map<std::string, int64_t> network_ids;
+  for (const DeviceUsage& d : context.node->devices) {
+    if (d.vendor != info_.vendor_key) continue;
+    auto it = d.custom_info.find(kNetworkIdKey);
+    if (it == d.custom_info.end()) continue;
+    if (auto id = ParseInt64(it->second)) network_ids[d.id] = *id;
+  }
+  return ascend::ScoreNode(config_, *context.picks, network_ids);
+}
+
+StringMap AscendDevice::AllocationAnnotations(const AllocationContext& context,
                                               const protocol::PodDevices& devices) const {
-  return PatchAnnotations(config_, pod.annotations, devices);
+  static const PodView kNoPod;
+  const PodView& pod = context.pod ? *context.pod : kNoPod;
+  StringMap out = PatchAnnotations(config_, pod.annotations, devices);
+  if (!out.empty() && context.now) {
+    out[std::string(kPredicateTimeKey)] = std::to_string(
+        std::chrono::duration_cast<std::chrono::seconds>(context.now->time_since_epoch()).count());
+  }
+  return out;
 }
 
 HAMI_REGISTER_VENDOR(ascend, "vnpus", MakeAscend);

@@ -44,8 +44,14 @@ class AscendDevice : public Device {
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
 
-  // To-allocate, allocated and the huawei.com/<word> runtime list (ascend::PatchAnnotations).
-  StringMap AllocationAnnotations(const PodView& pod,
+  // HAMi ScoreNode: ascend::ScoreNode over the picks, each pick's HCCS ring read from its row's
+  // NetworkID on the node.
+  double ScoreNode(const ScoreContext& context) const override;
+
+  // To-allocate, allocated and the huawei.com/<word> runtime list (ascend::PatchAnnotations),
+  // and with the decision's time `predicate-time` (Unix seconds, as HAMi writes it).
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
 
  private:

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -377,8 +378,10 @@ FitResult NeuronDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   return awsneuron::Fit(candidates, request, context, node_type);
 }
 
-StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
+StringMap NeuronDevice::AllocationAnnotations(const AllocationContext& context,
                                               const protocol::PodDevices& devices) const {
+  static const PodView kNoPod;
+  const PodView& pod = context.pod ? *context.pod : kNoPod;
   std::vector<ContainerAsk> asks;
   for (const ContainerView* c : pod.AllContainers()) asks.push_back(AskOf(config_, *c));
   std::map<std::string, uint64_t> index_of;
@@ -389,7 +392,7 @@ StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
   }
   // HAMi writes the node the pod is being placed on; the device ids name it
   // ("<node>-AWSNeuron-<i>"), else the pod's hami.io/vgpu-node or spec.nodeName.
-  std::string node;
+  std::string node(context.node);
   const std::string marker = "-" + std::string(kVendorKey) + "-";
   for (const auto& ctr : devices) {
     for (const auto& d : ctr) {
@@ -401,8 +404,13 @@ StringMap NeuronDevice::AllocationAnnotations(const PodView& pod,
     const std::string* assigned = FindValue(pod.annotations, protocol::kVgpuNodeKey);
     node = assigned ? *assigned : pod.node_name;
   }
-  StringMap out = awsneuron::PatchAnnotations(config_, devices, asks, index_of, node, 0);
-  out.erase(std::string(kPredicateTimeKey));
+  int64_t now =
+      context.now
+          ? std::chrono::duration_cast<std::chrono::nanoseconds>(context.now->time_since_epoch())
+                .count()
+          : 0;
+  StringMap out = awsneuron::PatchAnnotations(config_, devices, asks, index_of, node, now);
+  if (!context.now) out.erase(std::string(kPredicateTimeKey));
   return out;
 }
 

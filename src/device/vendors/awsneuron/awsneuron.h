@@ -130,10 +130,12 @@ class NeuronDevice : public Device {
   // Fit with the node type of the first candidate (HAMi reads devices[0]).
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
-  // PatchAnnotations with the pod's containers, the device index and the node from the device
-  // id ("<node>-AWSNeuron-<i>"; else hami.io/vgpu-node, else spec.nodeName). NEURON_ALLOC_TIME
-  // needs a clock, which this call does not have: it is left out.
-  StringMap AllocationAnnotations(const PodView& pod,
+  // PatchAnnotations with the pod's containers, the device index from the device id, the chosen
+  // node (without it: the node the device id names, "<node>-AWSNeuron-<i>"; else
+  // hami.io/vgpu-node, else spec.nodeName) and NEURON_ALLOC_TIME the decision's time in Unix
+  // nanoseconds (left out without a time).
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
   // Devices and cores (two per device, as on inf2/trn1) as capacity.
   NodeRegistration EncodeNodeRegistration(

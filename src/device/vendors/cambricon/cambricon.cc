@@ -217,9 +217,9 @@ FitResult CambriconDevice::Fit(const std::vector<const DeviceUsage*>& candidates
   return r;
 }
 
-StringMap CambriconDevice::AllocationAnnotations(const PodView& pod,
+StringMap CambriconDevice::AllocationAnnotations(const AllocationContext& context,
                                                  const protocol::PodDevices& devices) const {
-  StringMap out = Device::AllocationAnnotations(pod, devices);
+  StringMap out = Device::AllocationAnnotations(context, devices);
   for (const auto& ctr : devices) {
     if (ctr.empty()) continue;
     const protocol::ContainerDevice& d = ctr.front();

@@ -90,7 +90,8 @@ class CambriconDevice : public Device {
   // container's first device: "<index>_<cores>_<mem / 256>" (index = the number ending the
   // device id "<node>-cambricon-mlu-<i>", 0 when it has none) and CAMBRICON_DSMLU_ASSIGNED
   // "false".
-  StringMap AllocationAnnotations(const PodView& pod,
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
 
   // hami-sim's plugin: capacity count = sum of split counts, vcore = 100 per device, vmemory =

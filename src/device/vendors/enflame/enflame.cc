@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -677,9 +678,11 @@ Result<DeviceRequest> DrsSliceDevice::NormalizeRequest(const ContainerView& cont
   return DrsNormalizeRequest(config_, container);
 }
 
-FitResult DrsSliceDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
-                              const DeviceRequest& request, const FitContext& context) const {
-  // HAMi collectDRSProfiles: the largest maxSlice and the union of the candidates' profiles.
+namespace {
+
+// HAMi collectDRSProfiles: the largest maxSlice and the union of the rows' profiles.
+std::pair<std::map<std::string, std::string>, int64_t> CollectProfiles(
+    const std::vector<const DeviceUsage*>& candidates) {
   std::map<std::string, std::string> profiles;
   int64_t max_slice = 0;
   for (const DeviceUsage* d : candidates) {
@@ -698,26 +701,66 @@ FitResult DrsSliceDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
     for (const auto& [name, id] : profiles)
       max_slice = std::max(max_slice, ParseProfileName(name).first);
   }
+  return {std::move(profiles), max_slice};
+}
+
+}  // namespace
+
+FitResult DrsSliceDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
+                              const DeviceRequest& request, const FitContext& context) const {
+  auto [profiles, max_slice] = CollectProfiles(candidates);
   return DrsFit(candidates, request, context, profiles, max_slice).result;
 }
 
-StringMap DrsSliceDevice::AllocationAnnotations(const PodView& pod,
+StringMap DrsSliceDevice::AllocationAnnotations(const AllocationContext& context,
                                                 const protocol::PodDevices& devices) const {
+  static const PodView kNoPod;
+  const PodView& pod = context.pod ? *context.pod : kNoPod;
   std::vector<const ContainerView*> containers = pod.AllContainers();
+  // The node's DRS rows: each pick's index and minor, and the profiles Fit chose from.
+  std::vector<const DeviceUsage*> rows;
+  if (context.devices) {
+    for (const DeviceUsage& d : *context.devices) {
+      if (d.vendor == info_.vendor_key) rows.push_back(&d);
+    }
+  }
+  auto [profiles, max_slice] = CollectProfiles(rows);
+  const std::vector<DrsProfile> choices = DrsProfiles(profiles, max_slice);
   std::vector<DrsAssignment> assignments;
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i].empty()) continue;
     const protocol::ContainerDevice& d = devices[i][0];
-    int64_t index = IndexFromId(d.uuid);
-    assignments.push_back(DrsAssignment{
+    DrsAssignment a{
         .container = i < containers.size() ? containers[i]->name : "container-" + std::to_string(i),
-        .device_index = index,
-        .minor = std::to_string(index),
+        .device_index = IndexFromId(d.uuid),
+        .minor = std::to_string(IndexFromId(d.uuid)),
         .profile = {},
-    });
+    };
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const DeviceUsage* r) { return r->id == d.uuid; });
+    if (row != rows.end()) {
+      const auto& info = (*row)->custom_info;
+      if (auto it = info.find("index"); it != info.end()) {
+        a.device_index = ParseInt64(it->second).value_or(a.device_index);
+      }
+      if (auto it = info.find("minor"); it != info.end()) a.minor = it->second;
+    }
+    // The profile Fit chose: the container's request against the node's profiles.
+    if (i < containers.size() && !choices.empty()) {
+      auto request = DrsNormalizeRequest(config_, *containers[i]);
+      if (request && request->nums > 0) {
+        if (auto p = SelectProfile(choices, *request)) a.profile = *p;
+      }
+    }
+    assignments.push_back(std::move(a));
   }
-  StringMap out = DrsPatchAnnotations(devices, assignments, 0);
-  out.erase(std::string(kPodAssignedGcuTime));
+  int64_t now =
+      context.now
+          ? std::chrono::duration_cast<std::chrono::nanoseconds>(context.now->time_since_epoch())
+                .count()
+          : 0;
+  StringMap out = DrsPatchAnnotations(devices, assignments, now);
+  if (!context.now) out.erase(std::string(kPodAssignedGcuTime));
   return out;
 }
 

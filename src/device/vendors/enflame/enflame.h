@@ -236,10 +236,13 @@ class DrsSliceDevice : public Device {
   // DrsFit with the profiles the candidates carry.
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
-  // The allocated key, gcu-assigned "false", and per container the device index (from the
-  // device id) and slice count; the profile's name and id, the minor and the assignment time
-  // need the node and a clock, which this call does not have (HAMi writes them here).
-  StringMap AllocationAnnotations(const PodView& pod,
+  // DrsPatchAnnotations: per container its first pick's index and minor (from the pick's row on
+  // the chosen node; without the node, the number ending the device id for both), the profile
+  // Fit chose (the container's request against the node's profiles; without the node, none:
+  // request 1, no profileID/profileName), and gcu-assigned-time the decision's time in Unix
+  // nanoseconds (left out without a time).
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
   // enflame.com/gcu-drs-capacity: each device with its split count as capacity, and profiles
   // for 1 slice, half and all of the first device's slices, memory in proportion.

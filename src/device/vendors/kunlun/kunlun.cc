@@ -522,7 +522,29 @@ FitResult KunlunDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   return XpuFit(candidates, request, context);
 }
 
-StringMap KunlunDevice::AllocationAnnotations(const PodView& /*pod*/,
+double KunlunDevice::ScoreNode(const ScoreContext& context) const {
+  std::vector<const DeviceUsage*> previous;
+  std::map<std::string_view, uint64_t> index_of;
+  for (const DeviceUsage& d : context.node->devices) {
+    previous.push_back(&d);
+    index_of.emplace(d.id, d.index);
+  }
+  std::vector<uint64_t> picked;
+  bool all_kunlun = true;
+  for (const auto& ctr : *context.picks) {
+    for (const auto& d : ctr) {
+      all_kunlun = all_kunlun && d.type.find(kXpuVendorKey) != std::string::npos;
+      if (auto it = index_of.find(d.uuid); it != index_of.end()) {
+        picked.push_back(it->second);
+      } else {
+        picked.push_back(IndexFromId(d.uuid).value_or(0));
+      }
+    }
+  }
+  return XpuScore(previous, picked, all_kunlun);
+}
+
+StringMap KunlunDevice::AllocationAnnotations(const AllocationContext& /*context*/,
                                               const protocol::PodDevices& devices) const {
   std::map<std::string, uint64_t> index_of;
   for (const auto& ctr : devices) {

@@ -126,8 +126,12 @@ class KunlunDevice : public Device {
   Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
+  // HAMi ScoreNode: XpuScore over the node's devices before the pod and the picks' indexes
+  // (their rows' index; the id's number for a device the row lacks).
+  double ScoreNode(const ScoreContext& context) const override;
   // XpuPatchAnnotations, the device index read from the device id ("<node>-kunlun-<i>").
-  StringMap AllocationAnnotations(const PodView& pod,
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
   // The count resource as capacity: one per device.
   NodeRegistration EncodeNodeRegistration(

@@ -87,6 +87,9 @@ inline constexpr std::string_view kQosPolicyKey = "metax-tech.com/sgpu-qos-polic
 inline constexpr std::string_view kAppClassKey = "metax-tech.com/sgpu-app-class";
 inline constexpr std::string_view kTopologyAwareKey = "metax-tech.com/sgpu-topology-aware";
 inline constexpr std::string_view kPodAllocatedKey = "metax-tech.com/gpu-devices-allocated";
+inline constexpr std::string_view kPredicateTimeKey = "metax-tech.com/predicate-time";
+// HAMi's weight of a policy-neutral score (MetaX sGPU): binpack adds it, spread subtracts it.
+inline constexpr double kPolicyNeutralWeight = 10000;
 inline constexpr std::string_view kBestEffort = "best-effort";
 inline constexpr std::string_view kFixedShare = "fixed-share";
 inline constexpr std::string_view kBurstShare = "burst-share";
@@ -192,7 +195,7 @@ int SgpuExclusiveScore(const protocol::PodDevices& pod_devices,
 // The pod annotations for an sGPU allocation: to-allocate and allocated (EncodePodDevices), and
 // metax-tech.com/gpu-devices-allocated, the per-container list [[{"uuid":..,"compute":..,
 // "vRam":..}]] (Go JSON, zero fields omitted). (HAMi also writes metax-tech.com/predicate-time,
-// a clock reading; the caller owns the clock.)
+// a clock reading: MetaxSgpuDevice::AllocationAnnotations adds it from the decision's time.)
 StringMap SgpuAnnotations(const protocol::PodDevices& pod_devices);
 
 }  // namespace hami::device::metax

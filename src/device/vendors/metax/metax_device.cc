@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 
+#include "common/strings.h"
 #include "protocol/quantity.h"
 
 namespace hami::device::metax {
@@ -60,7 +63,15 @@ Result<std::vector<DeviceUsage>> MetaxGpuDevice::NodeDevices(const NodeView& nod
   if (!value) return std::vector<DeviceUsage>{};
   auto count = protocol::ParseDeviceCount(config_.resource_count_name, *value);
   if (!count) return Error{"capacity " + count.error()};
-  return GpuNodeDevices(node.name, *count);
+  std::vector<DeviceUsage> rows = GpuNodeDevices(node.name, *count);
+  // The node score reads the plugin's topology annotations; the rows are what the scheduler
+  // keeps of a node.
+  for (std::string_view key : {kLossesKey, kScoresKey}) {
+    const std::string* v = FindValue(node.annotations, key);
+    if (!v) continue;
+    for (DeviceUsage& row : rows) row.custom_info[std::string(key)] = *v;
+  }
+  return rows;
 }
 
 Health MetaxGpuDevice::CheckHealth(const NodeView& node, Health /*handshake*/) const {
@@ -81,6 +92,20 @@ Result<DeviceRequest> MetaxGpuDevice::NormalizeRequest(const ContainerView& cont
 FitResult MetaxGpuDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
                               const DeviceRequest& request, const FitContext& context) const {
   return GpuFit(candidates, request, context.earlier, context.policy.mutex);
+}
+
+double MetaxGpuDevice::ScoreNode(const ScoreContext& context) const {
+  StringMap annotations;
+  for (const DeviceUsage& d : context.node->devices) {
+    if (d.vendor != info_.vendor_key) continue;
+    for (std::string_view key : {kLossesKey, kScoresKey}) {
+      if (auto it = d.custom_info.find(key); it != d.custom_info.end()) {
+        annotations[std::string(key)] = it->second;
+      }
+    }
+    break;
+  }
+  return GpuScoreNode(annotations, *context.picks, context.policy);
 }
 
 NodeRegistration MetaxGpuDevice::EncodeNodeRegistration(
@@ -134,9 +159,37 @@ FitResult MetaxSgpuDevice::Fit(const std::vector<const DeviceUsage*>& candidates
                  context.policy.mutex);
 }
 
-StringMap MetaxSgpuDevice::AllocationAnnotations(const PodView& /*pod*/,
+double MetaxSgpuDevice::ScoreNode(const ScoreContext& context) const {
+  static const StringMap kNone;
+  const StringMap& annotations = context.pod ? context.pod->annotations : kNone;
+  const std::string* app_class = FindValue(annotations, kAppClassKey);
+  // HAMi topologyAwareEnable: decided at the first pick of a whole device; none: off.
+  bool whole = false;
+  for (const auto& ctr : *context.picks) {
+    for (const auto& d : ctr) whole = whole || d.usedcores == 100;
+  }
+  bool aware = whole && config_.topology_aware;
+  if (const std::string* v = FindValue(annotations, kTopologyAwareKey); whole && v) {
+    if (auto b = ParseBool(*v)) aware = *b;
+  }
+  bool picked = std::any_of(context.picks->begin(), context.picks->end(),
+                            [](const protocol::ContainerDevices& c) { return !c.empty(); });
+  if (picked && app_class && *app_class == kOnline) return 0;
+  if (!aware) return 0;
+  double weight =
+      context.policy == NodePolicy::kSpread ? -kPolicyNeutralWeight : kPolicyNeutralWeight;
+  return weight * SgpuExclusiveScore(*context.picks, context.node->devices);
+}
+
+StringMap MetaxSgpuDevice::AllocationAnnotations(const AllocationContext& context,
                                                  const protocol::PodDevices& devices) const {
-  return SgpuAnnotations(devices);
+  StringMap out = SgpuAnnotations(devices);
+  if (!out.empty() && context.now) {
+    out[std::string(kPredicateTimeKey)] = std::to_string(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(context.now->time_since_epoch())
+            .count());
+  }
+  return out;
 }
 
 NodeRegistration MetaxSgpuDevice::EncodeNodeRegistration(

@@ -28,6 +28,9 @@ class MetaxGpuDevice : public Device {
   // GpuFit; the custom filter rule reads context.earlier (the pod's earlier containers' picks).
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
+  // HAMi ScoreNode: GpuScoreNode over the topology annotations the node's Metax-GPU rows carry
+  // (NodeDevices copies kLossesKey and kScoresKey into each row's custom_info).
+  double ScoreNode(const ScoreContext& context) const override;
   // One whole device each: the count resource as capacity (no annotation).
   NodeRegistration EncodeNodeRegistration(
       const std::vector<protocol::DeviceInfo>& devices) const override;
@@ -51,8 +54,16 @@ class MetaxSgpuDevice : public Device {
   Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
-  // SgpuAnnotations.
-  StringMap AllocationAnnotations(const PodView& pod,
+  // HAMi ScoreNode (a policy-neutral score: x10000 under binpack, x-10000 under spread): online
+  // pods score 0 (HAMi counts the online/offline pods already on the chosen devices; the rows do
+  // not record app classes, so that count is 0); with topology awareness (the section's
+  // sgpuTopologyAware, overridden by the pod's metax-tech.com/sgpu-topology-aware, read only
+  // when a pick takes a whole device) SgpuExclusiveScore over the node's devices before the pod;
+  // else 0.
+  double ScoreNode(const ScoreContext& context) const override;
+  // SgpuAnnotations, and with the decision's time metax-tech.com/predicate-time (Unix nanoseconds).
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
   // The register annotation in MetaX's format (uuid, totalDevCount = count, totalCompute =
   // devcore, totalVRam = devmem, numa, healthy) and the sgpu count as capacity.

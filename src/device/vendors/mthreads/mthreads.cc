@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -223,18 +224,19 @@ FitResult MthreadsDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   return r;
 }
 
-StringMap MthreadsDevice::AllocationAnnotations(const PodView& pod,
+StringMap MthreadsDevice::AllocationAnnotations(const AllocationContext& context,
                                                 const protocol::PodDevices& devices) const {
+  static const PodView kNoPod;
+  const PodView& pod = context.pod ? *context.pod : kNoPod;
   StringMap out;
   bool any = false;
   for (const auto& ctr : devices) any = any || !ctr.empty();
   if (!any) return out;
   out[info_.allocated_key] = protocol::EncodePodDevices(devices);
-  std::string node;
-  if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuNodeKey)) {
-    node = *v;
-  } else {
-    node = NodeFromId(LastDevice(devices));
+  std::string node(context.node);
+  if (node.empty()) {
+    const std::string* v = FindValue(pod.annotations, protocol::kVgpuNodeKey);
+    node = v ? *v : NodeFromId(LastDevice(devices));
   }
   std::optional<int64_t> seconds;
   if (const std::string* v = FindValue(pod.annotations, protocol::kVgpuTimeKey)) {
@@ -246,7 +248,12 @@ StringMap MthreadsDevice::AllocationAnnotations(const PodView& pod,
     for (const auto& d : ctr) indexes.push_back(std::to_string(IndexFromId(d.uuid)));
     out[std::string(kGpuIndexKey)] = Join(indexes, ",");
     out[std::string(kPredicateNodeKey)] = node;
-    if (seconds && *seconds >= 0 && *seconds <= std::numeric_limits<int64_t>::max() / 1000000000) {
+    if (context.now) {
+      out[std::string(kPredicateTimeKey)] = std::to_string(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(context.now->time_since_epoch())
+              .count());
+    } else if (seconds && *seconds >= 0 &&
+               *seconds <= std::numeric_limits<int64_t>::max() / 1000000000) {
       out[std::string(kPredicateTimeKey)] = std::to_string(*seconds * 1000000000);
     }
   }

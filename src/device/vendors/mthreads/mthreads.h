@@ -86,11 +86,12 @@ class MthreadsDevice : public Device {
 
   // The allocated key and, for the last container that got devices, gpu-index (the devices'
   // indexes, comma-separated; an index is the number ending the id "<node>-mthreads-<i>", 0 when
-  // it has none), predicate-node (the pod's hami.io/vgpu-node annotation; without it the node
-  // named by the device id "<node>-mthreads-<i>", which is the chosen node; else "") and
-  // predicate-time (hami.io/vgpu-time seconds x 10^9 as HAMi's nanoseconds; left out when the
-  // pod has no hami.io/vgpu-time: this function reads no clock).
-  StringMap AllocationAnnotations(const PodView& pod,
+  // it has none), predicate-node (the chosen node; without it the pod's hami.io/vgpu-node
+  // annotation, else the node named by the device id "<node>-mthreads-<i>", else "") and
+  // predicate-time (the decision's time in Unix nanoseconds; without it hami.io/vgpu-time
+  // seconds x 10^9, else left out).
+  using Device::AllocationAnnotations;
+  StringMap AllocationAnnotations(const AllocationContext& context,
                                   const protocol::PodDevices& devices) const override;
 
   // HAMi writes no to-allocate key for this vendor: the allocated key is what the plugin serves.

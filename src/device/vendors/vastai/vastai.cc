@@ -226,4 +226,31 @@ Result<std::vector<std::unique_ptr<Device>>> MakeVastai(const YAML::Node& sectio
 
 HAMI_REGISTER_VENDOR(vastai, "vastai", MakeVastai);
 
+double VastaiDevice::ScoreNode(const ScoreContext& context) const {
+  std::map<std::string_view, const DeviceUsage*> rows;
+  for (const DeviceUsage& d : context.node->devices) rows.emplace(d.id, &d);
+  float score = 0;  // HAMi sums in float32
+  for (const auto& ctr : *context.picks) {
+    if (ctr.empty()) continue;
+    std::map<std::string_view, int> per_card;
+    for (const auto& pick : ctr) {
+      auto row = rows.find(pick.uuid);
+      if (row == rows.end()) return 0;
+      const auto& info = row->second->custom_info;
+      auto strategy = info.find(kStrategyKey);
+      if (strategy != info.end() && strategy->second != kDieStrategy) return 0;
+      auto aic = info.find(kAicKey);
+      if (aic == info.end()) return 0;
+      per_card[aic->second] += 1;
+    }
+    int most = 0, total = 0;
+    for (const auto& [card, n] : per_card) {
+      most = std::max(most, n);
+      total += n;
+    }
+    if (total > 0) score += static_cast<float>(most) / static_cast<float>(total);
+  }
+  return static_cast<double>(score);
+}
+
 }  // namespace hami::device::vastai

@@ -73,6 +73,10 @@ class VastaiDevice : public Device {
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
 
+  // HAMi ScoreNode: per container with picks, (its dies on its most used card / its picks),
+  // summed (float32). 0 when a pick's row has no AIC or a DeviceStrategy other than "die".
+  double ScoreNode(const ScoreContext& context) const override;
+
  private:
   VastaiConfig config_;
   protocol::VendorInfo info_;
