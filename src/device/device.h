@@ -1,6 +1,6 @@
-// The Device API (DESIGN decision 5): one interface per vendor backend. A backend knows its
-// resource names and annotation keys (protocol::VendorInfo, with the configured resource names),
-// reads its devices from a node's annotations, normalises a container's request and fits a
+// The Device API (docs/ARCHITECTURE.md#decisions, 5): one interface per vendor backend. A backend
+// knows its resource names and annotation keys (protocol::VendorInfo, with the configured resource
+// names), reads its devices from a node's annotations, normalises a container's request and fits a
 // request onto a node's devices. Backends are registered by vendor key in a Registry; the
 // scheduler, the simulator and the device plugin loop over Registry::All().
 //
@@ -214,7 +214,8 @@ class Device {
       const StringMap& pod_annotations) const;
 
   // HAMi AddResourceUsage, in the usage index's form: how a pod's allocation counts against
-  // its devices. Default: CollapsePodDevices (used slots, memory, cores; §4.4).
+  // its devices. Default: CollapsePodDevices (used slots, memory, cores;
+  // docs/protocol.md#usage-of-a-pod).
   virtual std::vector<DeviceDelta> UsageDeltas(const protocol::PodDevices& devices,
                                                size_t init_count, bool init_done) const;
 

@@ -94,7 +94,7 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
     for (const auto& sd : s->sorted) {
       if (IsCandidate(*sd.device, vendor)) s->candidates.push_back(sd.device);
     }
-    // A MIG GPU may give one container several instances (spec hami.md §11.15).
+    // A MIG GPU may give one container several instances (docs/protocol.md#mig).
     if (static_cast<size_t>(req.nums) > s->candidates.size() &&
         !nvidia::IsMigRequest(req, s->candidates,
                               FindValue(pod.annotations, protocol::kVgpuModeKey))) {

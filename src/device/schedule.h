@@ -1,7 +1,7 @@
-// The scheduling decision for one pod over a set of candidate nodes (spec hami.md §4.2 steps
-// 1-3 and 5-6, §4.5, §4.6): per node a fit or a reason, the node score, the chosen node, and the
-// per-vendor PodDevices to write. One pure function, called by the live /filter, by the
-// simulation filter (ExtenderArgs.Nodes, usage zero) and by hami-sim.
+// The scheduling decision for one pod over a set of candidate nodes
+// (docs/protocol.md#filter-and-scores): per node a fit or a reason, the node score, the chosen
+// node, and the per-vendor PodDevices to write. One pure function, called by the live /filter, by
+// the simulation filter (ExtenderArgs.Nodes, usage zero) and by hami-sim.
 //
 // Determinism: HAMi breaks node-score ties by map order. Here ties go to the node whose name
 // sorts first (byte order), whatever the policy; device ties keep the node's registered order
@@ -66,13 +66,13 @@ struct NodeFit {
   std::vector<protocol::MigAllocation> mig_allocations{};
 };
 
-// Fits every container of the pod on one node (§4.5 scoreNode): init containers each against
-// the node's current usage (they run one after another), then regular containers in order, each
-// seeing the usage of those before it. Per container and vendor (in vendor-key order): every
-// device is scored (DeviceScore), sorted by the GPU policy (SortDevices), and the candidates are
-// the devices registered by that vendor or whose type contains the vendor key case-insensitively
-// (HAMi's rule: "nvidia" in "NVIDIA A100"); more devices requested than candidates fails with the
-// bare reason "NodeInsufficientDevice", else the backend's Fit decides.
+// Fits every container of the pod on one node (docs/protocol.md#filter-and-scores, step 3): init
+// containers each against the node's current usage (they run one after another), then regular
+// containers in order, each seeing the usage of those before it. Per container and vendor (in
+// vendor-key order): every device is scored (DeviceScore), sorted by the GPU policy (SortDevices),
+// and the candidates are the devices registered by that vendor or whose type contains the vendor
+// key case-insensitively (HAMi's rule: "nvidia" in "NVIDIA A100"); more devices requested than
+// candidates fails with the bare reason "NodeInsufficientDevice", else the backend's Fit decides.
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota);
 
