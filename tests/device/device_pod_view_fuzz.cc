@@ -1,6 +1,6 @@
 // Fuzzes the pod view parser and the scheduling decision behind it: any pod JSON parses or
-// fails with a value, and a pod that gets a node gets annotations that decode back to devices
-// on that node.
+// fails with a value (the same one from its PodViewFields), and a pod that gets a node gets
+// annotations that decode back to devices on that node.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -47,6 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto json = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return 0;
   auto pod = ParsePodView(json);
+  // The scheduler's pod informer caches PodViewFields only: it must read as the whole pod.
+  auto kept = ParsePodView(PodViewFields(json));
+  if (static_cast<bool>(kept) != static_cast<bool>(pod)) std::abort();
+  if (pod ? !(*kept == *pod) : kept.error() != pod.error()) std::abort();
   if (!pod) return 0;
   auto decision = Schedule(registry, *pod, nodes, {"ghost"}, ScheduleOptions{});
   if (!decision || !decision->Chosen()) return 0;
