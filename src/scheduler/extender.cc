@@ -201,9 +201,10 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
     }
     return EncodeFilterResult(result);
   }
+  const SystemTime decided_at = clock_.Now();
   std::map<std::string, std::string> annotations =
-      device::AllocationAnnotations(registry_, pod, *decision);
-  annotations[std::string(protocol::kVgpuTimeKey)] = protocol::FormatBindTime(clock_.Now());
+      device::AllocationAnnotations(registry_, pod, *decision, decided_at);
+  annotations[std::string(protocol::kVgpuTimeKey)] = protocol::FormatBindTime(decided_at);
   // The decision counts before the patch (a concurrent filter must see it).
   device::PodView updated = pod;
   for (const auto& [k, v] : annotations) updated.annotations[k] = v;
