@@ -2,6 +2,7 @@
 //   apiserver --listen HOST:PORT --kubeconfig-out FILE [--tls --cert-dir DIR] [fault injection]
 //   run SCENARIO.yaml [--report FILE] [--serve] [--manifests FILE] (needs the hami_sim_run
 //   library)
+//   loadgen --nodes N --bound-pods M --pods P [--report FILE] (sim/loadgen.h; hami_sim_run too)
 #include <unistd.h>
 
 #include <csignal>
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +23,7 @@
 #ifdef HAMI_SIM_HAS_RUN
 #include <nlohmann/json.hpp>
 
+#include "sim/loadgen.h"
 #include "sim/runner.h"
 #endif
 
@@ -176,6 +179,40 @@ int RunScenario(const RunFlags& f) {
   if (report->overcommitted_devices > 0 || report->unknown_device_allocations > 0) return 3;
   return report->timed_out ? 4 : 0;
 }
+
+// `loadgen`: SIGINT/SIGTERM kill the children (and end loadgen) from a sigwait thread; the
+// signals are blocked before any thread starts, the children unblock them.
+int RunLoadgenCommand(hami::sim::LoadgenOptions options, const std::string& report_file) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    hami::sim::KillLoadgenChildren();
+    _exit(128 + sig);
+  }).detach();
+  options.progress = [](const std::string& line) { std::cout << "... " << line << std::endl; };
+  auto report = hami::sim::RunLoadgen(options);
+  if (!report) {
+    std::cerr << "hami-sim loadgen: " << report.error() << "\n";
+    return 1;
+  }
+  const std::string text = hami::sim::LoadgenReportToJson(*report).dump(2);
+  std::cout << text << std::endl;
+  if (!report_file.empty()) {
+    std::ofstream out(report_file);
+    out << text << "\n";
+    if (!out) {
+      std::cerr << "--report " << hami::Quote(report_file) << ": cannot write\n";
+      return 1;
+    }
+  }
+  if (report->overcommitted_devices > 0 || report->unknown_device_allocations > 0) return 3;
+  return report->pods_failed > 0 ? 4 : 0;
+}
 #endif
 
 }  // namespace
@@ -219,12 +256,34 @@ int main(int argc, char** argv) {
   run->add_option("--manifests", run_flags.manifests,
                   "`helm template` output: enforce its RBAC on every component (docs/RBAC.md)");
   run->add_flag("--no-color", run_flags.no_color, "no ANSI colors");
+
+  CLI::App* loadgen = app.add_subcommand(
+      "loadgen", "hami-scheduler's throughput apart from the simulator (docs/PERFORMANCE.md)");
+  hami::sim::LoadgenOptions lg;
+  std::string lg_report;
+  int lg_timeout_s = 900;
+  loadgen->add_option("--nodes", lg.nodes, "nodes, 8 GPUs each");
+  loadgen->add_option("--bound-pods", lg.bound_pods, "running pods holding a GPU slice");
+  loadgen->add_option("--pods", lg.pods, "new pods to schedule");
+  loadgen->add_option("--report", lg_report, "also write the JSON report to this file");
+  loadgen->add_option("--bind-workers", lg.bind_workers, "concurrent /bind calls");
+  loadgen->add_option("--bin-dir", lg.bin_dir,
+                      "where hami-sim and hami-scheduler are (default: beside this binary)");
+  loadgen->add_option("--work-dir", lg.work_dir,
+                      "keep the kubeconfig and the children's logs here (default: a temp dir)");
+  loadgen->add_option("--node-scheduler-policy", lg.node_policy, "the scheduler's node policy");
+  loadgen->add_option("--scheduler-flag", lg.scheduler_flags, "one more hami-scheduler flag");
+  loadgen->add_option("--timeout", lg_timeout_s, "seconds for the whole run");
 #endif
   hami::flags::GoStyleArgs args(app, argc, argv);  // -v=4, -listen=... as Go flags read them
   CLI11_PARSE(app, args.argc(), args.argv());
   hami::log::SetVerbosity(verbosity);
 #ifdef HAMI_SIM_HAS_RUN
   if (run->parsed()) return RunScenario(run_flags);
+  if (loadgen->parsed()) {
+    lg.timeout = std::chrono::seconds(lg_timeout_s);
+    return RunLoadgenCommand(lg, lg_report);
+  }
 #endif
 
   if (apiserver->parsed()) {
