@@ -9,24 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "device/config.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "deviceplugin/discovery.h"
+#include "deviceplugin/mig_driver.h"
 #include "protocol/node_register.h"
 
 namespace hami::deviceplugin {
-
-// What NVML reports for one GPU instance profile of a GPU (nvmlGpuInstanceProfileInfo_t and
-// nvmlDeviceGetGpuInstancePossiblePlacements).
-struct GpuInstanceProfile {
-  uint32_t profile_id = 0;       // NVML_GPU_INSTANCE_PROFILE_*: 0 = 1 slice, 1 = 2, 2 = 3, 3 = 4,
-                                 // 4 = 7, 5 = 8, 8 = 6 slices
-  uint32_t slice_count = 0;      // compute slices
-  uint32_t instance_count = 0;   // how many fit on an empty GPU
-  uint32_t multiprocessors = 0;  // SMs of one instance
-  int64_t memory_mib = 0;
-  std::vector<protocol::MigPlacement> placements{};
-  bool operator==(const GpuInstanceProfile&) const = default;
-};
 
 // The NVML GPU instance profile id for a profile name's slice part ("1g.5gb" -> 0 for 1 slice,
 // "7g.40gb" -> 4); -1 when the name has no known slice count (HAMi's profileNameToGIProfileID).
@@ -37,7 +25,7 @@ int32_t GpuInstanceProfileId(std::string_view profile_name);
 // named as in the allowlist, with NVML's memory, slice count, instance count and placements;
 // `core` = ceil(SMs x 100 / the largest profile's SMs). Allowlisted names the GPU does not offer
 // are left out; no matching entry gives no profiles (the GPU is then not registered in MIG mode).
-std::vector<MigProfileCapacity> MigProfilesFor(const std::vector<device::MigAllowlistEntry>& allow,
+std::vector<MigProfileCapacity> MigProfilesFor(const std::vector<device::nvidia::MigAllowlistEntry>& allow,
                                                std::string_view model,
                                                const std::vector<GpuInstanceProfile>& offered);
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 
@@ -10,8 +11,35 @@
 
 namespace hami::deviceplugin {
 
+// The MIG calls (docs/MIG.md); bound only when every one of them is exported.
+struct NvmlDiscovery::MigApi {
+  nvmlReturn_t (*get_mig_mode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*gi_profile_info)(nvmlDevice_t, unsigned int,
+                                  nvmlGpuInstanceProfileInfo_st*) = nullptr;
+  nvmlReturn_t (*gi_placements)(nvmlDevice_t, unsigned int, nvmlGpuInstancePlacement_st*,
+                                unsigned int*) = nullptr;
+  nvmlReturn_t (*create_gi)(nvmlDevice_t, unsigned int, const nvmlGpuInstancePlacement_st*,
+                            nvmlGpuInstance_t*) = nullptr;
+  nvmlReturn_t (*get_gis)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_gi_by_id)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*) = nullptr;
+  nvmlReturn_t (*gi_info)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_st*) = nullptr;
+  nvmlReturn_t (*destroy_gi)(nvmlGpuInstance_t) = nullptr;
+  nvmlReturn_t (*ci_profile_info)(nvmlGpuInstance_t, unsigned int, unsigned int,
+                                  nvmlComputeInstanceProfileInfo_st*) = nullptr;
+  nvmlReturn_t (*create_ci)(nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t*) = nullptr;
+  nvmlReturn_t (*get_cis)(nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t*,
+                          unsigned int*) = nullptr;
+  nvmlReturn_t (*ci_info)(nvmlComputeInstance_t, nvmlComputeInstanceInfo_st*) = nullptr;
+  nvmlReturn_t (*destroy_ci)(nvmlComputeInstance_t) = nullptr;
+  nvmlReturn_t (*max_mig_devices)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*mig_device_by_index)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*mig_gi_id)(nvmlDevice_t, unsigned int*) = nullptr;
+};
+
 struct NvmlDiscovery::Api {
   void* handle = nullptr;
+  MigApi mig{};
+  bool has_mig = false;
   bool initialized = false;
   nvmlReturn_t (*init)() = nullptr;
   nvmlReturn_t (*shutdown)() = nullptr;
@@ -65,6 +93,24 @@ Status NvmlDiscovery::Load() {
                     Bind(api->handle, "nvmlDeviceGetMemoryInfo", &api->get_memory) &&
                     Bind(api->handle, "nvmlDeviceGetPciInfo_v3", &api->get_pci);
     Bind(api->handle, "nvmlDeviceGetUtilizationRates", &api->get_utilization);
+    MigApi& m = api->mig;
+    void* h = api->handle;
+    api->has_mig = Bind(h, "nvmlDeviceGetMigMode", &m.get_mig_mode) &&
+                   Bind(h, "nvmlDeviceGetGpuInstanceProfileInfo", &m.gi_profile_info) &&
+                   Bind(h, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", &m.gi_placements) &&
+                   Bind(h, "nvmlDeviceCreateGpuInstanceWithPlacement", &m.create_gi) &&
+                   Bind(h, "nvmlDeviceGetGpuInstances", &m.get_gis) &&
+                   Bind(h, "nvmlDeviceGetGpuInstanceById", &m.get_gi_by_id) &&
+                   Bind(h, "nvmlGpuInstanceGetInfo", &m.gi_info) &&
+                   Bind(h, "nvmlGpuInstanceDestroy", &m.destroy_gi) &&
+                   Bind(h, "nvmlGpuInstanceGetComputeInstanceProfileInfo", &m.ci_profile_info) &&
+                   Bind(h, "nvmlGpuInstanceCreateComputeInstance", &m.create_ci) &&
+                   Bind(h, "nvmlGpuInstanceGetComputeInstances", &m.get_cis) &&
+                   Bind(h, "nvmlComputeInstanceGetInfo_v2", &m.ci_info) &&
+                   Bind(h, "nvmlComputeInstanceDestroy", &m.destroy_ci) &&
+                   Bind(h, "nvmlDeviceGetMaxMigDeviceCount", &m.max_mig_devices) &&
+                   Bind(h, "nvmlDeviceGetMigDeviceHandleByIndex", &m.mig_device_by_index) &&
+                   Bind(h, "nvmlDeviceGetGpuInstanceId", &m.mig_gi_id);
     if (!ok) {
       dlclose(api->handle);
       return Error{Quote(options_.library) + " lacks an NVML symbol this plugin needs"};
@@ -161,6 +207,211 @@ Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
     out.push_back(std::move(g));
   }
   return out;
+}
+
+Result<nvmlDevice_st*> NvmlDiscovery::Handle(uint32_t gpu) {
+  if (Status s = Load(); !s) return std::move(s).take_error();
+  nvmlDevice_t dev = nullptr;
+  if (nvmlReturn_t rc = api_->get_handle(gpu, &dev); rc != kNvmlSuccess) {
+    return CallError("nvmlDeviceGetHandleByIndex_v2", gpu, rc);
+  }
+  return dev;
+}
+
+Result<NvmlDiscovery::MigApi*> NvmlDiscovery::Mig() {
+  if (Status s = Load(); !s) return std::move(s).take_error();
+  if (!api_->has_mig) return Error{Quote(options_.library) + " lacks the NVML MIG calls"};
+  return &api_->mig;
+}
+
+Result<bool> NvmlDiscovery::MigEnabled(uint32_t gpu) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  unsigned int current = 0, pending = 0;
+  nvmlReturn_t rc = (*mig)->get_mig_mode(*dev, &current, &pending);
+  if (rc == kNvmlErrorNotSupported) return false;
+  if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetMigMode", gpu, rc);
+  return current == kNvmlDeviceMigEnable;
+}
+
+Result<std::vector<GpuInstanceProfile>> NvmlDiscovery::GpuInstanceProfiles(uint32_t gpu) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  std::vector<GpuInstanceProfile> out;
+  for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {
+    nvmlGpuInstanceProfileInfo_st info{};
+    if ((*mig)->gi_profile_info(*dev, id, &info) != kNvmlSuccess) continue;  // not offered
+    unsigned int count = 0;
+    nvmlReturn_t rc = (*mig)->gi_placements(*dev, info.id, nullptr, &count);
+    if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstancePossiblePlacements", gpu, rc);
+    std::vector<nvmlGpuInstancePlacement_st> placements(count);
+    rc = (*mig)->gi_placements(*dev, info.id, placements.data(), &count);
+    if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstancePossiblePlacements", gpu, rc);
+    GpuInstanceProfile p;
+    p.profile_id = id;
+    p.slice_count = info.sliceCount;
+    p.instance_count = info.instanceCount;
+    p.multiprocessors = info.multiprocessorCount;
+    p.memory_mib = static_cast<int64_t>(info.memorySizeMB);
+    for (unsigned i = 0; i < count && i < placements.size(); ++i) {
+      p.placements.push_back({placements[i].start, placements[i].size});
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The GPU instance `gi` with its compute instance and MIG UUID, when it has them.
+Result<MigInstance> NvmlDiscovery::Describe(nvmlDevice_st* dev, uint32_t gpu,
+                                            nvmlGpuInstance_st* gi) {
+  MigApi& m = api_->mig;
+  nvmlGpuInstanceInfo_st info{};
+  if (nvmlReturn_t rc = m.gi_info(gi, &info); rc != kNvmlSuccess) {
+    return CallError("nvmlGpuInstanceGetInfo", gpu, rc);
+  }
+  MigInstance out;
+  out.gpu_instance_id = info.id;
+  out.profile_id = info.profileId;
+  out.placement = {info.placement.start, info.placement.size};
+  nvmlComputeInstanceProfileInfo_st ci_profile{};
+  if (m.ci_profile_info(gi, info.profileId, kNvmlComputeInstanceEngineProfileShared, &ci_profile) ==
+      kNvmlSuccess) {
+    nvmlComputeInstance_t cis[8] = {};
+    unsigned int count = 0;
+    if (m.get_cis(gi, ci_profile.id, cis, &count) == kNvmlSuccess && count > 0) {
+      nvmlComputeInstanceInfo_st ci{};
+      if (nvmlReturn_t rc = m.ci_info(cis[0], &ci); rc != kNvmlSuccess) {
+        return CallError("nvmlComputeInstanceGetInfo_v2", gpu, rc);
+      }
+      out.compute_instance_id = ci.id;
+    }
+  }
+  if (!out.compute_instance_id) return out;
+  unsigned int max = 0;
+  if (nvmlReturn_t rc = m.max_mig_devices(dev, &max); rc != kNvmlSuccess) {
+    return CallError("nvmlDeviceGetMaxMigDeviceCount", gpu, rc);
+  }
+  for (unsigned i = 0; i < max; ++i) {
+    nvmlDevice_t mig_dev = nullptr;
+    unsigned int gi_id = 0;
+    if (m.mig_device_by_index(dev, i, &mig_dev) != kNvmlSuccess) continue;
+    if (m.mig_gi_id(mig_dev, &gi_id) != kNvmlSuccess || gi_id != out.gpu_instance_id) continue;
+    char uuid[kNvmlStringSize] = {};
+    if (nvmlReturn_t rc = api_->get_uuid(mig_dev, uuid, sizeof uuid); rc != kNvmlSuccess) {
+      return CallError("nvmlDeviceGetUUID (MIG device)", gpu, rc);
+    }
+    out.mig_uuid = uuid;
+    break;
+  }
+  return out;
+}
+
+Result<std::vector<MigInstance>> NvmlDiscovery::MigInstances(uint32_t gpu) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  std::vector<MigInstance> out;
+  for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {
+    nvmlGpuInstanceProfileInfo_st info{};
+    if ((*mig)->gi_profile_info(*dev, id, &info) != kNvmlSuccess) continue;
+    std::vector<nvmlGpuInstance_t> gis(std::max(info.instanceCount, 1u));
+    unsigned int count = static_cast<unsigned int>(gis.size());
+    nvmlReturn_t rc = (*mig)->get_gis(*dev, info.id, gis.data(), &count);
+    if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstances", gpu, rc);
+    for (unsigned i = 0; i < count && i < gis.size(); ++i) {
+      auto inst = Describe(*dev, gpu, gis[i]);
+      if (!inst) return std::move(inst).take_error();
+      inst->profile_id = id;
+      out.push_back(std::move(*inst));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const MigInstance& a, const MigInstance& b) {
+    return a.gpu_instance_id < b.gpu_instance_id;
+  });
+  return out;
+}
+
+Result<MigInstance> NvmlDiscovery::CreateGpuInstance(uint32_t gpu, uint32_t profile_id,
+                                                     protocol::MigPlacement placement) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  nvmlGpuInstanceProfileInfo_st info{};
+  if (nvmlReturn_t rc = (*mig)->gi_profile_info(*dev, profile_id, &info); rc != kNvmlSuccess) {
+    return CallError("nvmlDeviceGetGpuInstanceProfileInfo", gpu, rc);
+  }
+  const nvmlGpuInstancePlacement_st at{placement.start, placement.size};
+  nvmlGpuInstance_t gi = nullptr;
+  if (nvmlReturn_t rc = (*mig)->create_gi(*dev, info.id, &at, &gi); rc != kNvmlSuccess) {
+    return CallError("nvmlDeviceCreateGpuInstanceWithPlacement", gpu, rc);
+  }
+  auto inst = Describe(*dev, gpu, gi);
+  if (inst) inst->profile_id = profile_id;
+  return inst;
+}
+
+Result<MigInstance> NvmlDiscovery::CreateComputeInstance(uint32_t gpu, uint32_t gpu_instance_id) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  MigApi& m = **mig;
+  nvmlGpuInstance_t gi = nullptr;
+  if (nvmlReturn_t rc = m.get_gi_by_id(*dev, gpu_instance_id, &gi); rc != kNvmlSuccess) {
+    return CallError("nvmlDeviceGetGpuInstanceById", gpu, rc);
+  }
+  nvmlGpuInstanceInfo_st info{};
+  if (nvmlReturn_t rc = m.gi_info(gi, &info); rc != kNvmlSuccess) {
+    return CallError("nvmlGpuInstanceGetInfo", gpu, rc);
+  }
+  // The compute instance spanning the whole GPU instance: the profile with its slice count,
+  // which has the GPU instance profile's number (kNvmlMigProfileCount).
+  nvmlComputeInstanceProfileInfo_st ci_profile{};
+  if (nvmlReturn_t rc = m.ci_profile_info(gi, info.profileId,
+                                          kNvmlComputeInstanceEngineProfileShared, &ci_profile);
+      rc != kNvmlSuccess) {
+    return CallError("nvmlGpuInstanceGetComputeInstanceProfileInfo", gpu, rc);
+  }
+  nvmlComputeInstance_t ci = nullptr;
+  if (nvmlReturn_t rc = m.create_ci(gi, ci_profile.id, &ci); rc != kNvmlSuccess) {
+    return CallError("nvmlGpuInstanceCreateComputeInstance", gpu, rc);
+  }
+  return Describe(*dev, gpu, gi);
+}
+
+Status NvmlDiscovery::DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) {
+  auto dev = Handle(gpu);
+  if (!dev) return std::move(dev).take_error();
+  auto mig = Mig();
+  if (!mig) return std::move(mig).take_error();
+  MigApi& m = **mig;
+  nvmlGpuInstance_t gi = nullptr;
+  nvmlReturn_t rc = m.get_gi_by_id(*dev, gpu_instance_id, &gi);
+  if (rc == kNvmlErrorNotFound) return OkStatus();
+  if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstanceById", gpu, rc);
+  for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {
+    nvmlComputeInstanceProfileInfo_st ci_profile{};
+    if (m.ci_profile_info(gi, id, kNvmlComputeInstanceEngineProfileShared, &ci_profile) !=
+        kNvmlSuccess) {
+      continue;
+    }
+    nvmlComputeInstance_t cis[8] = {};
+    unsigned int count = 8;
+    if (m.get_cis(gi, ci_profile.id, cis, &count) != kNvmlSuccess) continue;
+    for (unsigned i = 0; i < count && i < 8; ++i) {
+      if ((rc = m.destroy_ci(cis[i])) != kNvmlSuccess) {
+        return CallError("nvmlComputeInstanceDestroy", gpu, rc);
+      }
+    }
+  }
+  if ((rc = m.destroy_gi(gi)) != kNvmlSuccess) return CallError("nvmlGpuInstanceDestroy", gpu, rc);
+  return OkStatus();
 }
 
 std::string SysfsBusId(std::string_view nvml_bus_id) {

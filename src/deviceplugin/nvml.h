@@ -1,7 +1,9 @@
 // NVML discovery: libnvidia-ml.so.1 is loaded with dlopen at run time (no link-time dependency,
 // so the plugin binary starts on nodes without a driver and reports why). Reads count, UUID,
 // name, total memory and PCI bus id per GPU; the NUMA node comes from sysfs. A device whose
-// queries answer NVML_ERROR_GPU_IS_LOST is reported unhealthy.
+// queries answer NVML_ERROR_GPU_IS_LOST is reported unhealthy. It is also the MIG driver
+// (mig_driver.h): the MIG calls are looked up when the library is loaded and answer an error
+// naming the missing symbol when the library lacks them.
 #ifndef HAMI_DEVICEPLUGIN_NVML_H_
 #define HAMI_DEVICEPLUGIN_NVML_H_
 
@@ -13,6 +15,10 @@
 
 #include "common/result.h"
 #include "deviceplugin/discovery.h"
+#include "deviceplugin/mig_driver.h"
+
+struct nvmlDevice_st;
+struct nvmlGpuInstance_st;
 
 namespace hami::deviceplugin {
 
@@ -33,7 +39,7 @@ struct GpuSample {
   unsigned memory_utilization = 0;  // percent (memory controller)
 };
 
-class NvmlDiscovery : public Discovery {
+class NvmlDiscovery : public Discovery, public MigDriver {
  public:
   explicit NvmlDiscovery(NvmlOptions options = {});
   ~NvmlDiscovery() override;
@@ -49,9 +55,22 @@ class NvmlDiscovery : public Discovery {
   // uuid or name cannot be read fails the whole call.
   Result<std::vector<GpuSample>> Sample();
 
+  // MigDriver. Errors name the NVML call, the GPU and the return code.
+  Result<bool> MigEnabled(uint32_t gpu) override;
+  Result<std::vector<GpuInstanceProfile>> GpuInstanceProfiles(uint32_t gpu) override;
+  Result<std::vector<MigInstance>> MigInstances(uint32_t gpu) override;
+  Result<MigInstance> CreateGpuInstance(uint32_t gpu, uint32_t profile_id,
+                                        protocol::MigPlacement placement) override;
+  Result<MigInstance> CreateComputeInstance(uint32_t gpu, uint32_t gpu_instance_id) override;
+  Status DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) override;
+
  private:
   struct Api;
+  struct MigApi;
   Status Load();
+  Result<nvmlDevice_st*> Handle(uint32_t gpu);
+  Result<MigApi*> Mig();
+  Result<MigInstance> Describe(nvmlDevice_st* dev, uint32_t gpu, nvmlGpuInstance_st* gi);
   NvmlOptions options_;
   std::unique_ptr<Api> api_;
 };
