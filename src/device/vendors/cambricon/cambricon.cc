@@ -217,6 +217,18 @@ FitResult CambriconDevice::Fit(const std::vector<const DeviceUsage*>& candidates
   return r;
 }
 
+Result<std::string> DsmluLock(const NodeView& node, SystemTime now, const Zone& zone) {
+  const std::string* held = FindValue(node.annotations, kDsmluLockKey);
+  if (!held) return FormatRfc3339(now, zone);
+  auto since = ParseRfc3339(*held);
+  if (!since) {
+    return Error{"node " + Quote(node.name) + ": annotation " + std::string(kDsmluLockKey) +
+                 ": want an RFC 3339 time, got " + Quote(*held)};
+  }
+  if (now - since->instant > kDsmluLockExpiry) return FormatRfc3339(now, zone);
+  return Error{"node " + node.name + " has been locked within 2 minutes"};
+}
+
 StringMap CambriconDevice::AllocationAnnotations(const AllocationContext& context,
                                                  const protocol::PodDevices& devices) const {
   StringMap out = Device::AllocationAnnotations(context, devices);

@@ -14,8 +14,10 @@
 #ifndef HAMI_DEVICE_VENDORS_CAMBRICON_CAMBRICON_H_
 #define HAMI_DEVICE_VENDORS_CAMBRICON_CAMBRICON_H_
 
+#include <chrono>
 #include <string_view>
 
+#include "common/time_format.h"
 #include "device/config.h"
 #include "device/device.h"
 
@@ -52,6 +54,19 @@ std::string EncodeDsmluProfile(const DsmluProfile& profile);
 // Three '_'-separated whole non-negative numbers (index int64, cores and units int32); anything
 // else is an error naming CAMBRICON_DSMLU_PROFILE and quoting the value.
 Result<DsmluProfile> DecodeDsmluProfile(std::string_view value);
+
+// HAMi's Cambricon node lock (LockNode/ReleaseNodeLock): a bind of a pod that asks for MLUs
+// writes the node annotation cambricon.com/dsmlu.lock = the bind's time (RFC 3339, whole
+// seconds); a lock younger than two minutes refuses the bind; an older one is taken over. The
+// Cambricon device plugin deletes the annotation once it has served the pod.
+inline constexpr std::string_view kDsmluLockKey = "cambricon.com/dsmlu.lock";
+inline constexpr std::chrono::minutes kDsmluLockExpiry{2};
+
+// The value to write on the node (the lock taken, fresh or over an expired one), or why the bind
+// must fail: "node <name> has been locked within 2 minutes" (HAMi's words), or a lock value
+// that is not RFC 3339 (HAMi fails the bind on it too), naming the key and quoting the value.
+// `zone`: the zone the value is written in (HAMi writes Go's time.Local).
+Result<std::string> DsmluLock(const NodeView& node, SystemTime now, const Zone& zone);
 
 class CambriconDevice : public Device {
  public:
