@@ -29,7 +29,8 @@ std::string_view RegisterFormatName(RegisterFormat format);  // "json", "legacy-
 // NVIDIA entry of the table below is built from them.
 inline constexpr std::string_view kNvidiaVendorKey = "NVIDIA";
 inline constexpr std::string_view kNvidiaCountResource = "nvidia.com/gpu";
-// The CDI device kind the NVIDIA container toolkit names GPUs and MIG devices with ("<kind>=<UUID>").
+// The CDI device kind the NVIDIA container toolkit names GPUs and MIG devices with
+// ("<kind>=<UUID>").
 inline constexpr std::string_view kNvidiaCdiKind = "nvidia.com/gpu";
 inline constexpr std::string_view kNvidiaMemoryResource = "nvidia.com/gpumem";
 inline constexpr std::string_view kNvidiaMemoryPercentageResource = "nvidia.com/gpumem-percentage";
