@@ -35,8 +35,32 @@ sorted_citations() {
   citations "$1" | sort -u
 }
 
+# GitHub's anchor of a Markdown heading line: "## NVIDIA's fit" -> "nvidias-fit".
+slug() {
+  sed -E 's/^#+[ \t]*//' | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9 _-]//g; s/ /-/g'
+}
+
+# Prints "<file>:<line>: <citation>" for every docs/<page>.md[#anchor] cited under <root>/src whose
+# page or heading does not exist.
+dangling() {
+  local root=$1 where cite page anchor
+  (cd "$root" && grep -rnoE 'docs/[A-Za-z0-9_/.-]+\.md(#[a-z0-9_-]+)?' src || true) |
+    while IFS= read -r hit; do
+      where=${hit%:*}
+      cite=${hit##*:}
+      page=${cite%%#*}
+      anchor=""
+      [[ $cite == *"#"* ]] && anchor=${cite#*#}
+      if [[ ! -f "$root/$page" ]]; then
+        echo "$where: $cite (no such page)"
+      elif [[ -n $anchor ]] && ! grep -E '^#+ ' "$root/$page" | slug | grep -qxF -- "$anchor"; then
+        echo "$where: $cite (no such heading)"
+      fi
+    done
+}
+
 check() {
-  local root=$1 found
+  local root=$1 found missing
   if [[ ! -d "$root/src" ]]; then
     echo "no_outside_citations: $root/src is not a directory" >&2
     return 2
@@ -46,6 +70,12 @@ check() {
     echo "src/ cites documents outside the repository; cite docs/ instead" \
       "(docs/protocol.md, docs/ARCHITECTURE.md):" >&2
     echo "$found" >&2
+    return 1
+  fi
+  missing=$(dangling "$root")
+  if [[ -n "$missing" ]]; then
+    echo "src/ cites docs/ pages or headings that do not exist:" >&2
+    echo "$missing" >&2
     return 1
   fi
   return 0
@@ -80,11 +110,31 @@ self_test() {
       failures=$((failures + 1))
     fi
   done
-  rm -rf "$tmp/tree" && mkdir -p "$tmp/tree/src/m"
+  local -a dangling_cites=(
+    '// (docs/nowhere.md)'
+    '// (docs/protocol.md#no-such-section)'
+  )
+  for line in "${dangling_cites[@]}"; do
+    rm -rf "$tmp/tree" && mkdir -p "$tmp/tree/src/m" "$tmp/tree/docs"
+    printf '%s\n' '# Wire formats' "## NVIDIA's fit" >"$tmp/tree/docs/protocol.md"
+    printf '%s\n' "$line" >"$tmp/tree/src/m/a.cc"
+    if check "$tmp/tree" 2>/dev/null; then
+      echo "self-test: dangling citation not caught: $line" >&2
+      failures=$((failures + 1))
+    fi
+  done
+  rm -rf "$tmp/tree" && mkdir -p "$tmp/tree/src/m" "$tmp/tree/docs"
+  printf '%s\n' '# Wire formats' "## NVIDIA's fit" '## Device lists on pods' >"$tmp/tree/docs/protocol.md"
+  printf '%s\n' '# Architecture' '## Decisions' >"$tmp/tree/docs/ARCHITECTURE.md"
+  printf '%s\n' '# MIG' >"$tmp/tree/docs/MIG.md"
+  printf '%s\n' '# vgpu' >"$tmp/tree/docs/vgpu.md"
+  printf '%s\n' '# apiserver' >"$tmp/tree/docs/SIM_APISERVER.md"
+  mkdir -p "$tmp/tree/docs/vendors" && printf '%s\n' '# ascend' >"$tmp/tree/docs/vendors/ascend.md"
   printf '%s\n' \
+    '// Pod device annotations (docs/protocol.md#device-lists-on-pods; docs/protocol.md#nvidias-fit).' \
     '// Pod device annotations (docs/protocol.md, "Device lists on pods").' \
     '// The environment libvgpu reads (docs/vgpu.md, "Environment").' \
-    '// The incremental usage index (docs/ARCHITECTURE.md, decision 3).' \
+    '// The incremental usage index (docs/ARCHITECTURE.md#decisions, 3).' \
     '// HAMi v2.10 pkg/util/nodelock/nodelock.go; docs/MIG.md; docs/vendors/ascend.md' \
     '// a seedless run; deploy_md = 1; see docs/SIM_APISERVER.md' \
     '    if (line.empty()) return true;  // RFC 9112 §2.2: ignore empty lines' >"$tmp/tree/src/m/a.cc"
@@ -96,7 +146,8 @@ self_test() {
     echo "self-test: $failures failure(s)" >&2
     return 1
   fi
-  echo "self-test: ${#bad[@]} planted citations caught, clean tree passes"
+  echo "self-test: ${#bad[@]} outside and ${#dangling_cites[@]} dangling citations caught," \
+    "clean tree passes"
 }
 
 case "${1:-}" in
