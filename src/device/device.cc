@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <exception>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -229,14 +230,11 @@ Result<NodeUsage> NodeUsageFromView(const Registry& registry, const NodeView& vi
   if (auto it = node_annotations.find(protocol::kDeviceCordonKey); it != node_annotations.end()) {
     node.cordoned = ParseCordon(it->second);
   }
-  if (auto it = node_annotations.find(protocol::kNodeNvidiaScoreKey);
-      it != node_annotations.end()) {
-    auto scores = protocol::DecodePairScores(it->second);
-    if (!scores) {
-      return Error{"node " + Quote(node_name) + ": annotation " +
-                   std::string(protocol::kNodeNvidiaScoreKey) + ": " + scores.error()};
-    }
-    node.pair_scores = std::move(*scores);
+  for (const Device* device : registry.All()) {
+    auto scores = device->NodePairScores(view);
+    if (!scores) return Error{"node " + Quote(node_name) + ": " + scores.error()};
+    node.pair_scores.insert(node.pair_scores.end(), std::make_move_iterator(scores->begin()),
+                            std::make_move_iterator(scores->end()));
   }
   return node;
 }

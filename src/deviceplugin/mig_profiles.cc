@@ -58,9 +58,9 @@ int32_t GpuInstanceProfileId(std::string_view profile_name) {
   return -1;
 }
 
-std::vector<MigProfileCapacity> MigProfilesFor(const std::vector<device::MigAllowlistEntry>& allow,
-                                               std::string_view model,
-                                               const std::vector<GpuInstanceProfile>& offered) {
+std::vector<MigProfileCapacity> MigProfilesFor(
+    const std::vector<device::nvidia::MigAllowlistEntry>& allow, std::string_view model,
+    const std::vector<GpuInstanceProfile>& offered) {
   std::vector<MigProfileCapacity> out;
   uint32_t full_sms = 0;
   for (const auto& p : offered) full_sms = std::max(full_sms, p.multiprocessors);

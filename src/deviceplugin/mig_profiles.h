@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "device/config.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/mig_driver.h"
 #include "protocol/node_register.h"
@@ -25,9 +25,9 @@ int32_t GpuInstanceProfileId(std::string_view profile_name);
 // named as in the allowlist, with NVML's memory, slice count, instance count and placements;
 // `core` = ceil(SMs x 100 / the largest profile's SMs). Allowlisted names the GPU does not offer
 // are left out; no matching entry gives no profiles (the GPU is then not registered in MIG mode).
-std::vector<MigProfileCapacity> MigProfilesFor(const std::vector<device::MigAllowlistEntry>& allow,
-                                               std::string_view model,
-                                               const std::vector<GpuInstanceProfile>& offered);
+std::vector<MigProfileCapacity> MigProfilesFor(
+    const std::vector<device::nvidia::MigAllowlistEntry>& allow, std::string_view model,
+    const std::vector<GpuInstanceProfile>& offered);
 
 // The GPU instance profiles of a simulated GPU (hami-sim and the fake libnvidia-ml): NVIDIA's
 // geometry for the model (A30: 4 slices; A100, H100, H200, B200, GH200, H20: 7 slices), with the

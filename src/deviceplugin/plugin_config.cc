@@ -5,13 +5,16 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "device/config.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 
 namespace hami::deviceplugin {
 Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginConfig base) {
   auto loaded = device::LoadDeviceConfig(yaml_text);
   if (!loaded) return Error{"device config: " + loaded.error()};
-  if (!loaded->has_nvidia) return base;
-  const device::NvidiaConfig& nv = loaded->nvidia;
+  if (!device::nvidia::HasNvidiaSection(*loaded)) return base;
+  auto parsed = device::nvidia::NvidiaConfigOf(*loaded);
+  if (!parsed) return Error{"device config: " + parsed.error()};
+  const device::nvidia::NvidiaConfig& nv = *parsed;
   PluginConfig c = std::move(base);
   c.resource_name = nv.resource_count_name;
   c.device_split_count = nv.device_split_count;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "device/config.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
@@ -34,8 +34,8 @@ struct PluginConfig {
   std::vector<std::string> filter_uuids{};   // GPUs hidden from the plugin
   std::vector<uint64_t> filter_indices{};
   // nvidia.migProfileAllowlist: the profiles a model may be split into in MIG mode.
-  std::vector<device::MigAllowlistEntry> mig_profile_allowlist =
-      device::DefaultDeviceConfig().nvidia.mig_profile_allowlist;
+  std::vector<device::nvidia::MigAllowlistEntry> mig_profile_allowlist =
+      device::nvidia::DefaultMigProfileAllowlist();
   bool operator==(const PluginConfig&) const = default;
 };
 

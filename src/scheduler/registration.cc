@@ -39,19 +39,6 @@ int64_t AllocatableCount(const json& node, const std::string& resource) {
 
 }  // namespace
 
-Health CheckNvidiaHealth(NvidiaSeen& seen, int64_t allocatable, std::string_view register_value,
-                         Health handshake) {
-  const int64_t last = seen.count;
-  const bool register_changed = seen.register_value != register_value;
-  seen.count = allocatable;
-  seen.register_value = std::string(register_value);
-  if (allocatable == 0 && last == 0) return handshake;
-  if (allocatable == 0) return Health{false, false};
-  if (allocatable != last) return Health{true, true};
-  if (register_changed) return Health{handshake.healthy, true};
-  return handshake;
-}
-
 Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool cached) {
   const std::string name = k8s::Name(node);
   const std::string& key = dev.Info().handshake_key;
@@ -69,11 +56,6 @@ Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool
       HAMI_WARN("node {}: handshake: {}", name.c_str(), r.error().ToString().c_str());
       health.need_update = false;
     }
-  }
-  if (dev.VendorKey() == "NVIDIA") {
-    std::string reg = k8s::Annotation(node, dev.Info().register_key).value_or("");
-    std::lock_guard<std::mutex> lock(mu_);
-    health = CheckNvidiaHealth(nvidia_seen_[name], allocatable, reg, health);
   }
   if (!health.healthy && cached) {
     // Cleanup (v2.10): delete the handshake key; the caller takes the devices out.
@@ -135,8 +117,7 @@ bool Registrar::RegisterNode(const json& node) {
 
 void Registrar::ForgetNode(const std::string& name) {
   index_.RemoveNode(name);
-  std::lock_guard<std::mutex> lock(mu_);
-  nvidia_seen_.erase(name);
+  for (const device::Device* dev : registry_.All()) dev->ForgetNode(name);
 }
 
 Result<size_t> Registrar::RunOnce() {

@@ -2,11 +2,12 @@
 // handshake key, a health verdict (healthy, need_update). The generic handshake
 // (protocol::CheckHandshake) writes Requesting_<now> when no Requesting value is pending, allows
 // 60 s for an answer and tolerates an expired Requesting while the node still has allocatable
-// devices; NVIDIA wraps it with the allocatable-count and register-string checks
-// (CheckNvidiaHealth). Unhealthy and cached: the handshake key is deleted and the vendor's devices
-// leave scheduling. Healthy without need_update: the cached devices stay as they are (a node not
-// cached yet is not added). Otherwise the freshly parsed devices are stored. A register
-// annotation that does not decode skips the node with a warning Event. The clock is injected.
+// devices; each backend may refine that verdict (device::Device::CheckHealth, e.g. NVIDIA's
+// allocatable-count and register-string checks). Unhealthy and cached: the handshake key is deleted
+// and the vendor's devices leave scheduling. Healthy without need_update: the cached devices stay
+// as they are (a node not cached yet is not added). Otherwise the freshly parsed devices are
+// stored. A register annotation that does not decode skips the node with a warning Event. The clock
+// is injected.
 //
 // Also the pod side of the usage index: OnPod/OnPodDeleted keep the index equal to the allocated
 // annotations of live pods (a pod leaves on Succeeded, Failed or deletion).
@@ -39,22 +40,6 @@ struct Health {
   bool need_update = false;
   bool operator==(const Health&) const = default;
 };
-
-// What the pass remembers per node for NVIDIA between passes.
-struct NvidiaSeen {
-  int64_t count = 0;           // allocatable nvidia.com/gpu
-  std::string register_value;  // hami.io/node-nvidia-register
-};
-
-// NVIDIA's wrapper around the generic `handshake` verdict, as a pure function; records
-// `allocatable` and `register_value` in `seen`:
-//   allocatable 0, last 0       -> handshake
-//   allocatable 0, last > 0     -> unhealthy, no update (the plugin left)
-//   allocatable != last         -> healthy, update
-//   register string changed     -> handshake's health, update
-//   otherwise                   -> handshake
-Health CheckNvidiaHealth(NvidiaSeen& seen, int64_t allocatable, std::string_view register_value,
-                         Health handshake);
 
 struct RegistrationOptions {
   std::string node_label_selector{};  // --node-label-selector ("k=v,k2=v2")
@@ -95,7 +80,6 @@ class Registrar {
   Health CheckBackend(const device::Device& dev, const nlohmann::json& node, bool cached);
 
   mutable std::mutex mu_;
-  std::map<std::string, NvidiaSeen> nvidia_seen_;  // by node name
   std::set<std::string> pod_keys_;
 };
 

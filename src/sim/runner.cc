@@ -18,6 +18,7 @@
 #include "common/strings.h"
 #include "device/device.h"
 #include "device/policy.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "k8s/base64.h"
 #include "k8s/client.h"
 #include "k8s/leader_election.h"
@@ -204,6 +205,9 @@ class Runner::Impl {
   const RunOptions options_;
   // The backends of the scenario's device config: vendor nodes' plugins and the report read them.
   const device::Registry registry_ = device::MakeRegistry(scenario_.device_config);
+  // The nvidia section (split count, scalings) the simulated NVIDIA plugins register with.
+  const device::nvidia::NvidiaConfig nvidia_ =
+      device::nvidia::NvidiaSectionOrDefaults(scenario_.device_config);
   std::vector<ExpandedNode> nodes_;
   std::vector<PlannedPod> planned_;
   std::vector<PodObservation> observed_;  // by planned_ index; each written by one creator
@@ -338,9 +342,9 @@ Report Runner::Impl::SetupFailedReport(const std::string& error) {
   ReportInput in;
   in.scenario_name = scenario_.name;
   SetReportNodes(&in);
-  in.split_count = scenario_.device_config.nvidia.device_split_count;
-  in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
-  in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
+  in.split_count = nvidia_.device_split_count;
+  in.memory_scaling = nvidia_.device_memory_scaling;
+  in.core_scaling = nvidia_.device_core_scaling;
   for (PodObservation o : observed_) {
     o.message = "the cluster did not come up: " + error;
     in.pods.push_back(std::move(o));
@@ -430,8 +434,8 @@ void Runner::Impl::SetReportNodes(ReportInput* in) const {
   for (ExpandedNode& n : in->nodes) {
     const device::Device* dev = n.vendor.empty() ? nullptr : registry_.Find(n.vendor);
     if (!dev) continue;
-    const device::NodeRegistration reg = dev->EncodeNodeRegistration(
-        VendorDeviceInfos(n.gpus, scenario_.device_config.nvidia.device_split_count));
+    const device::NodeRegistration reg =
+        dev->EncodeNodeRegistration(VendorDeviceInfos(n.gpus, nvidia_.device_split_count));
     device::NodeView view;
     view.name = n.name;
     view.annotations = reg.annotations;
@@ -672,9 +676,9 @@ Result<Report> Runner::Impl::Run() {
 
   in.scenario_name = scenario_.name;
   SetReportNodes(&in);
-  in.split_count = scenario_.device_config.nvidia.device_split_count;
-  in.memory_scaling = scenario_.device_config.nvidia.device_memory_scaling;
-  in.core_scaling = scenario_.device_config.nvidia.device_core_scaling;
+  in.split_count = nvidia_.device_split_count;
+  in.memory_scaling = nvidia_.device_memory_scaling;
+  in.core_scaling = nvidia_.device_core_scaling;
   Observe(settled_at, timed_out, &in);
   MeasureMemory(&in);
   if (options_.manifests) {

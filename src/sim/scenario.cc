@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/strings.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "device/yaml_error.h"
 #include "deviceplugin/mig_profiles.h"
 #include "k8s/client_flags.h"
@@ -431,9 +432,11 @@ Status ParseList(const YAML::Node& node, const std::string& path, F parse, std::
 // its model, with the simulated geometry's capacity (deviceplugin/mig_profiles.h).
 std::vector<deviceplugin::MigProfileCapacity> SimulatedMigProfiles(const Scenario& scenario,
                                                                    const GpuGroup& group) {
-  const std::vector<device::MigAllowlistEntry> own = {{{group.model}, group.mig_profiles}};
+  const std::vector<device::nvidia::MigAllowlistEntry> own = {{{group.model}, group.mig_profiles}};
   return deviceplugin::MigProfilesFor(
-      group.mig_profiles.empty() ? scenario.device_config.nvidia.mig_profile_allowlist : own,
+      group.mig_profiles.empty()
+          ? device::nvidia::NvidiaSectionOrDefaults(scenario.device_config).mig_profile_allowlist
+          : own,
       group.model, deviceplugin::SimulatedGpuInstanceProfiles(group.model, group.memory_mib));
 }
 

@@ -10,6 +10,7 @@
 
 #include "device/config.h"
 #include "device/device.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "render.h"
 
 namespace hami::chart_test {
@@ -19,12 +20,30 @@ TEST_F(ChartTest, DeviceConfigLoadsAndEqualsTheBuiltInDefaults) {
   const Rendered r = RenderChecked();
   auto config = device::LoadDeviceConfig(r.DeviceConfigYaml());
   ASSERT_TRUE(config.ok()) << config.error();
-  // The chart's defaults are the binaries' built-in defaults (both are HAMi's).
-  EXPECT_EQ(config->nvidia, device::DefaultDeviceConfig().nvidia);
-  for (const char* section :
-       {"cambricon", "hygon", "metax", "enflame", "mthreads", "kunlun", "awsneuron", "amd",
-        "vastai", "biren", "iluvatars[0]", "vnpus", "vnpus.configs[6]"}) {
-    EXPECT_TRUE(config->others.count(section)) << section;
+  // The chart's defaults are the binaries' built-in defaults (both are HAMi's): the same sections
+  // (every registered vendor's), and each vendor's backends equal, resource names and keys
+  // included.
+  const device::DeviceConfig builtin = device::DefaultDeviceConfig();
+  EXPECT_EQ(device::nvidia::NvidiaSectionOrDefaults(*config), device::nvidia::NvidiaConfig{});
+  std::vector<std::string> chart_sections, builtin_sections;
+  for (const auto& [name, text] : config->sections) chart_sections.push_back(name);
+  for (const auto& [name, text] : builtin.sections) builtin_sections.push_back(name);
+  EXPECT_EQ(chart_sections, builtin_sections);
+  const device::Registry from_chart = device::MakeRegistry(*config);
+  const device::Registry from_builtin = device::MakeRegistry(builtin);
+  ASSERT_EQ(from_chart.All().size(), from_builtin.All().size());
+  for (const device::Device* dev : from_builtin.All()) {
+    const device::Device* chart_dev = from_chart.Find(dev->VendorKey());
+    ASSERT_NE(chart_dev, nullptr) << dev->VendorKey();
+    const protocol::VendorInfo& a = chart_dev->Info();
+    const protocol::VendorInfo& b = dev->Info();
+    EXPECT_EQ(a.count_resource, b.count_resource) << dev->VendorKey();
+    EXPECT_EQ(a.memory_resource, b.memory_resource) << dev->VendorKey();
+    EXPECT_EQ(a.memory_percentage_resource, b.memory_percentage_resource) << dev->VendorKey();
+    EXPECT_EQ(a.core_resource, b.core_resource) << dev->VendorKey();
+    EXPECT_EQ(a.register_key, b.register_key) << dev->VendorKey();
+    EXPECT_EQ(a.allocated_key, b.allocated_key) << dev->VendorKey();
+    EXPECT_EQ(chart_dev->MemoryFactor(), dev->MemoryFactor()) << dev->VendorKey();
   }
   // A vendor is active when its section is present: the chart's default makes every backend
   // HAMi v2.10 ships active (issue 15), Ascend and Iluvatar once per chip.
@@ -42,11 +61,12 @@ TEST_F(ChartTest, DeviceConfigLoadsAndEqualsTheBuiltInDefaults) {
       "--set devicePlugin.runtimeClassName=nvidia");
   auto c = device::LoadDeviceConfig(over.DeviceConfigYaml());
   ASSERT_TRUE(c.ok()) << c.error();
-  EXPECT_EQ(c->nvidia.device_split_count, 3);
-  EXPECT_DOUBLE_EQ(c->nvidia.device_memory_scaling, 1.5);
-  EXPECT_EQ(c->nvidia.resource_count_name, "example.com/vgpu");
-  EXPECT_EQ(c->nvidia.gpu_core_policy, "force");
-  EXPECT_EQ(c->nvidia.runtime_class_name, "nvidia");
+  const device::nvidia::NvidiaConfig nv = device::nvidia::NvidiaSectionOrDefaults(*c);
+  EXPECT_EQ(nv.device_split_count, 3);
+  EXPECT_DOUBLE_EQ(nv.device_memory_scaling, 1.5);
+  EXPECT_EQ(nv.resource_count_name, "example.com/vgpu");
+  EXPECT_EQ(nv.gpu_core_policy, "force");
+  EXPECT_EQ(nv.runtime_class_name, "nvidia");
   EXPECT_EQ(
       over.Get("DaemonSet", "hami-device-plugin")["spec"]["template"]["spec"]["runtimeClassName"]
           .as<std::string>(),
@@ -57,13 +77,13 @@ TEST_F(ChartTest, DeviceConfigLoadsAndEqualsTheBuiltInDefaults) {
       RenderChecked("--set-string 'device-config.content=nvidia:\n  deviceSplitCount: 7\n'");
   auto d = device::LoadDeviceConfig(content.DeviceConfigYaml());
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_EQ(d->nvidia.device_split_count, 7);
-  EXPECT_TRUE(d->others.empty());
+  EXPECT_EQ(device::nvidia::NvidiaSectionOrDefaults(*d).device_split_count, 7);
+  EXPECT_EQ(d->sections.size(), 1u);
 
   const Rendered hami = RenderChecked(std::string("-f ") + kHamiValues);
   auto h = device::LoadDeviceConfig(hami.DeviceConfigYaml());
   ASSERT_TRUE(h.ok()) << h.error();
-  EXPECT_EQ(h->nvidia, device::DefaultDeviceConfig().nvidia);
+  EXPECT_EQ(device::nvidia::NvidiaSectionOrDefaults(*h), device::nvidia::NvidiaConfig{});
 }
 
 TEST_F(ChartTest, DaemonSetMountsWhatThePluginNeeds) {

@@ -42,8 +42,8 @@ TEST(MigProfiles, SimulatedA100Geometry) {
 
 TEST(MigProfiles, AllowlistPicksNamesAndNvmlCapacity) {
   auto gi = SimulatedGpuInstanceProfiles("NVIDIA A100-SXM4-40GB", 40960);
-  auto profiles = MigProfilesFor(device::DefaultDeviceConfig().nvidia.mig_profile_allowlist,
-                                 "NVIDIA A100-SXM4-40GB", gi);
+  auto profiles =
+      MigProfilesFor(device::nvidia::DefaultMigProfileAllowlist(), "NVIDIA A100-SXM4-40GB", gi);
   ASSERT_EQ(profiles.size(), 4u);  // 1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb (4g is not allowlisted)
   EXPECT_EQ(profiles[0].profile.name, "1g.5gb");
   EXPECT_EQ(profiles[0].profile.core, 15);  // ceil(14 x 100 / 98)
@@ -52,8 +52,8 @@ TEST(MigProfiles, AllowlistPicksNamesAndNvmlCapacity) {
   EXPECT_EQ(profiles[3].profile.core, 100);
   EXPECT_EQ(profiles[3].instance_count, 1u);
   // First matching entry only; names the GPU does not offer are left out; no entry, nothing.
-  std::vector<device::MigAllowlistEntry> allow = {{{"A100"}, {"1g.5gb", "5g.30gb"}},
-                                                  {{"A100"}, {"7g.40gb"}}};
+  std::vector<device::nvidia::MigAllowlistEntry> allow = {{{"A100"}, {"1g.5gb", "5g.30gb"}},
+                                                          {{"A100"}, {"7g.40gb"}}};
   profiles = MigProfilesFor(allow, "NVIDIA A100-SXM4-40GB", gi);
   ASSERT_EQ(profiles.size(), 1u);
   EXPECT_EQ(profiles[0].profile.name, "1g.5gb");
@@ -67,7 +67,8 @@ TEST(MigRegister, RegisterJsonIsByteExact) {
   c.device_memory_scaling = 2;  // ignored in MIG mode
   c.device_core_scaling = 3;    // ignored in MIG mode
   GpuDevice gpu{0, "GPU-a", "NVIDIA A100-SXM4-40GB", 40960, 0, true};
-  std::vector<device::MigAllowlistEntry> allow = {{{"A100-SXM4-40GB"}, {"1g.5gb", "3g.20gb"}}};
+  std::vector<device::nvidia::MigAllowlistEntry> allow = {
+      {{"A100-SXM4-40GB"}, {"1g.5gb", "3g.20gb"}}};
   gpu.mig_profiles =
       MigProfilesFor(allow, gpu.model, SimulatedGpuInstanceProfiles(gpu.model, gpu.memory_mib));
   GpuDevice plain{1, "GPU-b", "Tesla V100-PCIE-32GB", 32768, 0, true};  // no profiles: skipped
@@ -101,7 +102,7 @@ TEST(MigRegister, NodeConfigSelectsMigAndYamlCarriesTheAllowlist) {
       PluginConfig{});
   ASSERT_TRUE(y) << y.error();
   EXPECT_EQ(y->mig_profile_allowlist,
-            (std::vector<device::MigAllowlistEntry>{{{"X1"}, {"1g.1gb"}}}));
+            (std::vector<device::nvidia::MigAllowlistEntry>{{{"X1"}, {"1g.1gb"}}}));
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
-// NVIDIA health (docs/protocol.md#node-registration-and-the-handshake) as a table over the pure
-// CheckNvidiaHealth, then the registration pass against the sim apiserver: a changed inventory
-// string re-registers the node, an unchanged healthy node keeps its cached devices, cleanup only
-// touches cached nodes.
+// The registration pass against the sim apiserver: a changed inventory string re-registers the
+// node (NVIDIA's CheckHealth, whose rules tests/device/vendors/nvidia/nvidia_node_test.cc pins),
+// an unchanged healthy node keeps its cached devices, cleanup only touches cached nodes.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -21,39 +20,6 @@ namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
-
-struct NvidiaHealthCase {
-  const char* name;
-  NvidiaSeen seen;
-  int64_t allocatable;
-  const char* register_value;
-  Health handshake;
-  Health want;
-};
-
-TEST(NvidiaHealthTest, Vector21AndTheCountRules) {
-  const Health pending{true, false};   // a Requesting value is pending
-  const Health requested{true, true};  // the pass wrote Requesting_<now>
-  const Health expired{false, false};  // expired Requesting, nothing allocatable
-  const std::vector<NvidiaHealthCase> cases = {
-      {"allocatable 0, never seen, handshake pending", {0, ""}, 0, "R", pending, {true, false}},
-      {"count unchanged, register changed", {2, "R1"}, 2, "R2", pending, {true, true}},
-      {"unchanged", {2, "R"}, 2, "R", pending, {true, false}},
-      {"unchanged, handshake written", {2, "R"}, 2, "R", requested, {true, true}},
-      {"count dropped to 0", {2, "R"}, 0, "R", pending, {false, false}},
-      {"count changed", {2, "R"}, 4, "R", pending, {true, true}},
-      {"first count seen", {0, ""}, 2, "R", pending, {true, true}},
-      {"0 and 0 follows an expired handshake", {0, "R"}, 0, "R", expired, {false, false}},
-      {"register changed keeps the handshake's health", {2, "R1"}, 2, "R2", expired, {false, true}},
-  };
-  for (const NvidiaHealthCase& c : cases) {
-    NvidiaSeen seen = c.seen;
-    EXPECT_EQ(CheckNvidiaHealth(seen, c.allocatable, c.register_value, c.handshake), c.want)
-        << c.name;
-    EXPECT_EQ(seen.count, c.allocatable) << c.name;
-    EXPECT_EQ(seen.register_value, c.register_value) << c.name;
-  }
-}
 
 constexpr const char* kTwoGpus =
     R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true},{"id":"GPU-b","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100","health":true}])";

@@ -44,7 +44,8 @@ device::DeviceConfig AllVendors() {
 }
 
 TEST(WebhookVendorsTest, AnNvidiaPodGetsTheSameReplyWithEveryVendorActive) {
-  const device::Registry nvidia_only = device::MakeRegistry(device::DefaultDeviceConfig());
+  const device::Registry nvidia_only =
+      device::MakeRegistry(*device::LoadDeviceConfig("nvidia: {}\n"));
   const device::Registry all = device::MakeRegistry(AllVendors());
   ASSERT_GT(all.All().size(), 10u);
   const WebhookOptions options{"hami-scheduler", true};

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "device/vendors/nvidia/nvidia_config.h"
+
 namespace hami::sim {
 namespace {
 
@@ -58,8 +60,9 @@ TEST(ScenarioTest, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(s->fault_error_rate, 0.05);
   EXPECT_EQ(s->fault_latency, std::chrono::milliseconds(1));
   EXPECT_EQ(s->fault_drop_watch_every, 7);
-  EXPECT_EQ(s->device_config.nvidia.device_split_count, 4);
-  EXPECT_DOUBLE_EQ(s->device_config.nvidia.device_memory_scaling, 2.0);
+  EXPECT_EQ(device::nvidia::NvidiaSectionOrDefaults(s->device_config).device_split_count, 4);
+  EXPECT_DOUBLE_EQ(device::nvidia::NvidiaSectionOrDefaults(s->device_config).device_memory_scaling,
+                   2.0);
   auto plugin = PluginConfigFor(*s);
   ASSERT_TRUE(plugin.ok()) << plugin.error();
   EXPECT_EQ(plugin->device_split_count, 4);
@@ -121,7 +124,7 @@ workloads: [{name: p, containers: [{name: c}]}]
   EXPECT_EQ(s->pod_max_backoff, std::chrono::milliseconds(10000));
   EXPECT_EQ(s->node_scheduler_policy, "binpack");
   EXPECT_EQ(s->gpu_scheduler_policy, "spread");
-  EXPECT_EQ(s->device_config.nvidia.device_split_count, 10);
+  EXPECT_EQ(device::nvidia::NvidiaSectionOrDefaults(s->device_config).device_split_count, 10);
   EXPECT_TRUE(s->device_config_yaml.empty());
   EXPECT_EQ(s->workloads[0].replicas, 1);
   EXPECT_EQ(ExpandPods(*s)[0].name, "p");

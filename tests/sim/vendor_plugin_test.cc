@@ -189,7 +189,8 @@ TEST(ScenarioVendor, RejectsAnInactiveOrMixedVendor) {
     const char* error;
   };
   const Case cases[] = {
-      {"nodes:\n  - name: a\n    gpus:\n      - {model: Z, memory: 1, vendor: DCU}\n",
+      {"deviceConfig: {nvidia: {}}\nnodes:\n  - name: a\n    gpus:\n"
+       "      - {model: Z, memory: 1, vendor: DCU}\n",
        "nodes[0].gpus[0].vendor: want the vendor key of a backend whose section is in "
        "deviceConfig (active: NVIDIA), got \"DCU\""},
       {"deviceConfig: {nvidia: {}, hygon: {}}\nnodes:\n  - name: a\n    gpus:\n"

@@ -56,9 +56,17 @@ Result<IluvatarConfig> ParseEntry(const YAML::Node& entry, const std::string& pa
 
 }  // namespace
 
-Result<std::vector<IluvatarConfig>> ParseIluvatarConfigs(const YAML::Node& section) {
+std::vector<IluvatarConfig> DefaultIluvatarConfigs() {
   std::vector<IluvatarConfig> out;
-  if (!section || section.IsNull()) return out;
+  for (const char* chip : {"MR-V100", "MR-V50", "BI-V150", "BI-V100"}) {
+    out.push_back(IluvatarConfig{.common_word = chip, .chip_name = chip});
+  }
+  return out;
+}
+
+Result<std::vector<IluvatarConfig>> ParseIluvatarConfigs(const YAML::Node& section) {
+  if (!section || section.IsNull()) return DefaultIluvatarConfigs();
+  std::vector<IluvatarConfig> out;
   if (!section.IsSequence()) return FieldError(std::string(kSection), "a list", Describe(section));
   std::set<std::string> words;
   for (size_t i = 0; i < section.size(); ++i) {

@@ -35,9 +35,14 @@ struct IluvatarConfig {
   bool operator==(const IluvatarConfig&) const = default;
 };
 
-// Reads the `iluvatars` list (null = no entry). Each entry is a map with commonWord (required,
-// non-empty), chipName and the three resource names (default from the common word); unknown
-// keys are ignored. Errors name "iluvatars[<i>].<key>"; a common word listed twice is an error.
+// The chart's list (charts/hami/templates/scheduler/device-configmap.yaml): MR-V100, MR-V50,
+// BI-V150 and BI-V100, each its own chip name, with the default resource names.
+std::vector<IluvatarConfig> DefaultIluvatarConfigs();
+
+// Reads the `iluvatars` list (null = the chart's, DefaultIluvatarConfigs; [] = none). Each entry is
+// a map with commonWord (required, non-empty), chipName and the three resource names (default from
+// the common word); unknown keys are ignored. Errors name "iluvatars[<i>].<key>"; a common word
+// listed twice is an error.
 Result<std::vector<IluvatarConfig>> ParseIluvatarConfigs(const YAML::Node& section);
 
 class IluvatarDevice : public Device {

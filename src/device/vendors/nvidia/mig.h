@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "device/config.h"
 #include "device/usage.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "protocol/node_register.h"
 #include "protocol/pod_devices.h"
 

@@ -5,17 +5,37 @@
 #ifndef HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 #define HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "device/config.h"
 #include "device/device.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 
 namespace hami::device::nvidia {
 
 inline constexpr std::string_view kVendorKey = "NVIDIA";
+
+// What the NVIDIA health rule remembers of a node between registration passes (HAMi's
+// ReportedGPUNum and ReportedRegisterAnnos).
+struct NodeSeen {
+  int64_t count = 0;           // allocatable count resource (nvidia.com/gpu)
+  std::string register_value;  // hami.io/node-nvidia-register
+  bool operator==(const NodeSeen&) const = default;
+};
+
+// HAMi's NVIDIA CheckHealth around the generic `handshake` verdict, as a pure function; records
+// `allocatable` and `register_value` in `seen`:
+//   allocatable 0, last 0       -> handshake
+//   allocatable 0, last > 0     -> unhealthy, no update (the plugin left)
+//   allocatable != last         -> healthy, update
+//   register string changed     -> handshake's health, update
+//   otherwise                   -> handshake
+Health CheckNvidiaHealth(NodeSeen& seen, int64_t allocatable, std::string_view register_value,
+                         Health handshake);
 
 class NvidiaDevice : public Device {
  public:
@@ -26,6 +46,14 @@ class NvidiaDevice : public Device {
   const NvidiaConfig& config() const { return config_; }
 
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
+
+  // CheckNvidiaHealth with what this backend saw of the node in the previous call (register.cc):
+  // the allocatable count resource (a whole number, else 0) and the register annotation.
+  Health CheckHealth(const NodeView& node, Health handshake) const override;
+  void ForgetNode(std::string_view node) const override;
+
+  // hami.io/node-nvidia-score (protocol::DecodePairScores); none when absent.
+  Result<protocol::PairScores> NodePairScores(const NodeView& node) const override;
 
   // Spec §3 (admission.cc): a gpumem-percentage limit outside 0..100 is an error; priority ->
   // CUDA_TASK_PRIORITY env; gpuCorePolicy other than default -> GPU_CORE_UTILIZATION_POLICY
@@ -66,6 +94,8 @@ class NvidiaDevice : public Device {
 
   NvidiaConfig config_;
   protocol::VendorInfo info_;
+  mutable std::mutex seen_mu_;
+  mutable std::map<std::string, NodeSeen, std::less<>> seen_;  // by node name
 };
 
 // use/nouse UUID lists (vector 9): CSV, items trimmed, empty items ignored, exact match; a list

@@ -80,7 +80,17 @@ TEST(IluvatarConfig, ChartList) {
   EXPECT_EQ((*made)[1]->Info().memory_resource, "iluvatar.ai/MR-V50.vMem");
   EXPECT_EQ((*made)[2]->Info().count_resource, "x.com/v150");
   EXPECT_EQ((*made)[3]->Info().register_key, "hami.io/node-BI-V100-register");
-  auto empty = (*factory)(YAML::Load("~"), DeviceConfig{});
+  // An empty section is the chart's four chips (DefaultDeviceConfig lists it so); [] is none.
+  auto chart = (*factory)(YAML::Load("~"), DeviceConfig{});
+  ASSERT_TRUE(chart) << chart.error();
+  ASSERT_EQ(chart->size(), 4u);
+  std::vector<std::string> keys;
+  for (const auto& d : *chart) keys.push_back(d->VendorKey());
+  EXPECT_EQ(keys, (std::vector<std::string>{"MR-V100", "MR-V50", "BI-V150", "BI-V100"}));
+  EXPECT_EQ((*chart)[2]->Info().count_resource, "iluvatar.ai/BI-V150-vgpu");
+  EXPECT_EQ((*chart)[2]->Info().memory_resource, "iluvatar.ai/BI-V150.vMem");
+  EXPECT_EQ((*chart)[2]->Info().core_resource, "iluvatar.ai/BI-V150.vCore");
+  auto empty = (*factory)(YAML::Load("[]"), DeviceConfig{});
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());
 }
