@@ -1,9 +1,10 @@
-// The device configuration file `device-config.yaml` (spec hami.md §7.1): the scheduler reads it
-// with --device-config-file, the device plugin with --config-file. Each top-level section belongs
-// to the vendor backend registered for it (device.h HAMI_REGISTER_VENDOR), which parses it with
-// the defaults of the HAMi chart (charts/hami/templates/scheduler/device-configmap.yaml); this
-// file knows no section but the scheduler's own, so DefaultDeviceConfig() is what an unmodified
-// install runs with: every registered vendor with its chart defaults.
+// The device configuration file `device-config.yaml` (docs/protocol.md#configuration-files): the
+// scheduler reads it with --device-config-file, the device plugin with --config-file. Each
+// top-level section belongs to the vendor backend registered for it (device.h
+// HAMI_REGISTER_VENDOR), which parses it with the defaults of the HAMi chart
+// (charts/hami/templates/scheduler/device-configmap.yaml); this file knows no section but the
+// scheduler's own, so DefaultDeviceConfig() is what an unmodified install runs with: every
+// registered vendor with its chart defaults.
 //
 // Loading is strict about values and lenient about keys: a wrong type or an out-of-range value is
 // an error naming the YAML path (`nvidia.deviceSplitCount: want a positive integer, got "x"`);

@@ -1,7 +1,8 @@
 // MIG profile discovery for the NVIDIA device plugin in `operatingmode: mig` (docs/MIG.md): which
-// profiles a GPU registers under `migProfiles` of hami.io/node-nvidia-register (spec hami.md
-// §2.6), from what NVML reports for its GPU instance profiles and the `migProfileAllowlist` of
-// device-config.yaml. Pure functions; NVML is read by nvml.cc, a simulated GPU by hami-sim.
+// profiles a GPU registers under `migProfiles` of hami.io/node-nvidia-register
+// (docs/MIG.md#the-wire-compatible-with-hami-v210), from what NVML reports for its GPU instance
+// profiles and the `migProfileAllowlist` of device-config.yaml. Pure functions; NVML is read by
+// nvml.cc, a simulated GPU by hami-sim.
 #ifndef HAMI_DEVICEPLUGIN_MIG_PROFILES_H_
 #define HAMI_DEVICEPLUGIN_MIG_PROFILES_H_
 

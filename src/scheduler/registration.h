@@ -1,5 +1,5 @@
-// The registration pass (spec hami.md §5, seed "Health Checks"): per node and per backend with a
-// handshake key, a health verdict (healthy, need_update). The generic handshake
+// The registration pass (docs/protocol.md#node-registration-and-the-handshake): per node and per
+// backend with a handshake key, a health verdict (healthy, need_update). The generic handshake
 // (protocol::CheckHandshake) writes Requesting_<now> when no Requesting value is pending, allows
 // 60 s for an answer and tolerates an expired Requesting while the node still has allocatable
 // devices; each backend may refine that verdict (device::Device::CheckHealth, e.g. NVIDIA's
@@ -34,7 +34,7 @@
 
 namespace hami::scheduler {
 
-// A backend's health verdict for one node (spec §5 step 2).
+// A backend's health verdict for one node (docs/protocol.md#node-registration-and-the-handshake).
 struct Health {
   bool healthy = true;
   bool need_update = false;

@@ -1,7 +1,7 @@
-// The NVIDIA backend of the Device API (spec hami.md §2.1, §4.5): node devices from
-// hami.io/node-nvidia-register (JSON; the legacy colon form is read too), request normalisation
-// of nvidia.com/gpu|gpumem|gpumem-percentage|gpucores (names as configured), and Fit with every
-// check of §4.5 in HAMi's order and with HAMi's reason names.
+// The NVIDIA backend of the Device API (docs/protocol.md#resource-names-and-vendor-keys): node
+// devices from hami.io/node-nvidia-register (JSON; the legacy colon form is read too), request
+// normalisation of nvidia.com/gpu|gpumem|gpumem-percentage|gpucores (names as configured), and Fit
+// with every check of docs/protocol.md#nvidias-fit in HAMi's order and with HAMi's reason names.
 #ifndef HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 #define HAMI_DEVICE_VENDORS_NVIDIA_NVIDIA_H_
 
@@ -55,17 +55,17 @@ class NvidiaDevice : public Device {
   // hami.io/node-nvidia-score (protocol::DecodePairScores); none when absent.
   Result<protocol::PairScores> NodePairScores(const NodeView& node) const override;
 
-  // Spec §3 (admission.cc): a gpumem-percentage limit outside 0..100 is an error; priority ->
-  // CUDA_TASK_PRIORITY env; gpuCorePolicy other than default -> GPU_CORE_UTILIZATION_POLICY
-  // env; only mem/cores/percentage -> the count defaultGPUNum; a whole card (no memory, or 100 %)
-  // without cores -> cores 100; runtimeClassName when configured and unset; a container without
-  // the count and overwriteEnv -> NVIDIA_VISIBLE_DEVICES=none.
+  // docs/protocol.md#webhook, step 4 (admission.cc): a gpumem-percentage limit outside 0..100 is an
+  // error; priority -> CUDA_TASK_PRIORITY env; gpuCorePolicy other than default ->
+  // GPU_CORE_UTILIZATION_POLICY env; only mem/cores/percentage -> the count defaultGPUNum; a whole
+  // card (no memory, or 100 %) without cores -> cores 100; runtimeClassName when configured and
+  // unset; a container without the count and overwriteEnv -> NVIDIA_VISIBLE_DEVICES=none.
   Result<bool> MutateAdmission(AdmissionEdit& edit) const override;
 
-  // Spec §4.5 end, vector 6: nums = count; memreq = gpumem x memoryFactor; percentage default
-  // 101 (unset), > 100 clamped to 100 (also beyond int32), <= 0 ignored; neither memory nor
-  // percentage: memreq = defaultMemory if non-zero, else percentage 100; cores = gpucores or
-  // defaultCores. No count resource = no request, whatever else is set.
+  // docs/protocol.md#request-normalisation: nums = count; memreq = gpumem x memoryFactor;
+  // percentage default 101 (unset), > 100 clamped to 100 (also beyond int32), <= 0 ignored; neither
+  // memory nor percentage: memreq = defaultMemory if non-zero, else percentage 100; cores =
+  // gpucores or defaultCores. No count resource = no request, whatever else is set.
   Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
 
   // Scans `candidates` from the last to the first; each device is rejected with the first

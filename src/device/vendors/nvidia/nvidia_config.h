@@ -1,4 +1,5 @@
-// The `nvidia` section of device-config.yaml (spec hami.md §7.1; HAMi NvidiaConfig), owned by
+// The `nvidia` section of device-config.yaml (docs/protocol.md#configuration-files; HAMi
+// NvidiaConfig), owned by
 // the NVIDIA backend: its fields, their defaults (each equal to the HAMi chart's,
 // charts/hami/templates/scheduler/device-configmap.yaml) and its parser. The scheduler reads the
 // section through the backend's factory (register.cc); the device plugin and hami-sim read it
@@ -55,7 +56,7 @@ struct NvidiaConfig {
   std::string gpu_core_policy = "default";  // "default", "force" or "disable"
   std::string runtime_class_name{};         // set on GPU pods when non-empty
   std::vector<MigAllowlistEntry> mig_profile_allowlist = DefaultMigProfileAllowlist();
-  // Node-overridable (per-node config.json, §7.2).
+  // Node-overridable (per-node config.json, docs/protocol.md#configuration-files).
   int32_t device_split_count = 10;           // vGPUs per physical GPU; >= 1
   double device_memory_scaling = 1.0;        // > 0; > 1 oversubscribes memory
   double device_core_scaling = 1.0;          // > 0
