@@ -97,6 +97,20 @@ json MakePlainPod(const std::string& name) {
   return pod;
 }
 
+int KubeSchedulerCandidates(int n) {
+  if (n < 100) return n;
+  int pct = std::max(5, 50 - n / 125);
+  return std::max(100, n * pct / 100);
+}
+
+std::vector<std::string> CandidateNames(int nodes, int count) {
+  if (count <= 0 || count > nodes) count = nodes;
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) names.push_back(NodeName(static_cast<int>((i * 7919LL) % nodes)));
+  return names;
+}
+
 double Percentile(std::vector<double> samples, double p) {
   if (samples.empty()) return 0;
   std::sort(samples.begin(), samples.end());

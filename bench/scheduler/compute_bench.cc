@@ -39,15 +39,6 @@ struct Fixture {
   std::vector<std::string> names;  // the candidates (NodeNames)
 };
 
-// kube-scheduler hands the extender only the feasible nodes it looked for: with the default
-// percentageOfNodesToScore, max(100, n x max(5, 50 - n/125) / 100) of n nodes (420 of 1,000,
-// 500 of 5,000).
-int KubeSchedulerCandidates(int n) {
-  if (n < 100) return n;
-  int pct = std::max(5, 50 - n / 125);
-  return std::max(100, n * pct / 100);
-}
-
 bool Fill(Fixture* f, int nodes, int pods) {
   for (int n = 0; n < nodes; ++n) {
     nlohmann::json node = MakeNode(n, "Reported_2026-11-29 12:00:00");
@@ -143,8 +134,7 @@ int RunCompute(int nodes, int pods, int iters, const std::string& forms, int can
   if (!Fill(&f, nodes, pods)) return 1;
   if (candidates <= 0) candidates = KubeSchedulerCandidates(nodes);
   candidates = std::min(candidates, nodes);
-  // Spread over the cluster (stride coprime with the sizes used), like a rotating start index.
-  for (int i = 0; i < candidates; ++i) f.names.push_back(NodeName((i * 7919) % nodes));
+  f.names = CandidateNames(nodes, candidates);
   std::printf(
       "bench_filter: %d nodes x %d GPUs, %d bound pods, index built in %.0f ms; %d "
       "candidates\n",

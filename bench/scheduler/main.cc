@@ -1,6 +1,7 @@
 // bench_scheduler: the scheduler figures of issue 4 item 7 that need an API server (the
 // compute-only filter figures are bench_filter's). Usage:
 //   bench_scheduler http     [nodes=1000] [pods=20000] [iters=200] [events|noevents]
+//                            [candidates=-1: every node; 0: kube-scheduler's default share]
 //   bench_scheduler register [nodes=1000] [passes=5]
 //   bench_scheduler populate URL [nodes=1000] [pods=20000]   (fills an external sim apiserver)
 //   bench_scheduler probe PORT [nodes=1000] [timeout_s=600] [filters=100]
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   if (cmd == "http") {
     bool events = !(argc > 5 && std::string(argv[5]) == "noevents");
     return RunHttp(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 20000), Arg(argc, argv, 4, 200),
-                   events);
+                   events, Arg(argc, argv, 6, -1));
   }
   if (cmd == "register") return RunRegister(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 5));
   if (cmd == "populate" && argc > 2) {

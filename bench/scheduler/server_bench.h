@@ -8,8 +8,9 @@ namespace hami::bench {
 
 // Figure 2: POST /filter over loopback against an in-process scheduler::Server whose informers
 // sync from an in-process sim apiserver holding `nodes` nodes and `pods` bound pods; `events`
-// false turns off the FilteringSucceed event (to show its share of the latency).
-int RunHttp(int nodes, int pods, int iters, bool events);
+// false turns off the FilteringSucceed event (to show its share of the latency). Each filter
+// carries `candidates` node names (< 0: every node; 0: kube-scheduler's default share).
+int RunHttp(int nodes, int pods, int iters, bool events, int candidates);
 
 // Figure 5: Registrar::RunOnce over `nodes` nodes in an in-process sim apiserver.
 int RunRegister(int nodes, int passes);
