@@ -6,12 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/object.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
+#include "protocol/node_register.h"
 #include "protocol/reason.h"
 #include "scheduler/registration.h"
 
@@ -22,6 +24,27 @@ using nlohmann::json;
 namespace {
 
 HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
+
+// The decision's merge patch, written straight as text (no JSON document built and dumped on
+// the serial /filter path): {"metadata":{"annotations":{...},"labels":{"hami.io/vgpu-node":N}}}.
+std::string DecisionPatch(const std::map<std::string, std::string>& annotations,
+                          const std::string& node) {
+  std::string out = "{\"metadata\":{\"annotations\":{";
+  bool first = true;
+  for (const auto& [k, v] : annotations) {
+    if (!first) out += ',';
+    first = false;
+    protocol::AppendGoJsonString(&out, k);
+    out += ':';
+    protocol::AppendGoJsonString(&out, v);
+  }
+  out += "},\"labels\":{";
+  protocol::AppendGoJsonString(&out, protocol::kVgpuNodeKey);
+  out += ':';
+  protocol::AppendGoJsonString(&out, node);
+  out += "}}}";
+  return out;
+}
 
 nodelock::LockerOptions LockerOptionsFrom(const ExtenderOptions& options) {
   nodelock::LockerOptions out;
@@ -211,12 +234,14 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   Result<std::optional<device::PodAllocation>> alloc =
       device::PodAllocationFromPod(registry_, updated);
   if (alloc) index_.SetClaimed(pod.Key(), *alloc);
-  json patch = {{"metadata",
-                 {{"annotations", annotations},
-                  {"labels", {{std::string(protocol::kVgpuNodeKey), chosen->node}}}}}};
-  auto patched = client_.Patch(k8s::resources::kPods, pod.namespace_name, pod.name,
-                               k8s::PatchType::kMerge, patch);
-  if (!patched) return FilterError("patch pod annotations: " + patched.error().ToString());
+  auto patched_text =
+      client_.Request("PATCH", k8s::resources::kPods.Path(pod.namespace_name, pod.name),
+                      DecisionPatch(annotations, chosen->node), "application/merge-patch+json");
+  if (!patched_text) {
+    return FilterError("patch pod annotations: " + patched_text.error().ToString());
+  }
+  Result<json> patched = ParseJson(*patched_text, kMaxJsonDepth);
+  if (!patched) return FilterError("patch pod annotations: answer: " + patched.error());
   // What the API server stored, at its resourceVersion: events older than it are stale.
   device::UsageIndex::Written stored;
   stored.rv = k8s::ResourceVersionNumber(*patched);

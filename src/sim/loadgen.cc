@@ -745,6 +745,7 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
   }
   rep.sync_seconds = MsBetween(sched_start, SteadyClock::now()) / 1000;
   rep.scheduler_sync_cpu_seconds = ProcCpuSeconds(sched.pid());
+  rep.scheduler_synced_rss_mib = ProcStatusMiB(sched.pid(), "VmHWM:");
   Progress(o, "hami-scheduler ready after " + Fixed(rep.sync_seconds, 2) + " s (" +
                   Fixed(rep.scheduler_sync_cpu_seconds, 2) + " s CPU)");
 
@@ -867,6 +868,7 @@ json LoadgenReportToJson(const LoadgenReport& r) {
               {"bind_latency_p99_ms", r.bind_latency_p99_ms},
               {"scheduler_peak_rss_mib", r.scheduler_peak_rss_mib},
               {"scheduler_rss_mib", r.scheduler_rss_mib},
+              {"scheduler_synced_rss_mib", r.scheduler_synced_rss_mib},
               {"apiserver_peak_rss_mib", r.apiserver_peak_rss_mib},
               {"scheduler_cpu_ms_per_pod", r.scheduler_cpu_ms_per_pod},
               {"apiserver_cpu_ms_per_pod", r.apiserver_cpu_ms_per_pod},

@@ -60,8 +60,9 @@ struct LoadgenReport {
   double pods_per_second = 0;
   double filter_latency_p50_ms = 0, filter_latency_p99_ms = 0, filter_latency_max_ms = 0;
   double bind_latency_p50_ms = 0, bind_latency_p99_ms = 0;
-  double scheduler_peak_rss_mib = 0;  // VmHWM of the hami-scheduler process
-  double scheduler_rss_mib = 0;       // its VmRSS at the end
+  double scheduler_peak_rss_mib = 0;    // VmHWM of the hami-scheduler process
+  double scheduler_rss_mib = 0;         // its VmRSS at the end
+  double scheduler_synced_rss_mib = 0;  // its VmHWM once ready, before the drive
   double apiserver_peak_rss_mib = 0;
   // CPU (user + system, from /proc/<pid>/stat) spent during the drive, per scheduled pod.
   double scheduler_cpu_ms_per_pod = 0;
