@@ -22,6 +22,15 @@ Status ReadResourceNames(const YAML::Node& section, const std::string& path,
   return OkStatus();
 }
 
+Status ReadVendorSection(const YAML::Node& section, std::string_view name, std::string* count,
+                         std::string* memory, std::string* core) {
+  if (!section || section.IsNull()) return OkStatus();
+  if (!section.IsMap()) return FieldError(std::string(name), "a map", Describe(section));
+  return ReadResourceNames(
+      section, std::string(name),
+      {{"resourceCountName", count}, {"resourceMemoryName", memory}, {"resourceCoreName", core}});
+}
+
 bool LimitsContain(const nlohmann::json& container, const std::string& resource) {
   const nlohmann::json* limits = &container;
   for (const char* key : {"resources", "limits"}) {

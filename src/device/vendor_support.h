@@ -29,6 +29,12 @@ namespace hami::device {
 Status ReadResourceNames(const YAML::Node& section, const std::string& path,
                          std::initializer_list<std::pair<const char*, std::string*>> fields);
 
+// The section shape cambricon, hygon, mthreads and amd share: a null `section` keeps the
+// defaults; anything but a map is `<name>: want a map, got "<value>"`; otherwise
+// resourceCountName, resourceMemoryName and resourceCoreName go through ReadResourceNames.
+Status ReadVendorSection(const YAML::Node& section, std::string_view name, std::string* count,
+                         std::string* memory, std::string* core);
+
 // Whether the container JSON's resources.limits is an object holding `resource`.
 bool LimitsContain(const nlohmann::json& container, const std::string& resource);
 

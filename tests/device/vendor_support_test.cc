@@ -99,5 +99,25 @@ TEST(ScanCandidates, LastToFirstTalliesReasonsAndPartialPicks) {
   EXPECT_EQ(four.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)], 3);
 }
 
+// The section shape cambricon, hygon, mthreads and amd share.
+TEST(VendorSupport, ReadVendorSection) {
+  std::string count = "c", memory = "m", core = "k";
+  EXPECT_TRUE(ReadVendorSection(YAML::Node(), "amd", &count, &memory, &core));
+  EXPECT_TRUE(ReadVendorSection(YAML::Load("~"), "amd", &count, &memory, &core));
+  EXPECT_EQ(count + memory + core, "cmk");  // null: the defaults stay
+  auto list = ReadVendorSection(YAML::Load("[1]"), "amd", &count, &memory, &core);
+  ASSERT_FALSE(list);
+  EXPECT_EQ(list.error(), R"(amd: want a map, got "<sequence>")");
+  ASSERT_TRUE(ReadVendorSection(YAML::Load("{resourceCountName: x/a, resourceCoreName: x/c}"),
+                                "amd", &count, &memory, &core));
+  EXPECT_EQ(count, "x/a");
+  EXPECT_EQ(memory, "m");
+  EXPECT_EQ(core, "x/c");
+  auto bad =
+      ReadVendorSection(YAML::Load("{resourceMemoryName: ' '}"), "hygon", &count, &memory, &core);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), R"(hygon.resourceMemoryName: want a resource name, got " ")");
+}
+
 }  // namespace
 }  // namespace hami::device

@@ -72,12 +72,8 @@ bool CheckAmdType(const StringMap& annotations, std::string_view card_type) {
 
 Result<AmdConfig> ParseAmdConfig(const YAML::Node& section) {
   AmdConfig config;
-  if (!section || section.IsNull()) return config;
-  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  if (Status s = ReadResourceNames(section, std::string(kSection),
-                                   {{"resourceCountName", &config.resource_count_name},
-                                    {"resourceMemoryName", &config.resource_memory_name},
-                                    {"resourceCoreName", &config.resource_core_name}});
+  if (Status s = ReadVendorSection(section, kSection, &config.resource_count_name,
+                                   &config.resource_memory_name, &config.resource_core_name);
       !s) {
     return std::move(s).take_error();
   }

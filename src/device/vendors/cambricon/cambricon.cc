@@ -80,12 +80,8 @@ Result<DsmluProfile> DecodeDsmluProfile(std::string_view value) {
 
 Result<CambriconConfig> ParseCambriconConfig(const YAML::Node& section) {
   CambriconConfig config;
-  if (!section || section.IsNull()) return config;
-  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  if (Status s = ReadResourceNames(section, std::string(kSection),
-                                   {{"resourceCountName", &config.resource_count_name},
-                                    {"resourceMemoryName", &config.resource_memory_name},
-                                    {"resourceCoreName", &config.resource_core_name}});
+  if (Status s = ReadVendorSection(section, kSection, &config.resource_count_name,
+                                   &config.resource_memory_name, &config.resource_core_name);
       !s) {
     return std::move(s).take_error();
   }

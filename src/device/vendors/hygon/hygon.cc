@@ -52,16 +52,13 @@ std::optional<std::string_view> Check(const DeviceUsage& dev, const DeviceReques
 
 Result<HygonConfig> ParseHygonConfig(const YAML::Node& section) {
   HygonConfig config;
-  if (!section || section.IsNull()) return config;
-  const std::string prefix = std::string(kSection) + ".";
-  if (!section.IsMap()) return FieldError(std::string(kSection), "a map", Describe(section));
-  if (Status s = ReadResourceNames(section, std::string(kSection),
-                                   {{"resourceCountName", &config.resource_count_name},
-                                    {"resourceMemoryName", &config.resource_memory_name},
-                                    {"resourceCoreName", &config.resource_core_name}});
+  if (Status s = ReadVendorSection(section, kSection, &config.resource_count_name,
+                                   &config.resource_memory_name, &config.resource_core_name);
       !s) {
     return std::move(s).take_error();
   }
+  if (!section || !section.IsMap()) return config;  // null: the defaults
+  const std::string prefix = std::string(kSection) + ".";
   if (YAML::Node value = section["memoryFactor"]; value && !value.IsNull()) {
     std::optional<int32_t> factor;
     if (value.IsScalar()) factor = ParseInt32(Trim(value.Scalar()));
