@@ -21,8 +21,10 @@ struct LeaderElectionConfig {
   std::string lease_name;
   std::string identity;  // unique per candidate, e.g. the pod name
   std::chrono::seconds lease_duration{15};
-  std::chrono::seconds renew_deadline{10};  // a leader that cannot renew this long steps down
-  std::chrono::seconds retry_period{2};
+  // Not on the wire, so finer than seconds (tests and hami-sim run short elections). A leader
+  // that cannot renew for renew_deadline steps down.
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
 };
 
 class LeaderElector {

@@ -99,6 +99,7 @@ void KubeSchedulerLoop::Impl::Stop() {
 
 void KubeSchedulerLoop::Impl::CycleLoop() {
   std::unique_ptr<httplib::Client> http = NewExtenderHttp(options_, /*keep_alive=*/true);
+  std::string url = options_.extender_url_source ? options_.extender_url_source() : "";
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     ++passes_;
@@ -118,6 +119,11 @@ void KubeSchedulerLoop::Impl::CycleLoop() {
     pods_state_[key].where = Where::kCycle;
     ++in_flight_;
     lock.unlock();
+    if (options_.extender_url_source && options_.extender_url_source() != url) {
+      // Another replica leads now: its kube-scheduler would talk to its own extender.
+      url = options_.extender_url_source();
+      http = NewExtenderHttp(options_, /*keep_alive=*/true);
+    }
     ScheduleOne(key, *http);
     lock.lock();
   }

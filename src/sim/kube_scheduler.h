@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ namespace hami::sim {
 
 struct KubeSchedulerOptions {
   std::string scheduler_name = "hami-scheduler";
-  std::string extender_url;                         // "http://127.0.0.1:PORT": POST /filter, /bind
+  std::string extender_url;  // "http://127.0.0.1:PORT": POST /filter, /bind
+  // When set, read before each scheduling cycle and bind instead of extender_url: the replica
+  // that leads now (hami-sim's schedulerReplicas, sim/scheduler_set.h). Must be thread-safe.
+  std::function<std::string()> extender_url_source{};
   std::chrono::milliseconds initial_backoff{1000};  // doubles per failed attempt ...
   std::chrono::milliseconds max_backoff{10000};     // ... up to this
   std::chrono::seconds unschedulable_flush{60};     // unschedulableQ flushed at least this often

@@ -12,7 +12,8 @@ using nlohmann::json;
 
 std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options,
                                                  bool keep_alive) {
-  auto http = std::make_unique<httplib::Client>(options.extender_url);
+  auto http = std::make_unique<httplib::Client>(
+      options.extender_url_source ? options.extender_url_source() : options.extender_url);
   http->set_connection_timeout(std::chrono::seconds(5));
   http->set_read_timeout(options.http_timeout);
   http->set_write_timeout(options.http_timeout);

@@ -11,9 +11,9 @@
 //    container asking for nvidia.com/gpu call Allocate with that many free device IDs (kubelet's
 //    device manager keeps them until the pod ends), then set phase Running (Ready condition,
 //    startTime, containerStatuses); after the duration annotation, phase Succeeded. An Allocate
-//    error sets phase Failed, reason UnexpectedAdmissionError, message = the error. One that
-//    failed before the plugin knew the pod ("allocate on node ...": an API error reading the node
-//    or the pod, nothing written yet) is tried again, up to 5 times, before that.
+//    error sets phase Failed, reason UnexpectedAdmissionError, message = the error. Allocate is
+//    called once per container, never retried, as a real kubelet does (the device plugin retries
+//    its own API calls).
 //
 // Hosting: one grpc::Server per node, as in a cluster, so the real Plugin class serves every node
 // unchanged. Measured (bench/sim_loops/README.md): about 3.3 threads and 0.2 MiB per node;

@@ -260,8 +260,23 @@ Report BuildReport(const ReportInput& in) {
     if (r.bind_ms) bind.push_back(*r.bind_ms);
     if (r.e2e_ms) e2e.push_back(*r.e2e_ms);
     Count(r, &out);
+    if (in.scheduler_counted && r.state == PodState::kRunning && !r.devices.empty()) {
+      auto counted = in.scheduler_counted->find(p.ns + "/" + p.name);
+      bool lost = counted == in.scheduler_counted->end();
+      for (size_t d = 0; !lost && d < r.devices.size(); ++d) {
+        lost = counted->second.count(r.devices[d].device.uuid) == 0;
+      }
+      if (lost) out.lost.push_back(p.ns + "/" + p.name);
+    }
     out.pods.push_back(std::move(r));
   }
+  out.lost_allocations = in.scheduler_counted ? static_cast<int>(out.lost.size()) : -1;
+  out.scheduler_restarts = in.scheduler_restarts;
+  out.plugin_restarts = in.plugin_restarts;
+  out.leader_changes = in.leader_changes;
+  out.failover_seconds_max = in.failover_seconds_max;
+  out.faults_injected = in.faults_injected;
+  out.pods_recreated = in.pods_recreated;
   out.pods_total = static_cast<int>(in.pods.size());
   for (GpuReport& g : out.gpus) {
     CheckOvercommit(&g);
@@ -317,6 +332,12 @@ nlohmann::json ReportToJson(const Report& r) {
             {"pods_denied", r.pods_denied},
             {"pods_pending", r.pods_pending},
             {"pods_allocating", r.pods_allocating},
+            {"lost_allocations", r.lost_allocations},
+            {"scheduler_restarts", r.scheduler_restarts},
+            {"plugin_restarts", r.plugin_restarts},
+            {"leader_changes", r.leader_changes},
+            {"failover_seconds_max", r.failover_seconds_max},
+            {"pods_recreated", r.pods_recreated},
             {"overcommitted_devices", r.overcommitted_devices},
             {"unknown_device_allocations", r.unknown_device_allocations},
             {"overlapping_mig_placements", r.overlapping_mig_placements},
@@ -342,6 +363,8 @@ nlohmann::json ReportToJson(const Report& r) {
                          {"namespace", f.ns}});
   }
   j["forbidden"] = std::move(forbidden);
+  j["faults_injected"] = r.faults_injected;
+  j["lost"] = r.lost;
   json pods = json::array();
   for (const PodReport& p : r.pods) {
     json devs = json::array();
@@ -558,6 +581,18 @@ class TextWriter {
                                                  std::to_string(r_.unknown_device_allocations) + ")"
                                            : "")
          << "\n";
+    if (!r_.faults_injected.empty()) {
+      out_ << "  faults:";
+      for (const auto& [name, n] : r_.faults_injected) out_ << " " << name << " x" << n;
+      out_ << "\n  lost allocations: "
+           << (r_.lost_allocations < 0 ? std::string("unknown (no scheduler served)")
+                                       : std::to_string(r_.lost_allocations))
+           << ", scheduler restarts: " << r_.scheduler_restarts
+           << ", plugin restarts: " << r_.plugin_restarts
+           << ", leader changes: " << r_.leader_changes
+           << ", longest failover: " << Fixed(r_.failover_seconds_max, 2)
+           << " s, pods re-created: " << r_.pods_recreated << "\n";
+    }
     out_ << "  wall time: " << Fixed(r_.wall_seconds, 2) << " s (setup "
          << Fixed(r_.setup_seconds, 2) << " s before it), " << Fixed(r_.pods_per_second, 1)
          << " pods/s" << (r_.timed_out ? "  TIMED OUT" : "") << "\n";

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,17 @@ struct ReportInput {
   // Vendor nodes' devices (scenario `vendor:`): their slots as the vendor's backend registered
   // them, by device id; a device absent here has split_count slots.
   std::map<std::string, int64_t> slots_by_uuid;
+  // What the live (serving) hami-scheduler's usage index counts, read from its /metrics
+  // (hami_vgpu_memory_allocated_bytes): pod "ns/name" -> device uuids. Absent when no replica
+  // served at the end; then lost_allocations is not computed.
+  std::optional<std::map<std::string, std::set<std::string>>> scheduler_counted;
+  // Process faults (docs/RELIABILITY.md).
+  int scheduler_restarts = 0;
+  int plugin_restarts = 0;
+  int leader_changes = 0;
+  double failover_seconds_max = 0;
+  std::map<std::string, int> faults_injected;  // by scenario key ("killScheduler", ...)
+  int pods_recreated = 0;  // rejected by a kubelet and created again, as a ReplicaSet would
 };
 
 struct PlacedDevice {
@@ -143,6 +155,17 @@ struct Report {
   int unknown_device_allocations = 0;
   // MIG instances overlapping an earlier instance on the same GPU (must be 0).
   int overlapping_mig_placements = 0;
+  // Running pods holding devices that the live scheduler's usage index does not count on those
+  // devices (must be 0: a scheduler restart or failover loses nothing); -1 when no replica
+  // served at the end to ask.
+  int lost_allocations = 0;
+  std::vector<std::string> lost;  // their ns/name
+  int scheduler_restarts = 0;
+  int plugin_restarts = 0;
+  int leader_changes = 0;
+  double failover_seconds_max = 0;  // the longest time with no leader serving
+  std::map<std::string, int> faults_injected;
+  int pods_recreated = 0;
   double wall_seconds = 0;
   double setup_seconds = 0;
   double pods_per_second = 0;  // (running + succeeded) / wall_seconds

@@ -4,9 +4,12 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -27,13 +30,14 @@
 #include "protocol/vendor.h"
 #include "scheduler/server.h"
 #include "sim/apiserver/apiserver.h"
-#include "sim/kube_scheduler.h"
-#include "sim/kubelet.h"
-#include "sim/monitors.h"
 #include "sim/apiserver/patch.h"
 #include "sim/apiserver/rbac.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/store.h"
+#include "sim/kube_scheduler.h"
+#include "sim/kubelet.h"
+#include "sim/monitors.h"
+#include "sim/scheduler_set.h"
 #include "sim/usage.h"
 #include "sim/vendor_plugin.h"
 
@@ -170,24 +174,33 @@ class Runner::Impl {
   void Stop();
   ApiServer* api() { return api_.get(); }
   std::vector<MonitorAddress> MonitorAddresses() const;
-  int SchedulerMetricsPort() const { return server_ ? server_->metrics_port() : 0; }
+  int SchedulerMetricsPort() const { return schedulers_ ? schedulers_->MetricsPort() : 0; }
 
  private:
   void Progress(const std::string& line) {
     if (options_.progress) options_.progress(line);
   }
   // A client of the embedded API server; `token` is its identity under RBAC.
+  // Thread-safe: a restarted process gets a new one while others run.
   k8s::Client& NewClient(const std::string& token) {
     k8s::RestConfig cfg;
     cfg.server = api_->url();
     cfg.token = token;
     cfg.qps = 0;
+    std::lock_guard<std::mutex> lock(clients_mu_);
     clients_.push_back(std::make_unique<k8s::Client>(cfg));
     return *clients_.back();
   }
   Status StartCluster();
   Status CreateRbacObjects();
   Status StartLeaderElection(k8s::Client& client, scheduler::ServerOptions* server);
+  Status StartSchedulers(const std::string& token, scheduler::ServerOptions server);
+  Status CheckFaultsSupported() const;
+  // Strikes the scenario's process faults on schedule until the run settles (docs/RELIABILITY.md).
+  void InjectFaults(SteadyClock::time_point start);
+  void Strike(const std::string& fault, std::mt19937_64& rng);
+  // After the run: every killed replica back and one serving, so the live index can be asked.
+  void RecoverSchedulers(ReportInput* in);
   // How long setup waits for `usual`; under --manifests at most the scenario's timeout, since a
   // missing rule can keep nodes or the scheduler from ever coming up.
   std::chrono::seconds SetupWait(std::chrono::seconds usual) const;
@@ -195,7 +208,7 @@ class Runner::Impl {
   Status WaitForNodes(size_t want);
   Status CreateNamespaces(k8s::Client& client);
   void CreatePods(SteadyClock::time_point start);
-  void CreateOne(httplib::Client& http, k8s::Client& client, size_t i);
+  void CreateOne(k8s::Client& client, size_t i);
   bool Settled(SystemTime* last_time);
   void Observe(SystemTime settled_at, bool timed_out, ReportInput* in);
   void MeasureMemory(ReportInput* in);
@@ -217,11 +230,19 @@ class Runner::Impl {
 
   std::string dir_;
   std::unique_ptr<ApiServer> api_;
+  std::mutex clients_mu_;
   std::vector<std::unique_ptr<k8s::Client>> clients_;
   k8s::Client* admin_ = nullptr;  // the runner's own requests
   std::unique_ptr<KubeletFleet> fleet_;
-  std::unique_ptr<MonitorFleet> monitors_;  // hami-vgpu-monitor per node (sim/monitors.h)
-  std::unique_ptr<scheduler::Server> server_;
+  std::unique_ptr<MonitorFleet> monitors_;    // hami-vgpu-monitor per node (sim/monitors.h)
+  std::unique_ptr<SchedulerSet> schedulers_;  // hami-scheduler's replicas
+  std::unique_ptr<SkewedClock> scheduler_clock_;
+  // Fault injection: stops with the run.
+  std::mutex faults_mu_;
+  std::condition_variable faults_cv_;
+  bool faults_stop_ = false;
+  std::thread faults_thread_;
+  std::map<std::string, int> faults_injected_;
   std::unique_ptr<KubeSchedulerLoop> loop_;
   // --manifests with --leader-elect: kube-scheduler's leader election, which hami-scheduler
   // follows.
@@ -290,22 +311,15 @@ Status Runner::Impl::StartCluster() {
   if (options_.manifests) {
     if (auto st = StartLeaderElection(NewClient(scheduler_token), &server); !st) return st;
   }
-  Progress("starting hami-scheduler (extender + admission webhook over loopback HTTP)");
-  server_ = std::make_unique<scheduler::Server>(NewClient(scheduler_token), scenario_.device_config,
-                                                server);
-  if (auto st = server_->Start(); !st) return Error{"hami-scheduler: " + st.error()};
-  const std::chrono::seconds sync_wait = SetupWait(std::chrono::seconds(60));
-  for (auto deadline = SteadyClock::now() + sync_wait; !server_->synced();) {
-    if (SteadyClock::now() > deadline) {
-      return Error{"hami-scheduler: no registration pass in " + std::to_string(sync_wait.count()) +
-                   " s"};
-    }
-    std::this_thread::sleep_for(Ms(10));
-  }
+  if (auto st = StartSchedulers(scheduler_token, server); !st) return st;
 
   KubeSchedulerOptions loop;
   loop.scheduler_name = kSchedulerName;
-  loop.extender_url = "http://127.0.0.1:" + std::to_string(server_->port());
+  loop.extender_url = schedulers_->ExtenderUrl();
+  if (scenario_.scheduler_replicas > 1) {
+    SchedulerSet* set = schedulers_.get();
+    loop.extender_url_source = [set] { return set->ExtenderUrl(); };
+  }
   // Binds to one node are serialised by its lock; across nodes 16 run at once (kube-scheduler's
   // binding goroutines), well inside hami-scheduler's 64 request threads.
   loop.bind_parallelism = 16;
@@ -492,11 +506,23 @@ Status Runner::Impl::CreateNamespaces(k8s::Client& client) {
   return OkStatus();
 }
 
-void Runner::Impl::CreateOne(httplib::Client& http, k8s::Client& client, size_t i) {
+void Runner::Impl::CreateOne(k8s::Client& client, size_t i) {
   const PlannedPod& p = planned_[i];
   PodObservation& o = observed_[i];
   json pod = BuildPod(scenario_, p);
-  auto admitted = Admit(http, pod, std::to_string(i));
+  // The webhook Service reaches any live replica; while all are down (a kill), the creator
+  // retries as a ReplicaSet controller would.
+  Result<Admission> admitted = Error{"webhook: no hami-scheduler replica is alive"};
+  for (int attempt = 0; attempt < 600 && !abort_.load(); ++attempt) {
+    if (const int port = schedulers_->WebhookPort(); port > 0) {
+      httplib::Client http("127.0.0.1", port);
+      http.set_read_timeout(std::chrono::seconds(30));
+      http.set_tcp_nodelay(true);  // else each AdmissionReview waits ~40 ms on Nagle
+      admitted = Admit(http, pod, std::to_string(i));
+      if (admitted || admitted.error().rfind("webhook: HTTP", 0) == 0) break;
+    }
+    std::this_thread::sleep_for(Ms(50));
+  }
   if (!admitted) {
     o.message = admitted.error();
     return;
@@ -522,9 +548,6 @@ void Runner::Impl::CreatePods(SteadyClock::time_point start) {
       std::max(1, std::min<int>(scenario_.pod_creators, static_cast<int>(planned_.size())));
   for (int t = 0; t < n; ++t) {
     creators.emplace_back([this, start] {
-      httplib::Client http("127.0.0.1", server_->port());
-      http.set_read_timeout(std::chrono::seconds(30));
-      http.set_tcp_nodelay(true);  // else each AdmissionReview waits ~40 ms on Nagle
       k8s::Client& client = *admin_;
       for (size_t i; (i = next_pod_.fetch_add(1)) < planned_.size();) {
         const auto at = start + planned_[i].arrival;
@@ -535,7 +558,7 @@ void Runner::Impl::CreatePods(SteadyClock::time_point start) {
         if (abort_.load()) {
           observed_[i].message = "the run timed out before its arrival";
         } else {
-          CreateOne(http, client, i);
+          CreateOne(client, i);
         }
         pods_done_.fetch_add(1);
       }
@@ -639,6 +662,7 @@ Result<Report> Runner::Impl::Run() {
     observed_[i].name = planned_[i].name;
     observed_[i].workload = planned_[i].workload;
   }
+  if (auto st = CheckFaultsSupported(); !st) return Error{st.error()};
   const auto setup_start = SteadyClock::now();
   if (auto st = StartCluster(); !st) {
     if (!options_.manifests || !api_) return Error{st.error()};
@@ -653,6 +677,9 @@ Result<Report> Runner::Impl::Run() {
   const auto start = SteadyClock::now();
   const auto deadline = start + scenario_.timeout;
   std::thread creator([this, start] { CreatePods(start); });
+  if (scenario_.process_faults.any()) {
+    faults_thread_ = std::thread([this, start] { InjectFaults(start); });
+  }
   bool timed_out = true;
   SystemTime settled_at{};
   // Wall time comes from the pods' own start times, so the poll period only delays the end.
@@ -673,6 +700,13 @@ Result<Report> Runner::Impl::Run() {
     settled_at = std::chrono::system_clock::now();
   }
   creator.join();
+  {
+    std::lock_guard<std::mutex> lock(faults_mu_);
+    faults_stop_ = true;
+    faults_cv_.notify_all();
+  }
+  if (faults_thread_.joinable()) faults_thread_.join();
+  RecoverSchedulers(&in);
 
   in.scenario_name = scenario_.name;
   SetReportNodes(&in);
@@ -687,6 +721,134 @@ Result<Report> Runner::Impl::Run() {
     in.forbidden = api_->ForbiddenRequests();
   }
   return BuildReport(in);
+}
+
+// hami-scheduler's replicas (sim/scheduler_set.h): one, or several electing a leader on a Lease.
+Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::ServerOptions server) {
+  Progress("starting hami-scheduler" +
+           (scenario_.scheduler_replicas > 1
+                ? " x" + std::to_string(scenario_.scheduler_replicas) + " (leader election)"
+                : std::string()) +
+           " (extender + admission webhook over loopback HTTP)");
+  SchedulerSetOptions set;
+  set.replicas = scenario_.scheduler_replicas;
+  set.server = std::move(server);
+  set.device_config = scenario_.device_config;
+  set.election = scenario_.leader_election;
+  set.new_client = [this, token]() -> k8s::Client& { return NewClient(token); };
+  if (scenario_.process_faults.scheduler_clock_skew.count() != 0) {
+    scheduler_clock_ =
+        std::make_unique<SkewedClock>(RealClock(), scenario_.process_faults.scheduler_clock_skew);
+    set.clock = scheduler_clock_.get();
+  }
+  schedulers_ = std::make_unique<SchedulerSet>(std::move(set));
+  const std::chrono::seconds sync_wait = SetupWait(std::chrono::seconds(60));
+  return schedulers_->Start(sync_wait);
+}
+
+// Faults hami-sim cannot inject yet are refused rather than silently skipped.
+Status Runner::Impl::CheckFaultsSupported() const {
+  const ProcessFaults& f = scenario_.process_faults;
+  for (auto [key, schedule] :
+       {std::pair{"killPlugin", &f.kill_plugin}, std::pair{"restartKubelet", &f.restart_kubelet},
+        std::pair{"restartApiServer", &f.restart_api_server},
+        std::pair{"deleteNode", &f.delete_node}, std::pair{"unhealthyGpu", &f.unhealthy_gpu}}) {
+    if (schedule->enabled()) {
+      return Error{std::string("faults.") + key + ": not supported by this hami-sim yet"};
+    }
+  }
+  if (f.plugin_clock_skew.count() != 0) {
+    return Error{"faults.clockSkew.plugins: not supported by this hami-sim yet"};
+  }
+  if (options_.manifests && (f.any() || scenario_.scheduler_replicas > 1)) {
+    return Error{"faults: process faults and schedulerReplicas > 1 do not run with --manifests"};
+  }
+  return OkStatus();
+}
+
+void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
+  const ProcessFaults& f = scenario_.process_faults;
+  // (offset, fault) in time order; a restart is queued `down` after its kill.
+  std::multimap<Ms, std::string> queue;
+  for (Ms t : f.kill_scheduler.Times(scenario_.timeout)) queue.emplace(t, "killScheduler");
+  std::mt19937_64 rng(f.seed);
+  std::unique_lock<std::mutex> lock(faults_mu_);
+  while (!faults_stop_ && !queue.empty()) {
+    auto next = queue.begin();
+    if (faults_cv_.wait_until(lock, start + next->first, [&] { return faults_stop_; })) break;
+    const std::string fault = next->second;
+    const Ms at = next->first;
+    queue.erase(next);
+    lock.unlock();
+    if (fault == "killScheduler") {
+      Strike(fault, rng);
+      queue.emplace(at + f.kill_scheduler.down, "restartScheduler");
+    } else if (fault == "restartScheduler") {
+      for (int i = 0; i < schedulers_->replicas(); ++i) {
+        if (schedulers_->Alive(i)) continue;
+        if (auto st = schedulers_->Restart(i); !st) HAMI_WARN("hami-sim: {}", st.error());
+      }
+    }
+    lock.lock();
+  }
+}
+
+void Runner::Impl::Strike(const std::string& fault, std::mt19937_64& rng) {
+  if (fault != "killScheduler") return;
+  const int n = schedulers_->replicas();
+  const int leader = schedulers_->Leader();
+  std::vector<int> candidates;
+  for (int i = 0; i < n; ++i) {
+    if (!schedulers_->Alive(i)) continue;
+    switch (scenario_.process_faults.kill_scheduler_target) {
+      case KillTarget::kAny:
+        candidates.push_back(i);
+        break;
+      case KillTarget::kLeader:
+        if (i == leader) candidates.push_back(i);
+        break;
+      case KillTarget::kFollower:
+        if (i != leader) candidates.push_back(i);
+        break;
+    }
+  }
+  // Nobody to kill now (all down, or no leader yet); and a strike while no replica serves would
+  // measure two failovers as one, so it waits for the next.
+  if (candidates.empty() || schedulers_->Serving() < 0) return;
+  const int victim = candidates[rng() % candidates.size()];
+  if (schedulers_->Kill(victim)) {
+    std::lock_guard<std::mutex> lock(faults_mu_);
+    ++faults_injected_[fault];
+  }
+}
+
+void Runner::Impl::RecoverSchedulers(ReportInput* in) {
+  if (schedulers_) {
+    for (int i = 0; i < schedulers_->replicas(); ++i) {
+      if (schedulers_->Alive(i)) continue;
+      if (auto st = schedulers_->Restart(i); !st) HAMI_WARN("hami-sim: {}", st.error());
+    }
+    // The lease of a killed leader runs out first.
+    const auto deadline =
+        SteadyClock::now() + scenario_.leader_election.lease_duration + std::chrono::seconds(30);
+    while (schedulers_->Serving() < 0 && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(Ms(20));
+    }
+    if (schedulers_->Serving() >= 0) {
+      auto counted = ScrapeCountedAllocations(schedulers_->MetricsPort());
+      if (counted) {
+        in->scheduler_counted = std::move(*counted);
+      } else {
+        HAMI_WARN("hami-sim: asking hami-scheduler what it counts: {}", counted.error());
+      }
+    }
+    const SchedulerSetStats stats = schedulers_->Stats();
+    in->scheduler_restarts = stats.restarts;
+    in->leader_changes = stats.leader_changes;
+    in->failover_seconds_max = stats.failover_seconds_max;
+  }
+  std::lock_guard<std::mutex> lock(faults_mu_);
+  in->faults_injected = faults_injected_;
 }
 
 // The monitors' view of each GPU (issue 13 item 3): what the containers with a `usage:` use,
@@ -730,7 +892,15 @@ void Runner::Impl::Stop() {
     if (elector_thread_.joinable()) elector_thread_.join();
   }
   if (loop_) stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { loop_->Stop(); }); });
-  if (server_) stoppers.emplace_back([&] { timed("hami-scheduler", [&] { server_->Stop(); }); });
+  {
+    std::lock_guard<std::mutex> lock(faults_mu_);
+    faults_stop_ = true;
+    faults_cv_.notify_all();
+  }
+  if (faults_thread_.joinable()) faults_thread_.join();
+  if (schedulers_) {
+    stoppers.emplace_back([&] { timed("hami-scheduler", [&] { schedulers_->Stop(); }); });
+  }
   if (fleet_) stoppers.emplace_back([&] { timed("kubelets", [&] { fleet_->Stop(); }); });
   if (monitors_) stoppers.emplace_back([&] { timed("monitors", [&] { monitors_->Stop(); }); });
   for (std::thread& t : stoppers) t.join();

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/strings.h"
 #include "device/vendors/nvidia/nvidia_config.h"
@@ -178,9 +179,92 @@ Status ParsePolicies(const YAML::Node& node, Scenario* s) {
   return OkStatus();
 }
 
+// A duration that may be negative ("-30s"), for clock skews.
+Status ReadSignedDuration(const YAML::Node& node, const std::string& path,
+                          std::chrono::milliseconds* out) {
+  const bool negative =
+      node && node.IsScalar() && !node.Scalar().empty() && node.Scalar()[0] == '-';
+  std::optional<std::chrono::nanoseconds> d;
+  if (node && node.IsScalar()) d = k8s::ParseGoDuration(node.Scalar().substr(negative ? 1 : 0));
+  if (!d || d->count() < 0) {
+    return FieldError(path, "a duration like 30s or -2m", Describe(node));
+  }
+  *out = std::chrono::duration_cast<std::chrono::milliseconds>(*d) * (negative ? -1 : 1);
+  return OkStatus();
+}
+
+Status ParseFaultSchedule(const YAML::Node& node, const std::string& path, bool with_target,
+                          FaultSchedule* out, KillTarget* target) {
+  if (auto st = with_target
+                    ? CheckKeys(node, path, {"at", "every", "start", "count", "down", "target"})
+                    : CheckKeys(node, path, {"at", "every", "start", "count", "down"});
+      !st) {
+    return st;
+  }
+  if (node["at"]) {
+    const std::string at = Sub(path, "at");
+    if (!node["at"].IsSequence() || node["at"].size() == 0) {
+      return FieldError(at, "a non-empty list of durations", Describe(node["at"]));
+    }
+    for (size_t i = 0; i < node["at"].size(); ++i) {
+      std::chrono::milliseconds t{0};
+      if (auto st = ReadDuration(node["at"][i], at + "[" + std::to_string(i) + "]", &t); !st) {
+        return st;
+      }
+      out->at.push_back(t);
+    }
+    std::sort(out->at.begin(), out->at.end());
+  }
+  for (auto [key, field] : {std::pair{"every", &out->every}, std::pair{"start", &out->start},
+                            std::pair{"down", &out->down}}) {
+    if (!node[key]) continue;
+    if (auto st = ReadDuration(node[key], Sub(path, key), field); !st) return st;
+  }
+  if (node["every"] && out->every.count() == 0) {
+    return FieldError(Sub(path, "every"), "a positive duration", "0");
+  }
+  if (node["count"]) {
+    if (auto st = ReadIntTo(node["count"], Sub(path, "count"), 0, 1 << 20, &out->count); !st) {
+      return st;
+    }
+  }
+  if (!out->enabled()) {
+    return FieldError(path, "a schedule: `at` offsets or an `every` period", Describe(node));
+  }
+  if (node["target"]) {
+    const std::string t = node["target"].IsScalar() ? node["target"].Scalar() : "";
+    if (t == "any") {
+      *target = KillTarget::kAny;
+    } else if (t == "leader") {
+      *target = KillTarget::kLeader;
+    } else if (t == "follower") {
+      *target = KillTarget::kFollower;
+    } else {
+      return FieldError(Sub(path, "target"), "any, leader or follower", Describe(node["target"]));
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseClockSkew(const YAML::Node& node, const std::string& path, ProcessFaults* f) {
+  if (auto st = CheckKeys(node, path, {"scheduler", "plugins"}); !st) return st;
+  for (auto [key, field] : {std::pair{"scheduler", &f->scheduler_clock_skew},
+                            std::pair{"plugins", &f->plugin_clock_skew}}) {
+    if (!node[key]) continue;
+    if (auto st = ReadSignedDuration(node[key], Sub(path, key), field); !st) return st;
+  }
+  return OkStatus();
+}
+
 Status ParseFaults(const YAML::Node& node, Scenario* s) {
   const std::string path = "faults";
-  if (auto st = CheckKeys(node, path, {"errorRate", "latency", "dropWatchEvery"}); !st) return st;
+  if (auto st = CheckKeys(
+          node, path,
+          {"errorRate", "latency", "dropWatchEvery", "seed", "killScheduler", "killPlugin",
+           "restartKubelet", "restartApiServer", "deleteNode", "unhealthyGpu", "clockSkew"});
+      !st) {
+    return st;
+  }
   if (node["errorRate"]) {
     if (auto st = ReadDouble(node["errorRate"], Sub(path, "errorRate"), 0, 0.5,
                              "a fraction in [0, 0.5]", &s->fault_error_rate);
@@ -194,8 +278,67 @@ Status ParseFaults(const YAML::Node& node, Scenario* s) {
     }
   }
   if (node["dropWatchEvery"]) {
-    return ReadIntTo(node["dropWatchEvery"], Sub(path, "dropWatchEvery"), 0, 1 << 30,
-                     &s->fault_drop_watch_every);
+    if (auto st = ReadIntTo(node["dropWatchEvery"], Sub(path, "dropWatchEvery"), 0, 1 << 30,
+                            &s->fault_drop_watch_every);
+        !st) {
+      return st;
+    }
+  }
+  ProcessFaults& f = s->process_faults;
+  if (node["seed"]) {
+    int64_t seed = 0;
+    if (auto st = ReadInt(node["seed"], Sub(path, "seed"), 0, INT64_MAX, &seed); !st) return st;
+    f.seed = static_cast<uint64_t>(seed);
+  }
+  KillTarget unused = KillTarget::kAny;
+  for (auto [key, schedule, target] :
+       {std::tuple{"killScheduler", &f.kill_scheduler, &f.kill_scheduler_target},
+        std::tuple{"killPlugin", &f.kill_plugin, &unused},
+        std::tuple{"restartKubelet", &f.restart_kubelet, &unused},
+        std::tuple{"restartApiServer", &f.restart_api_server, &unused},
+        std::tuple{"deleteNode", &f.delete_node, &unused},
+        std::tuple{"unhealthyGpu", &f.unhealthy_gpu, &unused}}) {
+    if (!node[key]) continue;
+    const bool with_target = schedule == &f.kill_scheduler;
+    if (auto st = ParseFaultSchedule(node[key], Sub(path, key), with_target, schedule, target);
+        !st) {
+      return st;
+    }
+  }
+  if (node["clockSkew"]) return ParseClockSkew(node["clockSkew"], Sub(path, "clockSkew"), &f);
+  return OkStatus();
+}
+
+Status ParseLeaderElection(const YAML::Node& node, Scenario* s) {
+  const std::string path = "leaderElection";
+  if (auto st = CheckKeys(node, path, {"leaseDuration", "renewDeadline", "retryPeriod"}); !st) {
+    return st;
+  }
+  LeaderElectionTiming& le = s->leader_election;
+  if (node["leaseDuration"]) {
+    std::chrono::milliseconds d{0};
+    const std::string p = Sub(path, "leaseDuration");
+    if (auto st = ReadDuration(node["leaseDuration"], p, &d); !st) return st;
+    // leaseDurationSeconds is whole seconds on the wire.
+    if (d.count() < 1000 || d.count() % 1000 != 0) {
+      return FieldError(p, "whole seconds, at least 1s", node["leaseDuration"].Scalar());
+    }
+    le.lease_duration = std::chrono::duration_cast<std::chrono::seconds>(d);
+  }
+  for (auto [key, field] : {std::pair{"renewDeadline", &le.renew_deadline},
+                            std::pair{"retryPeriod", &le.retry_period}}) {
+    if (!node[key]) continue;
+    if (auto st = ReadDuration(node[key], Sub(path, key), field); !st) return st;
+    if (field->count() == 0) return FieldError(Sub(path, key), "a positive duration", "0");
+  }
+  // client-go's checks: leaseDuration > renewDeadline > retryPeriod.
+  if (le.renew_deadline >= le.lease_duration) {
+    return FieldError(Sub(path, "renewDeadline"), "less than leaseDuration",
+                      std::to_string(le.renew_deadline.count()) + "ms");
+  }
+  if (le.retry_period >= le.renew_deadline) {
+    return FieldError(Sub(path, "retryPeriod"), "less than renewDeadline",
+                      std::to_string(le.retry_period.count()) + "ms");
   }
   return OkStatus();
 }
@@ -492,7 +635,7 @@ Status CheckUniqueNames(const Scenario& s) {
 Status ParseRoot(const YAML::Node& root, Scenario* s) {
   if (auto st = CheckKeys(root, "",
                           {"name", "description", "timing", "policies", "faults", "deviceConfig",
-                           "nodes", "workloads"});
+                           "schedulerReplicas", "leaderElection", "nodes", "workloads"});
       !st) {
     return st;
   }
@@ -510,6 +653,21 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
   }
   if (root["faults"]) {
     if (auto st = ParseFaults(root["faults"], s); !st) return st;
+  }
+  if (root["schedulerReplicas"]) {
+    if (auto st =
+            ReadIntTo(root["schedulerReplicas"], "schedulerReplicas", 1, 3, &s->scheduler_replicas);
+        !st) {
+      return st;
+    }
+  }
+  if (root["leaderElection"]) {
+    if (auto st = ParseLeaderElection(root["leaderElection"], s); !st) return st;
+  }
+  if (s->process_faults.kill_scheduler_target != KillTarget::kAny && s->scheduler_replicas < 2) {
+    return FieldError(
+        "faults.killScheduler.target", "any with schedulerReplicas 1",
+        s->process_faults.kill_scheduler_target == KillTarget::kLeader ? "leader" : "follower");
   }
   if (root["deviceConfig"]) {
     if (auto st = ParseDeviceConfig(root["deviceConfig"], s); !st) return st;
@@ -537,6 +695,22 @@ std::string ReplaceIndex(const std::string& pattern, int i) {
 }
 
 }  // namespace
+
+std::vector<std::chrono::milliseconds> FaultSchedule::Times(
+    std::chrono::milliseconds horizon) const {
+  std::vector<std::chrono::milliseconds> out;
+  for (auto t : at) {
+    if (t <= horizon) out.push_back(t);
+  }
+  if (every.count() > 0) {
+    int n = 0;
+    for (auto t = start; t <= horizon && (count == 0 || n < count); t += every, ++n) {
+      out.push_back(t);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 Result<Scenario> ParseScenario(std::string_view yaml_text) {
   Scenario s;

@@ -10,7 +10,17 @@
 //   timing:   {kubeletLatency: 20ms, timeout: 60s, podCreators: 8, podInitialBackoff: 1s,
 //              podMaxBackoff: 10s}
 //   policies: {nodeSchedulerPolicy: binpack, gpuSchedulerPolicy: spread}
-//   faults:   {errorRate: 0.05, latency: 0ms, dropWatchEvery: 50}
+//   faults:   {errorRate: 0.05, latency: 0ms, dropWatchEvery: 50,
+//              seed: 1,                       # which replica/node/GPU a fault picks
+//              killScheduler: {every: 3s, start: 1s, count: 5, down: 200ms, target: leader},
+//              killPlugin: {every: 2s},  restartKubelet: {at: [1s, 4s]},
+//              restartApiServer: {at: [2s]}, deleteNode: {at: [3s], down: 2s},
+//              unhealthyGpu: {at: [2s]}, clockSkew: {scheduler: 10m, plugins: -1m}}
+//              # process faults (docs/RELIABILITY.md): each a schedule, `at` offsets and/or
+//              # `every` period from `start` (from the first pod creation) up to `count` times
+//              # (0 = until the end); `down`: how long the component stays away
+//   schedulerReplicas: 2            # hami-scheduler instances; > 1 elect a leader on a Lease
+//   leaderElection: {leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
 //   deviceConfig: {nvidia: {deviceSplitCount: 10}}    # device-config.yaml text, inline
 //   nodes:
 //     - name: gpu-node-{i}          # {i} = 0..count-1; without {i} count must be 1
@@ -109,6 +119,49 @@ struct Workload {
   std::vector<ContainerSpec> containers;
 };
 
+// When a process fault strikes, relative to the first pod creation: every offset of `at`, plus
+// (with `every` > 0) start, start + every, ... at most `count` times (0: until the run ends).
+// `down`: how long the component stays away before it is started again.
+struct FaultSchedule {
+  std::vector<std::chrono::milliseconds> at;
+  std::chrono::milliseconds every{0};
+  std::chrono::milliseconds start{0};
+  int count = 0;
+  std::chrono::milliseconds down{0};
+  bool enabled() const { return !at.empty() || every.count() > 0; }
+  // The strike times up to `horizon`, sorted.
+  std::vector<std::chrono::milliseconds> Times(std::chrono::milliseconds horizon) const;
+};
+
+// Which hami-scheduler replica killScheduler strikes.
+enum class KillTarget { kAny, kLeader, kFollower };
+
+struct ProcessFaults {
+  uint64_t seed = 1;  // picks the replica, node or GPU of each strike
+  FaultSchedule kill_scheduler;
+  KillTarget kill_scheduler_target = KillTarget::kAny;
+  FaultSchedule kill_plugin;
+  FaultSchedule restart_kubelet;
+  FaultSchedule restart_api_server;
+  FaultSchedule delete_node;
+  FaultSchedule unhealthy_gpu;
+  // Offsets of the components' clocks from the real one (may be negative): the node lock's
+  // timestamps and its 5-minute expiry are read on them.
+  std::chrono::milliseconds scheduler_clock_skew{0};
+  std::chrono::milliseconds plugin_clock_skew{0};
+  bool any() const {
+    return kill_scheduler.enabled() || kill_plugin.enabled() || restart_kubelet.enabled() ||
+           restart_api_server.enabled() || delete_node.enabled() || unhealthy_gpu.enabled();
+  }
+};
+
+// The Lease timing of schedulerReplicas > 1 (kube-scheduler's --leader-elect-* flags).
+struct LeaderElectionTiming {
+  std::chrono::seconds lease_duration{15};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -122,6 +175,9 @@ struct Scenario {
   double fault_error_rate = 0;
   std::chrono::milliseconds fault_latency{0};
   int fault_drop_watch_every = 0;
+  ProcessFaults process_faults;
+  int scheduler_replicas = 1;  // 1..3
+  LeaderElectionTiming leader_election;
   // The device config both the scheduler and the device plugins run with: the chart defaults
   // with `deviceConfig` applied; the `deviceConfig` text itself (empty when absent).
   device::DeviceConfig device_config = device::DefaultDeviceConfig();

@@ -180,6 +180,37 @@ TEST(ReportTest, StatesAndReasons) {
   EXPECT_NE(r.pods[3].reason.find("bind-phase allocating"), std::string::npos);
 }
 
+// lost_allocations: a Running pod the live scheduler's index does not count on its devices.
+TEST(ReportTest, LostAllocationsAgainstTheLiveIndex) {
+  ReportInput in = Input();
+  in.pods = {Running("counted", "n1", "GPU-aaaa1111-0000,NVIDIA,1000,0:;", 0, 1, 2),
+             Running("missing", "n1", "GPU-aaaa1111-0000,NVIDIA,1000,0:;", 0, 1, 2),
+             Running("moved", "n1", "GPU-bbbb2222-0000,NVIDIA,1000,0:;", 0, 1, 2),
+             Running("nodevices", "n1", "", 0, 1, 2)};
+  Report unknown = BuildReport(in);
+  EXPECT_EQ(unknown.lost_allocations, -1);  // nobody to ask
+  in.scheduler_counted = std::map<std::string, std::set<std::string>>{
+      {"default/counted", {"GPU-aaaa1111-0000"}}, {"default/moved", {"GPU-aaaa1111-0000"}}};
+  in.scheduler_restarts = 3;
+  in.plugin_restarts = 2;
+  in.leader_changes = 1;
+  in.failover_seconds_max = 4.5;
+  in.faults_injected = {{"killScheduler", 3}};
+  in.pods_recreated = 1;
+  Report r = BuildReport(in);
+  EXPECT_EQ(r.lost_allocations, 2);
+  EXPECT_EQ(r.lost, (std::vector<std::string>{"default/missing", "default/moved"}));
+  nlohmann::json j = ReportToJson(r);
+  EXPECT_EQ(j["lost_allocations"], 2);
+  EXPECT_EQ(j["scheduler_restarts"], 3);
+  EXPECT_EQ(j["plugin_restarts"], 2);
+  EXPECT_EQ(j["leader_changes"], 1);
+  EXPECT_DOUBLE_EQ(j["failover_seconds_max"].get<double>(), 4.5);
+  EXPECT_EQ(j["faults_injected"]["killScheduler"], 3);
+  EXPECT_EQ(j["pods_recreated"], 1);
+  EXPECT_NE(RenderText(r, false).find("lost allocations: 2"), std::string::npos);
+}
+
 TEST(ReportTest, LatencyPercentiles) {
   ReportInput in = Input();
   for (int i = 1; i <= 100; ++i) {

@@ -194,12 +194,79 @@ TEST(ScenarioTest, RejectsMalformedInputNamingFieldAndValue) {
        "timing.podInitialBackoff: want a positive duration, got \"0\""},
       {"backoff order", kNodes + kWork + "timing: {podInitialBackoff: 5s, podMaxBackoff: 1s}",
        "timing.podMaxBackoff: want at least podInitialBackoff, got \"1000ms\""},
+      {"fault without schedule", kNodes + kWork + "faults: {killPlugin: {down: 1s}}",
+       "faults.killPlugin: want a schedule: `at` offsets or an `every` period"},
+      {"fault at", kNodes + kWork + "faults: {restartKubelet: {at: [1s, later]}}",
+       "faults.restartKubelet.at[1]: want a duration like 250ms or 2s, got \"later\""},
+      {"fault every zero", kNodes + kWork + "faults: {killScheduler: {every: 0s}}",
+       "faults.killScheduler.every: want a positive duration, got \"0\""},
+      {"fault unknown key", kNodes + kWork + "faults: {deleteNode: {at: [1s], target: leader}}",
+       "faults.deleteNode.target: unknown key"},
+      {"fault target", kNodes + kWork + "faults: {killScheduler: {every: 1s, target: boss}}",
+       "faults.killScheduler.target: want any, leader or follower, got \"boss\""},
+      {"leader target, one replica",
+       kNodes + kWork + "faults: {killScheduler: {every: 1s, target: leader}}",
+       "faults.killScheduler.target: want any with schedulerReplicas 1, got \"leader\""},
+      {"clock skew", kNodes + kWork + "faults: {clockSkew: {scheduler: ahead}}",
+       "faults.clockSkew.scheduler: want a duration like 30s or -2m, got \"ahead\""},
+      {"replicas", kNodes + kWork + "schedulerReplicas: 4",
+       "schedulerReplicas: want an integer in [1, 3], got \"4\""},
+      {"lease seconds", kNodes + kWork + "leaderElection: {leaseDuration: 1500ms}",
+       "leaderElection.leaseDuration: want whole seconds, at least 1s, got \"1500ms\""},
+      {"lease order", kNodes + kWork + "leaderElection: {leaseDuration: 2s, renewDeadline: 3s}",
+       "leaderElection.renewDeadline: want less than leaseDuration, got \"3000ms\""},
   };
   for (const Bad& c : cases) {
     auto s = ParseScenario(c.yaml);
     ASSERT_FALSE(s.ok()) << c.name;
     EXPECT_NE(s.error().find(c.want), std::string::npos) << c.name << ": " << s.error();
   }
+}
+
+TEST(ScenarioTest, ParsesProcessFaultsAndReplicas) {
+  auto s = ParseScenario(kNodes + kWork + R"(
+schedulerReplicas: 2
+leaderElection: {leaseDuration: 2s, renewDeadline: 1s, retryPeriod: 200ms}
+faults:
+  seed: 7
+  killScheduler: {every: 3s, start: 1s, count: 2, down: 100ms, target: leader}
+  killPlugin: {every: 500ms}
+  restartKubelet: {at: [2s, 1s]}
+  restartApiServer: {at: [4s]}
+  deleteNode: {at: [3s], down: 2s}
+  unhealthyGpu: {at: [5s]}
+  clockSkew: {scheduler: 6m, plugins: -90s}
+)");
+  ASSERT_TRUE(s.ok()) << s.error();
+  using std::chrono::milliseconds;
+  EXPECT_EQ(s->scheduler_replicas, 2);
+  EXPECT_EQ(s->leader_election.lease_duration, std::chrono::seconds(2));
+  EXPECT_EQ(s->leader_election.renew_deadline, milliseconds(1000));
+  EXPECT_EQ(s->leader_election.retry_period, milliseconds(200));
+  const ProcessFaults& f = s->process_faults;
+  EXPECT_TRUE(f.any());
+  EXPECT_EQ(f.seed, 7u);
+  EXPECT_EQ(f.kill_scheduler_target, KillTarget::kLeader);
+  EXPECT_EQ(f.kill_scheduler.down, milliseconds(100));
+  EXPECT_EQ(f.kill_scheduler.Times(milliseconds(60000)),
+            (std::vector<milliseconds>{milliseconds(1000), milliseconds(4000)}));
+  EXPECT_EQ(f.kill_plugin.Times(milliseconds(1200)),
+            (std::vector<milliseconds>{milliseconds(0), milliseconds(500), milliseconds(1000)}));
+  EXPECT_EQ(f.restart_kubelet.Times(milliseconds(60000)),
+            (std::vector<milliseconds>{milliseconds(1000), milliseconds(2000)}));
+  EXPECT_EQ(f.restart_api_server.Times(milliseconds(3000)), std::vector<milliseconds>{});
+  EXPECT_EQ(f.delete_node.down, milliseconds(2000));
+  EXPECT_TRUE(f.unhealthy_gpu.enabled());
+  EXPECT_EQ(f.scheduler_clock_skew, milliseconds(360000));
+  EXPECT_EQ(f.plugin_clock_skew, milliseconds(-90000));
+}
+
+TEST(ScenarioTest, NoProcessFaultsByDefault) {
+  auto s = ParseScenario(kNodes + kWork);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_FALSE(s->process_faults.any());
+  EXPECT_EQ(s->scheduler_replicas, 1);
+  EXPECT_EQ(s->leader_election.lease_duration, std::chrono::seconds(15));
 }
 
 TEST(ScenarioTest, LoadFileNamesThePath) {

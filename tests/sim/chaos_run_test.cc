@@ -1,0 +1,125 @@
+// Process faults in `hami-sim run` (docs/RELIABILITY.md), end to end in-process: hami-scheduler
+// killed mid-burst (no clean-up) and restarted, with one replica and with two electing a
+// leader on a Lease; each run must end as a calm one does (every fitting pod Running, the others
+// unschedulable, nothing over-committed, nothing stuck allocating) and with the live scheduler
+// counting every Running pod's devices. Leases are short (1 s) so failover takes about a second.
+#include <gtest/gtest.h>
+
+#include "sim/runner.h"
+#include "sim/scheduler_set.h"
+
+namespace hami::sim {
+namespace {
+
+using std::chrono::milliseconds;
+
+// 6 nodes x 2 V100s, 4 slices of 8000 MiB each: 48 pods fill them exactly; 2 fit nowhere.
+std::string Cluster(const std::string& extra) {
+  return R"(
+name: chaos-small
+timing: {kubeletLatency: 2ms, timeout: 90s, podInitialBackoff: 100ms, podMaxBackoff: 500ms}
+nodes:
+  - name: node-{i}
+    count: 6
+    gpus:
+      - {model: Tesla V100-PCIE-32GB, memory: 32768, count: 2}
+workloads:
+  - name: fits
+    replicas: 48
+    interval: 20ms
+    containers:
+      - name: main
+        resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 8000}
+  - name: too-big
+    replicas: 2
+    arrival: 50ms
+    containers:
+      - name: main
+        resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 40000}
+)" + extra;
+}
+
+Report RunScenario(const std::string& yaml) {
+  auto scenario = ParseScenario(yaml);
+  EXPECT_TRUE(scenario.ok()) << scenario.error();
+  if (!scenario.ok()) return Report{};
+  RunOptions options;
+  options.kubelet_latency = milliseconds(2);
+  Runner runner(std::move(*scenario), options);
+  auto report = runner.Run();
+  runner.Stop();
+  EXPECT_TRUE(report.ok()) << report.error();
+  return report.ok() ? *report : Report{};
+}
+
+void ExpectNothingLost(const Report& r) {
+  const std::string text = RenderText(r, false);
+  EXPECT_FALSE(r.timed_out) << text;
+  EXPECT_EQ(r.pods_running, 48) << text;
+  EXPECT_EQ(r.pods_unschedulable, 2) << text;
+  EXPECT_EQ(r.pods_failed, 0) << text;
+  EXPECT_EQ(r.pods_allocating, 0) << text;
+  EXPECT_EQ(r.overcommitted_devices, 0) << text;
+  EXPECT_EQ(r.unknown_device_allocations, 0) << text;
+  EXPECT_EQ(r.lost_allocations, 0) << text;
+}
+
+TEST(ChaosRunTest, KilledSchedulerRestartsAndLosesNothing) {
+  const Report r = RunScenario(Cluster(R"(
+faults:
+  killScheduler: {every: 250ms, start: 100ms, count: 4, down: 100ms}
+)"));
+  ExpectNothingLost(r);
+  EXPECT_GE(r.faults_injected.count("killScheduler") ? r.faults_injected.at("killScheduler") : 0,
+            1);
+  EXPECT_EQ(r.scheduler_restarts,
+            r.faults_injected.count("killScheduler") ? r.faults_injected.at("killScheduler") : 0);
+  // One replica: each restarted process that serves is a new leader.
+  EXPECT_EQ(r.leader_changes, r.scheduler_restarts);
+  // Down 100 ms, then a registration pass; well under the lease-based bound.
+  EXPECT_LT(r.failover_seconds_max, 10.0);
+}
+
+TEST(ChaosRunTest, KilledLeaderFailsOverToTheOtherReplica) {
+  const Report r = RunScenario(Cluster(R"(
+schedulerReplicas: 2
+leaderElection: {leaseDuration: 1s, renewDeadline: 500ms, retryPeriod: 100ms}
+faults:
+  killScheduler: {at: [150ms], down: 300ms, target: leader}
+)"));
+  ExpectNothingLost(r);
+  ASSERT_EQ(r.faults_injected.count("killScheduler"), 1u);
+  EXPECT_EQ(r.faults_injected.at("killScheduler"), 1);
+  EXPECT_EQ(r.scheduler_restarts, 1);
+  EXPECT_GE(r.leader_changes, 1);
+  // The 1 s lease runs out, the follower takes it and registers at once.
+  EXPECT_GT(r.failover_seconds_max, 0.5);
+  EXPECT_LT(r.failover_seconds_max, 10.0);
+}
+
+TEST(ChaosRunTest, UnsupportedFaultsAreRefusedByPath) {
+  auto scenario = ParseScenario(Cluster("faults: {deleteNode: {at: [1s]}}\n"));
+  ASSERT_TRUE(scenario.ok()) << scenario.error();
+  Runner runner(std::move(*scenario), RunOptions{});
+  auto report = runner.Run();
+  runner.Stop();
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.error().find("faults.deleteNode"), std::string::npos) << report.error();
+}
+
+TEST(ChaosRunTest, CountedAllocationsReadTheUsageIndexSeries) {
+  const auto counted = CountedAllocations(
+      "# TYPE hami_vgpu_memory_allocated_bytes gauge\n"
+      "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"n\",pod=\"a\","
+      "container_index=\"0\",device_uuid=\"GPU-1\",zone=\"vGPU\"} 1.048576e+09\n"
+      "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"n\",pod=\"a\","
+      "container_index=\"0\",device_uuid=\"GPU-2\",zone=\"vGPU\"} 1\n"
+      "hami_vgpu_core_allocated_ratio{namespace=\"default\",node=\"n\",pod=\"b\","
+      "container_index=\"0\",device_uuid=\"GPU-3\",zone=\"vGPU\"} 30\n"
+      "hami_vgpu_memory_allocated_bytes{namespace=\"x\",pod=\"broken\"\n");
+  ASSERT_EQ(counted.size(), 1u);
+  EXPECT_EQ(counted.at("default/a"), (std::set<std::string>{"GPU-1", "GPU-2"}));
+}
+
+}  // namespace
+}  // namespace hami::sim
