@@ -64,7 +64,8 @@ void AddDeviceList(const std::vector<std::string>& uuids, std::string_view cache
       break;
     case DeviceListStrategy::kCdiAnnotations: {
       std::vector<std::string> names;
-      for (const std::string& u : uuids) names.push_back("nvidia.com/gpu=" + u);
+      for (const std::string& u : uuids)
+        names.push_back(std::string(protocol::kNvidiaCdiKind) + "=" + u);
       out->annotations["cdi.k8s.io/hami-device-plugin_" + std::string(cache_id)] = Join(names, ",");
       break;
     }
@@ -72,6 +73,36 @@ void AddDeviceList(const std::vector<std::string>& uuids, std::string_view cache
 }
 
 }  // namespace
+
+ContainerAllocation BuildMigContainerAllocation(const std::vector<std::string>& mig_uuids,
+                                                std::string_view cache_id, const AllocateEnv& env) {
+  ContainerAllocation out;
+  AddDeviceList(mig_uuids, cache_id, env, &out);
+  return out;
+}
+
+Result<std::vector<protocol::MigAllocation>> ContainerMigReservations(
+    const std::vector<protocol::MigAllocation>& all, size_t container_index,
+    const protocol::ContainerDevices& devices) {
+  const std::string where = "container " + std::to_string(container_index);
+  std::vector<protocol::MigAllocation> out;
+  for (const auto& a : all) {
+    if (a.container_index == static_cast<int64_t>(container_index)) out.push_back(a);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.device_index < b.device_index; });
+  if (out.size() != devices.size()) {
+    return Error{where + ": " + std::to_string(out.size()) + " MIG reservations for " +
+                 std::to_string(devices.size()) + " devices"};
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].gpu_uuid != devices[i].uuid) {
+      return Error{where + ": MIG reservation " + std::to_string(i) + " is on GPU " +
+                   Quote(out[i].gpu_uuid) + ", the device on " + Quote(devices[i].uuid)};
+    }
+  }
+  return out;
+}
 
 ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& devices,
                                              const ContainerInfo& container,
@@ -144,7 +175,8 @@ Result<AllocationPlan> PlanAllocate(const PodView& pod,
                    std::to_string(entry.size()) + ", kubelet asked for " +
                    std::to_string(requests[r].size())};
     }
-    if (env.config.enable_preferred_allocation) {
+    // In MIG mode the reservation names the GPU; kubelet's replica ids do not (HAMi too).
+    if (env.config.enable_preferred_allocation && env.config.operating_mode != kMigOperatingMode) {
       for (size_t i = 0; i < entry.size(); ++i) entry[i].uuid = StripReplicaSuffix(requests[r][i]);
     }
     ContainerInfo container;

@@ -13,6 +13,7 @@
 
 #include "common/result.h"
 #include "deviceplugin/plugin_config.h"
+#include "protocol/mig_allocations.h"
 #include "protocol/pod_devices.h"
 #include "protocol/vendor.h"
 
@@ -105,6 +106,18 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
                                              const ContainerInfo& container,
                                              std::string_view pod_uid, std::string_view cache_id,
                                              const AllocateEnv& env);
+
+// MIG mode (docs/MIG.md "Device plugin"): a container's answer is its MIG devices only, by the
+// device list strategy (NVIDIA_VISIBLE_DEVICES, volume mounts or CDI); no HAMi-core limiter,
+// since the instance is the hardware limit. `cache_id` names the CDI annotation.
+ContainerAllocation BuildMigContainerAllocation(const std::vector<std::string>& mig_uuids,
+                                                std::string_view cache_id, const AllocateEnv& env);
+
+// The reservations of annotation container `container_index`, by device index; there must be
+// one per device of `devices`, on the same GPU. Errors name the container and the mismatch.
+Result<std::vector<protocol::MigAllocation>> ContainerMigReservations(
+    const std::vector<protocol::MigAllocation>& all, size_t container_index,
+    const protocol::ContainerDevices& devices);
 
 struct AllocationPlan {
   std::vector<ContainerAllocation> containers;  // one per request, in request order

@@ -8,11 +8,13 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "deviceplugin/container_files.h"
+#include "deviceplugin/mig_manager.h"
 #include "k8s/client.h"
 #include "nodelock/owner.h"
 #include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
+#include "protocol/mig_allocations.h"
 #include "protocol/node_lock.h"
 
 namespace hami::deviceplugin {
@@ -170,20 +172,30 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   const PodView pod = PodViewFromJson(*found);
   auto plan = PlanAllocate(pod, requests, env_, new_cache_id_);
   if (!plan) return std::move(Fail(pod, plan.error(), lock_value)).take_error();
-  if (Status s = PrepareHostDirs(pod, *plan); !s)
-    return std::move(Fail(pod, s.error(), lock_value)).take_error();
-  // The limits files must exist before kubelet mounts them (docs/vgpu.md "Limits file").
-  if (Status s = WriteContainerFiles(plan->containers); !s)
-    return std::move(Fail(pod, s.error(), lock_value)).take_error();
   // Steps 4 and 5 in one patch: the entries consumed, and when nothing NVIDIA is left to
   // allocate, bind-phase success with it (HAMi re-reads the pod between the two; one merge patch
-  // makes the pair atomic and saves two API calls).
+  // makes the pair atomic and saves two API calls). In MIG mode the runtime ids go with them.
   Json patch = AnnotationPatch(kToAllocateKey, plan->remaining);
+  std::vector<RealisedMig> realised;
+  if (mig_ != nullptr) {
+    auto mig = ApplyMig(*found, pod, &*plan, &realised);
+    if (!mig) return std::move(Fail(pod, mig.error(), lock_value)).take_error();
+    patch["metadata"]["annotations"][std::string(protocol::kVgpuMigAllocationsKey)] = *mig;
+  } else {
+    if (Status s = PrepareHostDirs(pod, *plan); !s)
+      return std::move(Fail(pod, s.error(), lock_value)).take_error();
+    // The limits files must exist before kubelet mounts them (docs/vgpu.md "Limits file").
+    if (Status s = WriteContainerFiles(plan->containers); !s)
+      return std::move(Fail(pod, s.error(), lock_value)).take_error();
+  }
   const bool done = !protocol::HasVendorDevice(plan->remaining, kNvidiaVendorKey);
   if (done) patch["metadata"]["annotations"][std::string(protocol::kBindPhaseKey)] = "success";
   auto patched = k8s::RetryTransient<Json>(
       [&] { return client_->Patch(res::kPods, pod.ns, pod.name, k8s::PatchType::kMerge, patch); });
   if (!patched) {
+    if (mig_ != nullptr) {
+      if (Status s = mig_->Release(realised); !s) HAMI_ERROR("MIG roll-back: {}", s.error());
+    }
     return std::move(
                Fail(pod,
                     "update " + std::string(kToAllocateKey) + ": " + patched.error().ToString(),
@@ -197,6 +209,38 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
     }
   }
   return std::move(plan->containers);
+}
+
+Result<std::string> Allocator::ApplyMig(const Json& pod_json, const PodView& pod,
+                                        AllocationPlan* plan, std::vector<RealisedMig>* realised) {
+  const std::string key(protocol::kVgpuMigAllocationsKey);
+  auto all = protocol::DecodeMigAllocations(k8s::Annotation(pod_json, key).value_or(""));
+  if (!all) return Error{key + ": " + all.error()};
+  auto devices = protocol::DecodePodDevices(pod.to_allocate);
+  if (!devices) return Error{std::string(kToAllocateKey) + ": " + devices.error()};
+  for (size_t k = 0; k < plan->consumed.size(); ++k) {
+    const size_t index = plan->consumed[k];
+    auto reservations = ContainerMigReservations(*all, index, (*devices)[index]);
+    auto made = reservations ? mig_->Ensure(*reservations)
+                             : Result<std::vector<RealisedMig>>(Error{reservations.error()});
+    if (!made) {
+      if (Status s = mig_->Release(*realised); !s) HAMI_ERROR("MIG roll-back: {}", s.error());
+      return Error{key + ": " + made.error()};
+    }
+    std::vector<std::string> uuids;
+    for (size_t i = 0; i < made->size(); ++i) {
+      const protocol::MigAllocation& r = (*reservations)[i];
+      for (protocol::MigAllocation& a : *all) {
+        if (a.container_index == r.container_index && a.device_index == r.device_index) {
+          a.runtime = (*made)[i].identity;
+        }
+      }
+      uuids.push_back((*made)[i].identity.mig_uuid);
+      realised->push_back((*made)[i]);
+    }
+    plan->containers[k] = BuildMigContainerAllocation(uuids, new_cache_id_(), env_);
+  }
+  return protocol::EncodeMigAllocations(*all);
 }
 
 std::vector<std::vector<std::string>> Allocator::Prefer(

@@ -23,6 +23,9 @@ class Client;
 
 namespace hami::deviceplugin {
 
+class MigManager;
+struct RealisedMig;
+
 // The pending pod on `node` (docs/protocol.md#device-plugin-api-and-allocate): the owner named by
 // the node lock when there is one (trusted as is); else the first pod with spec.nodeName = node,
 // phase Pending, a bind-time, bind-phase allocating or success, and vgpu-node = node. A malformed
@@ -55,7 +58,16 @@ class Allocator {
 
   const AllocateEnv& env() const { return env_; }
 
+  // MIG mode (docs/MIG.md "Device plugin"): with a manager, Allocate creates or reuses each
+  // container's reserved instances, answers their MIG UUIDs and writes the runtime ids into
+  // hami.io/vgpu-mig-allocations with the consumed entries; on a later failure the instances it
+  // created are destroyed again. Without one (hami-sim's inventory nodes) a MIG node answers as
+  // hami-core. `mig` must outlive the allocator; set before serving.
+  void set_mig_manager(MigManager* mig) { mig_ = mig; }
+
  private:
+  Result<std::string> ApplyMig(const k8s::Json& pod_json, const PodView& pod, AllocationPlan* plan,
+                               std::vector<RealisedMig>* realised);
   Status Fail(const PodView& pod, const std::string& reason, std::string_view lock);
   Status PrepareHostDirs(const PodView& pod, const AllocationPlan& plan);
 
@@ -63,6 +75,7 @@ class Allocator {
   const std::string node_;
   const AllocateEnv env_;
   std::function<std::string()> new_cache_id_;
+  MigManager* mig_ = nullptr;
   std::mutex mu_;
 };
 
