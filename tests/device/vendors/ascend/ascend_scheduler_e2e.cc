@@ -53,6 +53,9 @@ TEST_F(AscendScheduler, TemplatesAndRuntimeList) {
             annos["hami.io/Ascend910B3-devices-to-allocate"]);
   EXPECT_EQ(annos["huawei.com/Ascend910B3"],
             R"([{"UUID":"b3-node-npu-1","temp":"vir05_1c_16g","memory":16384}])");
+  // HAMi's predicate-time: Unix seconds of the decision, the instant of hami.io/vgpu-time.
+  EXPECT_FALSE(annos["predicate-time"].empty());
+  EXPECT_EQ(annos["predicate-time"], annos["hami.io/vgpu-time"]);
 
   // Hard split refuses a -core request; the webhook answers code 500 with HAMi's words.
   json core =

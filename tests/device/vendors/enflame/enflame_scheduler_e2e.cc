@@ -9,6 +9,13 @@ namespace {
 
 using nlohmann::json;
 
+// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
+// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
+bool SameSecond(const std::string& nanos, const std::string& seconds) {
+  return !nanos.empty() && !seconds.empty() &&
+         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
+}
+
 class EnflameScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("enflame:"); }
@@ -71,6 +78,14 @@ TEST_F(EnflameScheduler, DrsSlices) {
   EXPECT_EQ(annos["hami.io/enflame-vgpu-devices-allocated"],
             "drs-node-enflame-drs-0,Enflame,20480,50:;");
   EXPECT_EQ(annos["enflame.com/gcu-assigned"], "false");
+  // The profile Fit chose, the node row's minor and the decision's time (HAMi PatchAnnotations).
+  EXPECT_EQ(annos["assigned-containers"],
+            R"({"main":{"allocated":false,"request":3,"profileID":"1","profileName":"3g.20gb"}})");
+  EXPECT_EQ(annos["enflame.com/gcu-assigned-minor"], "0");
+  EXPECT_EQ(annos["enflame.com/gcu-assigned-index"], "0");
+  EXPECT_EQ(annos["enflame.com/gcu-request-size"], "3");
+  EXPECT_TRUE(SameSecond(annos["enflame.com/gcu-assigned-time"], annos["hami.io/vgpu-time"]))
+      << annos["enflame.com/gcu-assigned-time"];
 
   // A 4-slice request names no profile of the node: ModeNotFit.
   CreatePod(Review(Pod("drs4", {{"enflame.com/drs-gcu", "4"}}))["pod"]);

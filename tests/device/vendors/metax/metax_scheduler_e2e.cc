@@ -10,10 +10,38 @@ namespace {
 
 using nlohmann::json;
 
+// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
+// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
+bool SameSecond(const std::string& nanos, const std::string& seconds) {
+  return !nanos.empty() && !seconds.empty() &&
+         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
+}
+
 class MetaxScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("metax:"); }
 };
+
+// HAMi ScoreNode under binpack: 2000 - losses[devices taken]; the node that loses least wins
+// although the other's name sorts first.
+TEST_F(MetaxScheduler, TopologyLossesChooseTheNode) {
+  for (auto [name, losses] :
+       {std::pair{"mx-a", R"({"1":300,"2":600})"}, std::pair{"mx-b", R"({"1":100,"2":600})"}}) {
+    json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+    node["metadata"]["annotations"]["metax-tech.com/gpu.topology.losses"] = losses;
+    node["status"]["capacity"]["metax-tech.com/gpu"] = "2";
+    node["status"]["allocatable"]["metax-tech.com/gpu"] = "2";
+    CreateNode(node);
+  }
+  Start();
+  CreatePod(Review(Pod("one", {{"metax-tech.com/gpu", "1"}}))["pod"]);
+  json res = Filter("one", {"mx-a", "mx-b"});
+  EXPECT_EQ(res["NodeNames"], json::array({"mx-b"})) << res;
+  // Two devices: losses tie at 600, the name decides.
+  CreatePod(Review(Pod("two", {{"metax-tech.com/gpu", "2"}}))["pod"]);
+  res = Filter("two", {"mx-b", "mx-a"});
+  EXPECT_EQ(res["NodeNames"], json::array({"mx-a"})) << res;
+}
 
 TEST_F(MetaxScheduler, WholeGpusFromCapacity) {
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "mx-node"}}}};
@@ -62,6 +90,8 @@ TEST_F(MetaxScheduler, SharedGpus) {
   EXPECT_EQ(annos["hami.io/metax-sgpu-devices-allocated"], "GPU-1,Metax-SGPU,16384,30:;");
   EXPECT_EQ(annos["metax-tech.com/gpu-devices-allocated"],
             R"([[{"uuid":"GPU-1","compute":30,"vRam":16384}]])");
+  EXPECT_TRUE(SameSecond(annos["metax-tech.com/predicate-time"], annos["hami.io/vgpu-time"]))
+      << annos["metax-tech.com/predicate-time"];
 
   json bad = Review(Pod("bad", {{"metax-tech.com/sgpu", "2"}}));
   bad = Review([&] {
