@@ -175,11 +175,11 @@ double VendorScores(const Registry& registry, const PodView& pod, const NodeUsag
   if (s->scored.empty()) return 0;
   std::sort(s->scored.begin(), s->scored.end(),
             [](const Device* a, const Device* b) { return a->VendorKey() < b->VendorKey(); });
-  s->no_picks.assign(total, {});
   double sum = 0;
   for (const Device* d : s->scored) {
     auto it = picks.find(d->VendorKey());
     bool has = it != picks.end() && it->second.size() == total;
+    if (!has && s->no_picks.size() != total) s->no_picks.assign(total, {});
     ScoreContext ctx{
         .node = &node, .picks = has ? &it->second : &s->no_picks, .policy = policy, .pod = &pod};
     sum += d->ScoreNode(ctx);

@@ -4,7 +4,9 @@
 #include "device/vendors/mthreads/mthreads.h"
 
 #include <gtest/gtest.h>
+
 #include <yaml-cpp/yaml.h>
+#include <chrono>
 
 #include <nlohmann/json.hpp>
 
@@ -244,6 +246,13 @@ TEST(MthreadsAllocate, PatchAnnotations) {
   EXPECT_EQ(from_id.count("mthreads.com/predicate-time"), 0u);
   protocol::ContainerDevice odd{"x-mthreads-y", "Mthreads", 1, 1};
   EXPECT_EQ(dev.AllocationAnnotations(PodView{}, {{odd}})["mthreads.com/predicate-node"], "");
+  // With the decision (HAMi PatchAnnotations at filter time): the chosen node and the filter's
+  // clock reading in Unix nanoseconds win over the pod's earlier annotations.
+  const SystemTime now{std::chrono::seconds(1800000000) + std::chrono::nanoseconds(5)};
+  StringMap decided = dev.AllocationAnnotations(
+      AllocationContext{.pod = &pod, .node = "node-b", .now = now}, {{}, {a, b}});
+  EXPECT_EQ(decided["mthreads.com/predicate-node"], "node-b");
+  EXPECT_EQ(decided["mthreads.com/predicate-time"], "1800000000000000005");
   // The simulated plugin serves the allocated key.
   auto served = dev.PodToAllocate(placed);
   ASSERT_TRUE(served) << served.error();
