@@ -17,11 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/apiserver/apiserver.h"
-#include "sim/manifests.h"
 #include "sim/apiserver/rbac.h"
 #include "sim/apiserver/resources.h"
-#include "sim/runner.h"
 #include "sim/apiserver/store.h"
+#include "sim/manifests.h"
+#include "sim/runner.h"
 
 namespace hami::sim {
 namespace {

@@ -47,8 +47,8 @@ struct ApiServerOptions {
   // Fault injection for tests: a request (method, path) it returns true for is answered 500.
   std::function<bool(const std::string& method, const std::string& path)> fail_request{};
   const Clock* clock = &RealClock();
-  // Kubernetes RBAC (docs/RBAC.md, sim/apiserver/rbac.h). Every request is authenticated: `token` or a
-  // verified client certificate is the admin (group system:masters), a token from IssueToken()
+  // Kubernetes RBAC (docs/RBAC.md, sim/apiserver/rbac.h). Every request is authenticated: `token`
+  // or a verified client certificate is the admin (group system:masters), a token from IssueToken()
   // is its identity, no credentials is system:anonymous, any other token gets 401. Then it is
   // authorised against the ClusterRoles, Roles and bindings in the store; Start() creates the
   // bootstrap ones kube-apiserver creates. A denial gets kube-apiserver's 403 and is counted.
