@@ -10,13 +10,16 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cluster.h"
 #include "device/config.h"
 #include "device/pod_view.h"
 #include "device/schedule.h"
 #include "device/usage_index.h"
+#include "percentile.h"
+#include "sim/synthetic/cluster.h"
 
 namespace hami::bench {
+
+using namespace hami::sim::synthetic;  // NOLINT: the cluster the benches run on
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -132,7 +135,8 @@ int RunCompute(int nodes, int pods, int iters, const std::string& forms, int can
   Fixture f;
   auto t = Clock::now();
   if (!Fill(&f, nodes, pods)) return 1;
-  if (candidates <= 0) candidates = KubeSchedulerCandidates(nodes);
+  if (candidates <= 0)
+    candidates = static_cast<int>(KubeSchedulerCandidates(static_cast<size_t>(nodes)));
   candidates = std::min(candidates, nodes);
   f.names = CandidateNames(nodes, candidates);
   std::printf(

@@ -7,17 +7,20 @@
 
 #include <httplib.h>
 
-#include "cluster.h"
 #include "device/config.h"
 #include "k8s/client.h"
+#include "percentile.h"
 #include "scheduler/registration.h"
 #include "scheduler/server.h"
 #include "server_bench.h"
 #include "sim/apiserver/apiserver.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/store.h"
+#include "sim/synthetic/cluster.h"
 
 namespace hami::bench {
+
+using namespace hami::sim::synthetic;  // NOLINT: the cluster the benches run on
 namespace {
 
 using nlohmann::json;
@@ -130,7 +133,8 @@ int RunHttp(int nodes, int pods, int iters, bool events, int candidates) {
   http.set_tcp_nodelay(true);  // as kube-scheduler's Go client (Nagle off)
   http.set_read_timeout(std::chrono::seconds(60));
   std::vector<double> ms;
-  if (candidates == 0) candidates = KubeSchedulerCandidates(nodes);
+  if (candidates == 0)
+    candidates = static_cast<int>(KubeSchedulerCandidates(static_cast<size_t>(nodes)));
   std::vector<std::string> names = CandidateNames(nodes, candidates);
   std::printf("http: %zu candidates a filter\n", names.size());
   if (!FilterLoop(http, names, iters + 5, &ms)) return 1;

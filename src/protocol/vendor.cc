@@ -17,7 +17,7 @@ VendorInfo Nvidia() {
       .register_key = std::string(kNvidiaRegisterKey),
       .register_format = RegisterFormat::kJson,
       .extra_node_keys = {"hami.io/node-nvidia-score"},
-      .handshake_key = "hami.io/node-handshake",
+      .handshake_key = std::string(kNvidiaHandshakeKey),
       .to_allocate_key = std::string(kNvidiaToAllocateKey),
       .allocated_key = std::string(kNvidiaAllocatedKey),
       .extra_pod_keys = {"hami.io/vgpu-mig-allocations"},

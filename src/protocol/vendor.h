@@ -37,6 +37,7 @@ inline constexpr std::string_view kNvidiaMemoryPercentageResource = "nvidia.com/
 inline constexpr std::string_view kNvidiaCoreResource = "nvidia.com/gpucores";
 inline constexpr std::string_view kNvidiaPriorityResource = "nvidia.com/priority";
 inline constexpr std::string_view kNvidiaRegisterKey = "hami.io/node-nvidia-register";
+inline constexpr std::string_view kNvidiaHandshakeKey = "hami.io/node-handshake";
 inline constexpr std::string_view kNvidiaToAllocateKey = "hami.io/vgpu-devices-to-allocate";
 inline constexpr std::string_view kNvidiaAllocatedKey = "hami.io/vgpu-devices-allocated";
 

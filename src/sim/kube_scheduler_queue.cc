@@ -6,6 +6,7 @@
 #include "protocol/keys.h"
 #include "sim/kube_scheduler.h"
 #include "sim/kube_scheduler_impl.h"
+#include "sim/synthetic/cluster.h"
 
 namespace hami::sim {
 
@@ -44,15 +45,6 @@ json NodeSchedulingView(const json& node) {
   if (node.contains("spec")) v["spec"] = node["spec"];
   if (node.contains("status")) v["allocatable"] = node["status"].value("allocatable", json());
   return v;
-}
-
-// kube-scheduler's numFeasibleNodesToFind with the adaptive percentageOfNodesToScore.
-size_t FeasibleNodesToFind(size_t n) {
-  if (n < 100) return n;
-  int64_t pct = 50 - static_cast<int64_t>(n) / 125;
-  if (pct < 5) pct = 5;
-  size_t num = n * static_cast<size_t>(pct) / 100;
-  return std::max<size_t>(num, 100);
 }
 
 }  // namespace
@@ -204,7 +196,7 @@ std::vector<std::string> KubeSchedulerLoop::Impl::CandidateNodes() {
     ready_dirty_ = false;
   }
   const size_t n = ready_list_.size();
-  const size_t want = FeasibleNodesToFind(n);
+  const size_t want = synthetic::KubeSchedulerCandidates(n);
   if (want == n) return ready_list_;
   std::vector<std::string> out;
   out.reserve(want);

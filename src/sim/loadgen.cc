@@ -42,6 +42,7 @@
 #include "protocol/vendor.h"
 #include "scheduler/extender_args.h"
 #include "sim/report.h"
+#include "sim/synthetic/cluster.h"
 
 extern char** environ;
 
@@ -51,17 +52,9 @@ namespace fs = std::filesystem;
 namespace res = k8s::resources;
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
+using namespace synthetic;  // NOLINT: the cluster loadgen pre-loads
 
 namespace {
-
-constexpr int kGpusPerNode = 8;
-constexpr int32_t kGpuMemMiB = 81920;  // A100 80 GB
-constexpr int32_t kSplit = 10;
-constexpr int32_t kBoundMemMiB = 4000;
-constexpr int32_t kBoundCores = 10;
-constexpr int32_t kNewPodMemMiB = 3000;
-constexpr std::string_view kHandshakeKey = "hami.io/node-handshake";
-constexpr std::string_view kNamespace = "default";
 
 double MsBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -218,87 +211,6 @@ std::string SelfDir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
-// ---- the cluster's objects ------------------------------------------------------------------
-
-std::string NodeName(int n) { return "gpu-node-" + std::to_string(n); }
-
-std::string GpuUuid(int n, int g) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "GPU-%08x-1aad-4c7e-9f3b-%012x", static_cast<unsigned>(n),
-                static_cast<unsigned>(g));
-  return buf;
-}
-
-json MakeNode(int n, const std::string& handshake) {
-  std::vector<protocol::DeviceInfo> devices;
-  for (int g = 0; g < kGpusPerNode; ++g) {
-    devices.push_back(protocol::DeviceInfo{.id = GpuUuid(n, g),
-                                           .index = static_cast<uint64_t>(g),
-                                           .count = kSplit,
-                                           .devmem = kGpuMemMiB,
-                                           .devcore = 100,
-                                           .type = "NVIDIA-NVIDIA A100-SXM4-80GB",
-                                           .numa = g / 4,
-                                           .mode = "hami-core",
-                                           .health = true});
-  }
-  const std::string name = NodeName(n);
-  json node = {{"apiVersion", "v1"}, {"kind", "Node"}};
-  node["metadata"] = {
-      {"name", name},
-      {"labels", {{"kubernetes.io/hostname", name}, {"gpu", "on"}}},
-      {"annotations",
-       {{std::string(protocol::kNvidiaRegisterKey), protocol::EncodeNodeRegister(devices)},
-        {std::string(kHandshakeKey), handshake}}}};
-  json alloc = {
-      {"cpu", "64"},
-      {"memory", "515857Mi"},
-      {"pods", "110"},
-      {std::string(protocol::kNvidiaCountResource), std::to_string(kGpusPerNode * kSplit)}};
-  node["status"] = {{"allocatable", alloc},
-                    {"capacity", alloc},
-                    {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}};
-  return node;
-}
-
-json PodSkeleton(const std::string& name, int32_t mem) {
-  json ctr = {{"name", "main"}, {"image", "nvcr.io/nvidia/pytorch:24.01-py3"}};
-  ctr["resources"]["limits"] = {
-      {std::string(protocol::kNvidiaCountResource), "1"},
-      {std::string(protocol::kNvidiaMemoryResource), std::to_string(mem)}};
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = {{"name", name}, {"namespace", kNamespace}, {"labels", {{"app", "loadgen"}}}};
-  pod["spec"] = {{"schedulerName", "hami-scheduler"}, {"containers", json::array({ctr})}};
-  return pod;
-}
-
-// Bound pod p of `pods` over `nodes` nodes: node p % nodes, GPU (p / nodes) % 8.
-json MakeBoundPod(int p, int nodes) {
-  const int n = p % nodes;
-  const int g = (p / nodes) % kGpusPerNode;
-  json pod = PodSkeleton("bound-" + std::to_string(p), kBoundMemMiB);
-  pod["spec"]["containers"][0]["resources"]["limits"][std::string(protocol::kNvidiaCoreResource)] =
-      std::to_string(kBoundCores);
-  pod["spec"]["nodeName"] = NodeName(n);
-  protocol::PodDevices devices = {{{GpuUuid(n, g), "NVIDIA", kBoundMemMiB, kBoundCores}}};
-  pod["metadata"]["annotations"] = {
-      {std::string(protocol::kVgpuNodeKey), NodeName(n)},
-      {std::string(protocol::kVgpuTimeKey), "1764400000"},
-      {std::string(protocol::kNvidiaToAllocateKey), ";"},
-      {std::string(protocol::kNvidiaAllocatedKey), protocol::EncodePodDevices(devices)},
-      {std::string(protocol::kBindPhaseKey), "success"},
-      {std::string(protocol::kBindTimeKey), "1764400001"}};
-  pod["metadata"]["labels"][std::string(protocol::kVgpuNodeKey)] = NodeName(n);
-  pod["status"]["phase"] = "Running";
-  return pod;
-}
-
-json MakeNewPod(int i) {
-  json pod = PodSkeleton("new-" + std::to_string(i), kNewPodMemMiB);
-  pod["status"]["phase"] = "Pending";
-  return pod;
-}
-
 // Creates `objs` (nodes first: is_node(i)) over `threads` clients; keeps each answer in `out`.
 Status CreateAll(const k8s::RestConfig& cfg, const std::vector<json>& objs, size_t node_count,
                  int threads, std::vector<json>* out) {
@@ -366,11 +278,12 @@ class HandshakeAnswerer {
     if (!nodes) return 0;
     int answered = 0;
     for (const json& node : nodes->items) {
-      auto hs = k8s::Annotation(node, kHandshakeKey);
+      auto hs = k8s::Annotation(node, protocol::kNvidiaHandshakeKey);
       if (!hs || hs->find("Requesting") == std::string::npos) continue;
       json patch;
-      patch["metadata"]["annotations"][std::string(kHandshakeKey)] = protocol::FormatHandshake(
-          protocol::HandshakeKind::kReported, std::chrono::system_clock::now(), Zone::Local());
+      patch["metadata"]["annotations"][std::string(protocol::kNvidiaHandshakeKey)] =
+          protocol::FormatHandshake(protocol::HandshakeKind::kReported,
+                                    std::chrono::system_clock::now(), Zone::Local());
       if (client_.Patch(res::kNodes, "", k8s::Name(node), k8s::PatchType::kMerge, patch)) {
         ++answered;
       }
@@ -544,13 +457,6 @@ std::string Fixed(double v, int digits) {
 
 }  // namespace
 
-size_t DefaultFeasibleNodes(size_t n) {
-  if (n < 100) return n;
-  int64_t pct = 50 - static_cast<int64_t>(n) / 125;
-  if (pct < 5) pct = 5;
-  return std::max<size_t>(n * static_cast<size_t>(pct) / 100, 100);
-}
-
 OvercommitCount CountOvercommit(const std::vector<json>& nodes, const std::vector<json>& pods) {
   struct Gpu {
     std::string node;
@@ -688,7 +594,7 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
   objs.reserve(static_cast<size_t>(o.nodes + o.bound_pods + o.pods));
   for (int n = 0; n < o.nodes; ++n) objs.push_back(MakeNode(n, handshake));
   for (int p = 0; p < o.bound_pods; ++p) objs.push_back(MakeBoundPod(p, o.nodes));
-  for (int i = 0; i < o.pods; ++i) objs.push_back(MakeNewPod(i));
+  for (int i = 0; i < o.pods; ++i) objs.push_back(MakePendingPod("new-" + std::to_string(i)));
   Progress(o, "pre-loading " + std::to_string(o.nodes) + " nodes x 8 GPUs, " +
                   std::to_string(o.bound_pods) + " bound pods and " + std::to_string(o.pods) +
                   " new pods");
@@ -755,7 +661,7 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
   answerer.Start(std::chrono::seconds(10));
 
   // 4. The drive: serial filters, concurrent binds.
-  const size_t want = DefaultFeasibleNodes(node_names.size());
+  const size_t want = KubeSchedulerCandidates(node_names.size());
   rep.candidates_per_filter = want;
   Progress(o, "scheduling " + std::to_string(o.pods) + " pods (" + std::to_string(want) +
                   " candidate nodes per filter, " + std::to_string(o.bind_workers) +

@@ -80,10 +80,6 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& options);
 // The --report JSON (top-level figures, one key each).
 nlohmann::json LoadgenReportToJson(const LoadgenReport& report);
 
-// kube-scheduler's numFeasibleNodesToFind with the default (adaptive) percentageOfNodesToScore:
-// every node below 100, else max(100, n x max(5, 50 - n/125) %).
-size_t DefaultFeasibleNodes(size_t nodes);
-
 // Over-commit counted from the objects alone: every GPU in the nodes' hami.io/node-nvidia-register
 // against the slices (hami.io/vgpu-devices-allocated) of the pods bound to a node (spec.nodeName
 // set, not Succeeded/Failed). A GPU is over-committed when its pods' memory, cores or count exceed

@@ -2,6 +2,7 @@
 // over-commit count from the objects alone, and the binary end to end at a small size (its
 // report's fields, every pod bound, 0 over-committed) and under SIGTERM (the children die too).
 #include "sim/loadgen.h"
+#include "sim/synthetic/cluster.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -30,13 +31,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-TEST(LoadgenTest, DefaultFeasibleNodesIsKubeSchedulersAdaptiveShare) {
-  EXPECT_EQ(DefaultFeasibleNodes(20), 20u);
-  EXPECT_EQ(DefaultFeasibleNodes(99), 99u);
-  EXPECT_EQ(DefaultFeasibleNodes(100), 100u);     // 49 % of 100 is under the floor of 100
-  EXPECT_EQ(DefaultFeasibleNodes(1000), 420u);    // 42 %
-  EXPECT_EQ(DefaultFeasibleNodes(5000), 500u);    // 10 %
-  EXPECT_EQ(DefaultFeasibleNodes(20000), 1000u);  // 5 % at least
+TEST(LoadgenTest, CandidatesAreKubeSchedulersAdaptiveShare) {
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(20), 20u);
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(99), 99u);
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(100),
+            100u);  // 49 % of 100 is under the floor of 100
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(1000), 420u);    // 42 %
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(5000), 500u);    // 10 %
+  EXPECT_EQ(synthetic::KubeSchedulerCandidates(20000), 1000u);  // 5 % at least
 }
 
 json Node(const std::string& name, const std::vector<std::string>& uuids) {

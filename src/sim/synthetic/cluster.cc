@@ -1,11 +1,14 @@
-#include "cluster.h"
+#include "sim/synthetic/cluster.h"
 
-#include <cmath>
+#include <algorithm>
+#include <cstdio>
 
+#include "protocol/keys.h"
 #include "protocol/node_register.h"
 #include "protocol/pod_devices.h"
+#include "protocol/vendor.h"
 
-namespace hami::bench {
+namespace hami::sim::synthetic {
 
 using nlohmann::json;
 
@@ -31,18 +34,25 @@ json MakeNode(int n, const std::string& handshake) {
                                            .mode = "hami-core",
                                            .health = true});
   }
+  const std::string name = NodeName(n);
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}};
-  node["metadata"] = {{"name", NodeName(n)},
-                      {"labels",
-                       {{"kubernetes.io/hostname", NodeName(n)},
-                        {"gpu", "on"},
-                        {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}}}};
-  node["metadata"]["annotations"] = {
-      {"hami.io/node-nvidia-register", protocol::EncodeNodeRegister(devices)},
-      {"hami.io/node-handshake", handshake}};
-  std::string gpus = std::to_string(kGpusPerNode * kSplit);
-  node["status"]["allocatable"] = {{"cpu", "64"}, {"memory", "515857Mi"}, {"nvidia.com/gpu", gpus}};
-  node["status"]["capacity"] = node["status"]["allocatable"];
+  node["metadata"] = {
+      {"name", name},
+      {"labels",
+       {{"kubernetes.io/hostname", name},
+        {"gpu", "on"},
+        {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}}},
+      {"annotations",
+       {{std::string(protocol::kNvidiaRegisterKey), protocol::EncodeNodeRegister(devices)},
+        {std::string(protocol::kNvidiaHandshakeKey), handshake}}}};
+  json alloc = {
+      {"cpu", "64"},
+      {"memory", "515857Mi"},
+      {"pods", "110"},
+      {std::string(protocol::kNvidiaCountResource), std::to_string(kGpusPerNode * kSplit)}};
+  node["status"] = {{"allocatable", alloc},
+                    {"capacity", alloc},
+                    {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}};
   return node;
 }
 
@@ -50,13 +60,14 @@ namespace {
 
 json GpuContainer(int32_t mem) {
   json c = {{"name", "main"}, {"image", "nvcr.io/nvidia/pytorch:24.01-py3"}};
-  c["resources"]["limits"] = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(mem)}};
+  c["resources"]["limits"] = {{std::string(protocol::kNvidiaCountResource), "1"},
+                              {std::string(protocol::kNvidiaMemoryResource), std::to_string(mem)}};
   return c;
 }
 
 json PodSkeleton(const std::string& name) {
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "bench"}}}};
+  pod["metadata"] = {{"name", name}, {"namespace", kNamespace}, {"labels", {{"app", "bench"}}}};
   pod["spec"]["schedulerName"] = "hami-scheduler";
   pod["spec"]["containers"] = json::array();
   return pod;
@@ -69,23 +80,26 @@ json MakeBoundPod(int p, int nodes) {
   const int g = (p / nodes) % kGpusPerNode;
   json pod = PodSkeleton("bound-" + std::to_string(p));
   json ctr = GpuContainer(kBoundPodMemMiB);
-  ctr["resources"]["limits"]["nvidia.com/gpucores"] = std::to_string(kBoundPodCores);
+  ctr["resources"]["limits"][std::string(protocol::kNvidiaCoreResource)] =
+      std::to_string(kBoundPodCores);
   pod["spec"]["containers"].push_back(ctr);
   pod["spec"]["nodeName"] = NodeName(n);
   protocol::PodDevices devices = {{{GpuUuid(n, g), "NVIDIA", kBoundPodMemMiB, kBoundPodCores}}};
-  std::string value = protocol::EncodePodDevices(devices);
   pod["metadata"]["annotations"] = {
-      {"hami.io/vgpu-node", NodeName(n)},        {"hami.io/vgpu-time", "1764400000"},
-      {"hami.io/vgpu-devices-to-allocate", ";"}, {"hami.io/vgpu-devices-allocated", value},
-      {"hami.io/bind-phase", "success"},         {"hami.io/bind-time", "1764400001"}};
-  pod["metadata"]["labels"]["hami.io/vgpu-node"] = NodeName(n);
+      {std::string(protocol::kVgpuNodeKey), NodeName(n)},
+      {std::string(protocol::kVgpuTimeKey), "1764400000"},
+      {std::string(protocol::kNvidiaToAllocateKey), ";"},
+      {std::string(protocol::kNvidiaAllocatedKey), protocol::EncodePodDevices(devices)},
+      {std::string(protocol::kBindPhaseKey), "success"},
+      {std::string(protocol::kBindTimeKey), "1764400001"}};
+  pod["metadata"]["labels"][std::string(protocol::kVgpuNodeKey)] = NodeName(n);
   pod["status"]["phase"] = "Running";
   return pod;
 }
 
 json MakePendingPod(const std::string& name) {
   json pod = PodSkeleton(name);
-  pod["spec"]["containers"].push_back(GpuContainer(3000));
+  pod["spec"]["containers"].push_back(GpuContainer(kPendingPodMemMiB));
   pod["status"]["phase"] = "Pending";
   return pod;
 }
@@ -97,10 +111,10 @@ json MakePlainPod(const std::string& name) {
   return pod;
 }
 
-int KubeSchedulerCandidates(int n) {
+size_t KubeSchedulerCandidates(size_t n) {
   if (n < 100) return n;
-  int pct = std::max(5, 50 - n / 125);
-  return std::max(100, n * pct / 100);
+  const size_t pct = std::max<size_t>(5, 50 - std::min<size_t>(n / 125, 50));
+  return std::max<size_t>(100, n * pct / 100);
 }
 
 std::vector<std::string> CandidateNames(int nodes, int count) {
@@ -111,11 +125,4 @@ std::vector<std::string> CandidateNames(int nodes, int count) {
   return names;
 }
 
-double Percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
-  return samples[std::clamp<size_t>(rank, 1, samples.size()) - 1];
-}
-
-}  // namespace hami::bench
+}  // namespace hami::sim::synthetic
