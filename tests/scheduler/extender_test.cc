@@ -311,11 +311,13 @@ TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
     json pod = CreatePod(GpuPod("s" + std::to_string(i), 8000));
     ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
   }
-  // A fresh process: an empty index rebuilt from the nodes and the pods' annotations.
+  // A fresh process: a new registry (the backends remember what they saw per node) and an empty
+  // index rebuilt from the nodes and the pods' annotations.
+  device::Registry fresh = device::MakeRegistry(device::DefaultDeviceConfig());
   device::UsageIndex rebuilt;
   RegistrationOptions ro;
   ro.zone = Zone::Utc();
-  Registrar registrar(registry_, rebuilt, *client_, clock_, ro);
+  Registrar registrar(fresh, rebuilt, *client_, clock_, ro);
   ASSERT_TRUE(registrar.RunOnce().ok());
   auto pods = client_->List(k8s::resources::kPods, "default", {});
   ASSERT_TRUE(pods.ok());
@@ -325,7 +327,7 @@ TEST_F(ExtenderTest, RestartRebuildsUsageFromPodsAndNeverOvercommits) {
   // 8 pods of 8000 MiB, so of 5 more only 3 fit.
   ExtenderOptions eo;
   eo.zone = Zone::Utc();
-  Extender restarted(registry_, rebuilt, *client_, RealClock(), eo, nullptr);
+  Extender restarted(fresh, rebuilt, *client_, RealClock(), eo, nullptr);
   int fitted = 0;
   for (int i = 5; i < 10; ++i) {
     json pod = CreatePod(GpuPod("s" + std::to_string(i), 8000));
