@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/strings.h"
+#include "device/quota.h"
+#include "device/usage.h"
 #include "device/yaml_error.h"
 #include "protocol/quantity.h"
 #include "protocol/reason.h"
@@ -48,9 +50,28 @@ Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& reso
   return count;
 }
 
+std::optional<std::string_view> CheckQuota(const FitContext& ctx, const protocol::VendorInfo& info,
+                                           int64_t memory_factor,
+                                           const protocol::ContainerDevices& picked,
+                                           const protocol::ContainerDevice& candidate) {
+  if (!ctx.quota) return std::nullopt;
+  protocol::PodDevices pod = ctx.earlier ? *ctx.earlier : protocol::PodDevices{};
+  pod.push_back(picked);
+  pod.back().push_back(candidate);
+  int64_t mem = 0, cores = 0;
+  for (const auto& d : CollapsePodDevices(pod, ctx.init_count, false)) {
+    mem += d.usedmem;
+    cores += d.usedcores;
+  }
+  if (!FitQuota(*ctx.quota, info.memory_resource, mem, info.core_resource, cores, memory_factor)) {
+    return protocol::kResourceQuotaNotFit;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceRequest& request,
-                                           const FitContext& ctx,
-                                           protocol::ContainerDevice* chosen) {
+                                           const FitContext& ctx, protocol::ContainerDevice* chosen,
+                                           const QuotaStep* quota) {
   if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
   if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
   int32_t cores = std::min(request.coresreq, 100);
@@ -58,6 +79,12 @@ std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceR
   if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
     memreq =
         static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
+  }
+  *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+  if (quota) {
+    if (auto reason = CheckQuota(ctx, quota->info, quota->memory_factor, quota->picked, *chosen)) {
+      return reason;
+    }
   }
   if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
   if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
@@ -67,7 +94,6 @@ std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceR
   if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
     return protocol::kCardComputeUnitsExhausted;
   }
-  *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
   return std::nullopt;
 }
 
@@ -76,7 +102,7 @@ void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t n
   protocol::ContainerDevices picked;
   for (size_t k = candidates.size(); k-- > 0;) {
     protocol::ContainerDevice chosen;
-    if (auto reason = check(*candidates[k], &chosen)) {
+    if (auto reason = check(*candidates[k], picked, &chosen)) {
       r->reasons[std::string(*reason)] += 1;
       continue;
     }

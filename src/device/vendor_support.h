@@ -42,23 +42,39 @@ bool LimitsContain(const nlohmann::json& container, const std::string& resource)
 // a device count is `capacity <resource>: <why>`.
 Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& resource);
 
-// The share checks after type and UUID that hygon, iluvatar and mthreads run in this order:
-// time slices (CardTimeSlicingExhausted), the mutex policy and a whole-device request on a used
-// device (ExclusiveDeviceAllocateConflict), memory (a percentage of totalmem when memreq is 0;
-// CardInsufficientMemory), cores capped at 100 (CardInsufficientCore), cores all taken
+// The quota step of a Fit (HAMi fitQuota): with ctx.quota, the pod's total (the earlier
+// containers, this container's `picked` and `candidate`, collapsed as the usage index collapses a
+// pod) must fit the namespace's quota on `info`'s memory and core resources
+// (ResourceQuotaNotFit). Without a quota: nullopt.
+std::optional<std::string_view> CheckQuota(const FitContext& ctx, const protocol::VendorInfo& info,
+                                           int64_t memory_factor,
+                                           const protocol::ContainerDevices& picked,
+                                           const protocol::ContainerDevice& candidate);
+
+// CheckShare's quota step, for the backends that have one (cambricon): it runs once the device's
+// slice is known, before memory and cores are checked, as HAMi orders it.
+struct QuotaStep {
+  const protocol::VendorInfo& info;
+  int64_t memory_factor;
+  const protocol::ContainerDevices& picked;
+};
+
+// The share checks after type and UUID that cambricon, hygon, iluvatar and mthreads run in this
+// order: time slices (CardTimeSlicingExhausted), the mutex policy
+// (ExclusiveDeviceAllocateConflict), `quota` when given (CheckQuota), memory (a percentage of
+// totalmem when memreq is 0; CardInsufficientMemory), cores capped at 100 (CardInsufficientCore), a
+// whole-device request on a used device (ExclusiveDeviceAllocateConflict), cores all taken
 // (CardComputeUnitsExhausted). Passing: `*chosen` is {dev.id, request.type, memreq, cores}.
 std::optional<std::string_view> CheckShare(const DeviceUsage& dev, const DeviceRequest& request,
-                                           const FitContext& ctx,
-                                           protocol::ContainerDevice* chosen);
+                                           const FitContext& ctx, protocol::ContainerDevice* chosen,
+                                           const QuotaStep* quota = nullptr);
 
 // A device check inside Fit: the reason a device is refused, or nullopt with `*chosen` filled.
+// `picked` holds the devices this request took so far (for the quota step).
 using DeviceCheck = std::function<std::optional<std::string_view>(
-    const DeviceUsage& dev, protocol::ContainerDevice* chosen)>;
+    const DeviceUsage& dev, const protocol::ContainerDevices& picked,
+    protocol::ContainerDevice* chosen)>;
 
-// The scan most backends' Fit shares: `candidates` from last to first; a device `check` refuses
-// adds 1 to its reason in r->reasons, one it accepts is picked until `nums` are (then r->fit and
-// r->devices). Fewer picks than `nums`: no fit, the partial picks counted as
-// AllocatedCardsInsufficientRequest.
 void ScanCandidates(const std::vector<const DeviceUsage*>& candidates, int32_t nums,
                     const DeviceCheck& check, FitResult* r);
 

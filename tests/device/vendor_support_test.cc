@@ -76,7 +76,7 @@ TEST(ScanCandidates, LastToFirstTalliesReasonsAndPartialPicks) {
   for (size_t i = 0; i < devs.size(); ++i) devs[i].id = "d" + std::to_string(i);
   std::vector<const DeviceUsage*> candidates;
   for (const auto& d : devs) candidates.push_back(&d);
-  DeviceCheck check = [](const DeviceUsage& dev,
+  DeviceCheck check = [](const DeviceUsage& dev, const protocol::ContainerDevices& /*picked*/,
                          protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (dev.id == "d1") return protocol::kCardNotHealth;
     chosen->uuid = dev.id;

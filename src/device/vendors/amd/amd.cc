@@ -153,7 +153,7 @@ FitResult AmdDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
   bool amd_request = ToLower(request.type) == ToLower(kVendorKey);
-  auto check = [&](const DeviceUsage& dev,
+  auto check = [&](const DeviceUsage& dev, const protocol::ContainerDevices& /*picked*/,
                    protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (!dev.health) return protocol::kCardNotHealth;
     if (!amd_request || !CheckAmdType(annos, dev.type)) {

@@ -31,22 +31,6 @@ const std::string* Lookup(const ContainerView& container, const std::string& res
   return FindValue(container.requests, resource);
 }
 
-// The pod's collapsed total for the quota check: the earlier containers, then the current one
-// with `candidate` added (HAMi fitQuota).
-std::pair<int64_t, int64_t> HypotheticalTotal(const FitContext& ctx,
-                                              const protocol::ContainerDevices& current,
-                                              const protocol::ContainerDevice& candidate) {
-  protocol::PodDevices pod = ctx.earlier ? *ctx.earlier : protocol::PodDevices{};
-  pod.push_back(current);
-  pod.back().push_back(candidate);
-  int64_t mem = 0, cores = 0;
-  for (const auto& d : CollapsePodDevices(pod, ctx.init_count, false)) {
-    mem += d.usedmem;
-    cores += d.usedcores;
-  }
-  return {mem, cores};
-}
-
 // The number ending "<node>-cambricon-mlu-<i>", else 0.
 int64_t IndexFromId(std::string_view id) {
   size_t dash = id.rfind('-');
@@ -160,56 +144,17 @@ FitResult CambriconDevice::Fit(const std::vector<const DeviceUsage*>& candidates
   if (request.nums <= 0) return r.fit = true, r;
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
-  protocol::ContainerDevices picked;
-  auto check = [&](const DeviceUsage& dev,
+  auto check = [&](const DeviceUsage& dev, const protocol::ContainerDevices& picked,
                    protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (!dev.health) return protocol::kCardNotHealth;
     if (request.type != kVendorKey) return protocol::kCardTypeMismatch;
     if (!nvidia::CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
       return protocol::kCardUuidMismatch;
     }
-    if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
-    if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
-    int32_t cores = std::min(request.coresreq, 100);
-    int32_t memreq = std::max(request.memreq, 0);
-    if (request.mem_percentage != kPercentUnset && request.memreq == 0) {
-      memreq =
-          static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
-    }
-    *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
-    if (ctx.quota) {
-      auto [mem, core] = HypotheticalTotal(ctx, picked, *chosen);
-      if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
-                    kMemoryFactor)) {
-        return protocol::kResourceQuotaNotFit;
-      }
-    }
-    if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
-    if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
-    if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
-      return protocol::kExclusiveDeviceAllocateConflict;
-    }
-    if (dev.totalcore != 0 && dev.usedcores == dev.totalcore && cores == 0) {
-      return protocol::kCardComputeUnitsExhausted;
-    }
-    return std::nullopt;
+    const QuotaStep quota{info_, kMemoryFactor, picked};
+    return CheckShare(dev, request, ctx, chosen, &quota);
   };
-  for (size_t k = candidates.size(); k-- > 0;) {
-    protocol::ContainerDevice chosen;
-    if (auto reason = check(*candidates[k], &chosen)) {
-      r.reasons[std::string(*reason)] += 1;
-      continue;
-    }
-    picked.push_back(std::move(chosen));
-    if (static_cast<int32_t>(picked.size()) == request.nums) {
-      r.fit = true;
-      r.devices = std::move(picked);
-      return r;
-    }
-  }
-  if (!picked.empty()) {
-    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
-  }
+  ScanCandidates(candidates, request.nums, check, &r);
   return r;
 }
 

@@ -129,7 +129,8 @@ FitResult HygonDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
   ScanCandidates(
       candidates, request.nums,
-      [&](const DeviceUsage& dev, protocol::ContainerDevice* chosen) {
+      [&](const DeviceUsage& dev, const protocol::ContainerDevices& /*picked*/,
+          protocol::ContainerDevice* chosen) {
         return Check(dev, request, ctx, info_, annos, chosen);
       },
       &r);

@@ -163,7 +163,7 @@ FitResult IluvatarDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (request.nums <= 0) return r.fit = true, r;
   static const StringMap kNone;
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
-  auto check = [&](const DeviceUsage& dev,
+  auto check = [&](const DeviceUsage& dev, const protocol::ContainerDevices& /*picked*/,
                    protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (!dev.health) return protocol::kCardNotHealth;
     if (request.type != info_.vendor_key) return protocol::kCardTypeMismatch;

@@ -203,7 +203,7 @@ FitResult MthreadsDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
     }
     return true;
   };
-  auto check = [&](const DeviceUsage& dev,
+  auto check = [&](const DeviceUsage& dev, const protocol::ContainerDevices& /*picked*/,
                    protocol::ContainerDevice* chosen) -> std::optional<std::string_view> {
     if (!dev.health) return protocol::kCardNotHealth;
     if (dev.type.find(request.type) == std::string::npos || request.type != kVendorKey) {

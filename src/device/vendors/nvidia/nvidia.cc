@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "device/vendors/nvidia/mig.h"
 #include "protocol/keys.h"
 #include "protocol/node_register.h"
@@ -53,23 +54,6 @@ Result<int32_t> ParsePercentage(std::string_view resource, std::string_view valu
   if (q && q->negative) return kPercentUnset;
   if (q && q->exp10 >= 0 && q->exp2 >= 0) return 100;  // a whole number past int32
   return std::move(v).take_error();
-}
-
-// The pod total for the quota check: this vendor's earlier containers plus the current one with
-// `candidate` added, collapsed as the usage index would
-// (docs/protocol.md#usage-of-a-pod).
-std::pair<int64_t, int64_t> HypotheticalTotal(const FitContext& ctx,
-                                              const protocol::ContainerDevices& current,
-                                              const protocol::ContainerDevice& candidate) {
-  protocol::PodDevices pod = ctx.earlier ? *ctx.earlier : protocol::PodDevices{};
-  pod.push_back(current);
-  pod.back().push_back(candidate);
-  int64_t mem = 0, cores = 0;
-  for (const auto& d : CollapsePodDevices(pod, ctx.init_count, false)) {
-    mem += d.usedmem;
-    cores += d.usedcores;
-  }
-  return {mem, cores};
 }
 
 int64_t PairScore(const protocol::PairScores& scores, const std::string& a, const std::string& b) {
@@ -243,13 +227,7 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
         static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
   }
   *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
-  if (ctx.quota) {
-    auto [mem, core] = HypotheticalTotal(ctx, picked, *chosen);
-    if (!FitQuota(*ctx.quota, info_.memory_resource, mem, info_.core_resource, core,
-                  config_.memory_factor)) {
-      return protocol::kResourceQuotaNotFit;
-    }
-  }
+  if (auto reason = CheckQuota(ctx, info_, config_.memory_factor, picked, *chosen)) return reason;
   if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
   if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
   if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
