@@ -8,6 +8,7 @@
 
 #include "device/config.h"
 #include "device/device.h"
+#include "support/config_errors.h"
 
 namespace hami::device::nvidia {
 namespace {
@@ -108,11 +109,7 @@ nvidia:
 // Every bad value is rejected, by LoadDeviceConfig through the factory, with the YAML path of the
 // field and the value.
 TEST(NvidiaConfig, RejectsBadValuesNamingThePath) {
-  struct Case {
-    const char* yaml;
-    const char* want;
-  };
-  const Case cases[] = {
+  testing::ExpectConfigErrors({
       {"nvidia:\n  deviceSplitCount: x\n",
        R"(nvidia.deviceSplitCount: want a positive integer, got "x")"},
       {"nvidia:\n  deviceSplitCount: 0\n",
@@ -141,22 +138,13 @@ TEST(NvidiaConfig, RejectsBadValuesNamingThePath) {
       {"nvidia:\n  migProfileAllowlist: [3]\n",
        R"(nvidia.migProfileAllowlist[0]: want a map, got "3")"},
       {"nvidia: 3\n", R"(nvidia: want a map, got "3")"},
-  };
-  for (const auto& c : cases) {
-    auto r = LoadDeviceConfig(c.yaml);
-    ASSERT_FALSE(r) << c.yaml;
-    EXPECT_EQ(r.error(), c.want) << c.yaml;
-  }
+  });
 }
 
 // HAMi's ValidateMigProfileAllowlist runs on the parsed list: an entry naming no model or no
 // profile is refused, the message naming the entry's field.
 TEST(NvidiaConfig, MigAllowlistEntriesNeedAModelAndAProfile) {
-  struct Case {
-    const char* yaml;
-    const char* want;
-  };
-  const Case cases[] = {
+  const testing::ConfigErrorCase cases[] = {
       {"nvidia:\n  migProfileAllowlist:\n  - models: [A30]\n    profiles: [1g.6gb]\n"
        "  - profiles: [1g.5gb]\n",
        "nvidia.migProfileAllowlist[1].models: want at least one model"},
@@ -164,9 +152,7 @@ TEST(NvidiaConfig, MigAllowlistEntriesNeedAModelAndAProfile) {
        "nvidia.migProfileAllowlist[0].profiles: want at least one profile"},
   };
   for (const auto& c : cases) {
-    auto r = LoadDeviceConfig(c.yaml);
-    ASSERT_FALSE(r) << c.yaml;
-    EXPECT_EQ(r.error(), c.want) << c.yaml;
+    testing::ExpectConfigErrors({c});
     auto parsed = ParseNvidiaConfig(YAML::Load(c.yaml)["nvidia"]);
     ASSERT_FALSE(parsed) << c.yaml;
     EXPECT_EQ(parsed.error(), c.want) << c.yaml;
