@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <exception>
+#include <set>
+#include <string>
 
 #include "common/strings.h"
 #include "device/device.h"
@@ -48,7 +50,12 @@ Result<DeviceConfig> Parse(const YAML::Node& root) {
     return Error{"device config: want a map at the top level, got " + Quote(Describe(root))};
   DeviceConfig config;
   bool any = false;  // a section some vendor registered
+  std::set<std::string> keys;
   for (const auto& kv : root) {
+    // yaml-cpp keeps a repeated key; which one wins would differ between readers.
+    if (kv.first.IsScalar() && !keys.insert(kv.first.Scalar()).second) {
+      return Error{"device config: section " + Quote(kv.first.Scalar()) + " given twice"};
+    }
     if (!kv.first.IsScalar() || kv.first.Scalar() == kSchedulerSection) continue;
     if (!kv.second || kv.second.IsNull()) continue;
     YAML::Emitter out;

@@ -76,6 +76,11 @@ TEST(DeviceConfig, RejectsBadValuesNamingThePath) {
       {"foo: 1\n", "device config: all configurations are empty"},
       {"nvidia:\nscheduler: {}\n", "device config: all configurations are empty"},
       {"- a\n", R"(device config: want a map at the top level, got "<sequence>")"},
+      // A repeated section: the fuzzer found the loader checking the first and keeping the last.
+      {"cambricon:\n  resourceCountName: a\nnvidia: {}\ncambricon: resourceCo\n",
+       R"(device config: section "cambricon" given twice)"},
+      {"nvidia: {}\nscheduler: {}\nscheduler: 3\n",
+       R"(device config: section "scheduler" given twice)"},
   });
 }
 
