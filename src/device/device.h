@@ -197,6 +197,28 @@ class Device {
   virtual FitResult Fit(const std::vector<const DeviceUsage*>& candidates,
                         const DeviceRequest& request, const FitContext& context) const = 0;
 
+  // Whether `request` may take several devices of one candidate, so that asking for more
+  // devices than there are candidates is not refused before Fit (HAMi isMIGRequest: NVIDIA on a
+  // GPU in MIG mode). Default: false.
+  virtual bool MayShareOneDevice(const DeviceRequest& /*request*/,
+                                 const std::vector<const DeviceUsage*>& /*candidates*/,
+                                 const PodView& /*pod*/) const {
+    return false;
+  }
+
+  // HAMi AddResourceUsage for one pick `chosen` on its device `dev`, when the backend counts it
+  // itself (NVIDIA's MIG GPUs reserve an instance, and chosen's memory and cores become the
+  // profile's). nullopt: the backend adds nothing special and the scheduler counts one slot,
+  // chosen's memory and cores. Default: nullopt.
+  struct PickUsage {
+    bool added = true;                      // false: nothing fits any more, dev is unchanged
+    std::optional<MigInstance> instance{};  // the instance reserved, if any
+  };
+  virtual std::optional<PickUsage> AddPickUsage(DeviceUsage* /*dev*/,
+                                                protocol::ContainerDevice* /*chosen*/) const {
+    return std::nullopt;
+  }
+
   // HAMi PatchAnnotations: the pod annotations that carry this vendor's allocation (`devices`
   // has one entry per container, init first), written with the filter's decision. Default:
   // EncodePodDevices under to_allocate_key and allocated_key (each when non-empty).

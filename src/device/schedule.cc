@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "common/strings.h"
-#include "device/vendors/nvidia/mig.h"
 #include "protocol/keys.h"
 
 namespace hami::device {
@@ -43,17 +42,16 @@ class WorkingDevices {
   std::optional<std::vector<DeviceUsage>> copy_;
 };
 
-// Adds `chosen` to the usage of its device in `usage` (HAMi AddResourceUsage). On a MIG GPU the
-// instance is chosen too (chosen's memory and cores become the profile's) and returned; nullopt
-// with `*failed` when none fits any more.
-std::optional<MigInstance> AddUsage(std::vector<DeviceUsage>* usage,
+// Adds `chosen` to the usage of its device in `usage` (HAMi AddResourceUsage); `backend` may
+// count it itself (Device::AddPickUsage: a MIG instance is chosen too and returned). nullopt
+// with `*failed` when nothing fits any more.
+std::optional<MigInstance> AddUsage(const Device& backend, std::vector<DeviceUsage>* usage,
                                     protocol::ContainerDevice* chosen, bool* failed) {
   for (auto& d : *usage) {
     if (d.id != chosen->uuid) continue;
-    if (d.mode == nvidia::kMigMode) {
-      auto instance = nvidia::AddMigUsage(&d, chosen);
-      *failed = !instance;
-      return instance;
+    if (auto own = backend.AddPickUsage(&d, chosen)) {
+      *failed = !own->added;
+      return std::move(own->instance);
     }
     d.used += 1;
     d.usedmem += chosen->usedmem;
@@ -96,8 +94,7 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
     }
     // A MIG GPU may give one container several instances (docs/protocol.md#mig).
     if (static_cast<size_t>(req.nums) > s->candidates.size() &&
-        !nvidia::IsMigRequest(req, s->candidates,
-                              FindValue(pod.annotations, protocol::kVgpuModeKey))) {
+        !backend->MayShareOneDevice(req, s->candidates, pod)) {
       return std::string(protocol::kNodeInsufficientDevice);
     }
     protocol::PodDevices& pod_devices = (*alloc)[vendor];
@@ -117,7 +114,7 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
       for (size_t k = 0; k < fit.devices.size(); ++k) {
         protocol::ContainerDevice& chosen = fit.devices[k];
         bool failed = false;
-        auto instance = AddUsage(&usage, &chosen, &failed);
+        auto instance = AddUsage(*backend, &usage, &chosen, &failed);
         if (failed) return "AddResourceUsage failed for device " + chosen.uuid;
         if (instance && mig) {
           mig->push_back(protocol::MigAllocation{.container_index = static_cast<int64_t>(index),

@@ -244,6 +244,19 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
   return std::nullopt;
 }
 
+bool NvidiaDevice::MayShareOneDevice(const DeviceRequest& request,
+                                     const std::vector<const DeviceUsage*>& candidates,
+                                     const PodView& pod) const {
+  return IsMigRequest(request, candidates, FindValue(pod.annotations, protocol::kVgpuModeKey));
+}
+
+std::optional<Device::PickUsage> NvidiaDevice::AddPickUsage(
+    DeviceUsage* dev, protocol::ContainerDevice* chosen) const {
+  if (dev->mode != kMigMode) return std::nullopt;
+  auto instance = AddMigUsage(dev, chosen);
+  return PickUsage{.added = instance.has_value(), .instance = std::move(instance)};
+}
+
 FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
                             const DeviceRequest& request, const FitContext& ctx) const {
   FitResult r;

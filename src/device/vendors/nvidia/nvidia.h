@@ -82,6 +82,15 @@ class NvidiaDevice : public Device {
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
 
+  // HAMi isMIGRequest (mig.h IsMigRequest) with the pod's nvidia.com/vgpu-mode annotation.
+  bool MayShareOneDevice(const DeviceRequest& request,
+                         const std::vector<const DeviceUsage*>& candidates,
+                         const PodView& pod) const override;
+
+  // A GPU in "mig" mode: mig.h AddMigUsage (the instance is chosen and reserved). Others: nullopt.
+  std::optional<PickUsage> AddPickUsage(DeviceUsage* dev,
+                                        protocol::ContainerDevice* chosen) const override;
+
  private:
   std::optional<std::string_view> CheckIdentity(const DeviceUsage& dev,
                                                 const DeviceRequest& request, const FitContext& ctx,
