@@ -14,12 +14,14 @@
 #include "device/pod_view.h"
 #include "device/schedule.h"
 #include "device/usage_index.h"
-#include "percentile.h"
+#include "sim/percentile.h"
 #include "sim/synthetic/cluster.h"
 
 namespace hami::bench {
 
 using namespace hami::sim::synthetic;  // NOLINT: the cluster the benches run on
+using sim::Percentile;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -9,18 +9,20 @@
 
 #include "device/config.h"
 #include "k8s/client.h"
-#include "percentile.h"
 #include "scheduler/registration.h"
 #include "scheduler/server.h"
 #include "server_bench.h"
 #include "sim/apiserver/apiserver.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/store.h"
+#include "sim/percentile.h"
 #include "sim/synthetic/cluster.h"
 
 namespace hami::bench {
 
 using namespace hami::sim::synthetic;  // NOLINT: the cluster the benches run on
+using sim::Percentile;
+
 namespace {
 
 using nlohmann::json;

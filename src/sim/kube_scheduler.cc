@@ -150,7 +150,13 @@ void KubeSchedulerLoop::Impl::ScheduleOne(const std::string& key, httplib::Clien
     std::lock_guard<std::mutex> lock(mu_);
     ++pods_state_[key].rec.attempts;
   }
+  const SystemTime filter_start = clock_.Now();
   const FilterReply reply = ExtenderFilter(http, *pod, std::move(nodes));
+  {
+    const std::chrono::duration<double, std::milli> took = clock_.Now() - filter_start;
+    std::lock_guard<std::mutex> lock(mu_);
+    filter_ms_.push_back(took.count());
+  }
   const std::string& error = reply.error;
   const std::string& chosen = reply.chosen;
   if (error.empty() && !chosen.empty()) {
@@ -203,6 +209,11 @@ bool KubeSchedulerLoop::Idle() const {
 size_t KubeSchedulerLoop::Unschedulable() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);
   return impl_->unschedulable_.size();
+}
+
+std::vector<double> KubeSchedulerLoop::FilterLatenciesMs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->filter_ms_;
 }
 
 void KubeSchedulerLoop::Wake() {

@@ -90,6 +90,8 @@ class KubeSchedulerLoop {
   // Nothing in activeQ, backoffQ or in flight (unschedulable pods may remain).
   bool Idle() const;
   size_t Unschedulable() const;
+  // Every POST /filter round trip so far, in ms of the loop's clock (retries included).
+  std::vector<double> FilterLatenciesMs() const;
 
   // Added: makes the loop re-read the clock now (after a FakeClock move).
   void Wake();

@@ -92,6 +92,7 @@ class KubeSchedulerLoop::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // wakes the cycle
   std::map<std::string, PodState> pods_state_;
+  std::vector<double> filter_ms_;  // each POST /filter round trip
   std::set<std::pair<uint64_t, std::string>> active_;
   std::set<std::pair<SystemTime, std::string>> backoff_;
   std::set<std::string> unschedulable_;

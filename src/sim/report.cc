@@ -214,14 +214,6 @@ const char* PodStateName(PodState state) {
   return "Pending";
 }
 
-double Percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
-  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
-  return samples[std::min(idx, samples.size() - 1)];
-}
-
 Report BuildReport(const ReportInput& in) {
   Report out;
   out.scenario_name = in.scenario_name;
@@ -286,6 +278,7 @@ Report BuildReport(const ReportInput& in) {
   out.schedule = Stats(schedule);
   out.bind = Stats(bind);
   out.e2e = Stats(e2e);
+  out.filter = Stats(in.filter_latencies_ms);
   out.wall_seconds = std::max(0.0, Ms(in.first_created, in.settled_at) / 1000.0);
   if (out.wall_seconds > 0) {
     out.pods_per_second = (out.pods_running + out.pods_succeeded) / out.wall_seconds;
@@ -349,8 +342,13 @@ nlohmann::json ReportToJson(const Report& r) {
             {"schedule_latency_p99_ms", r.schedule.p99_ms},
             {"bind_latency_p50_ms", r.bind.p50_ms},
             {"bind_latency_p99_ms", r.bind.p99_ms},
+            {"filter_latency_p50_ms", r.filter.p50_ms},
+            {"filter_latency_p99_ms", r.filter.p99_ms},
             {"latency",
-             {{"schedule", stats(r.schedule)}, {"bind", stats(r.bind)}, {"e2e", stats(r.e2e)}}},
+             {{"schedule", stats(r.schedule)},
+              {"bind", stats(r.bind)},
+              {"e2e", stats(r.e2e)},
+              {"filter", stats(r.filter)}}},
             {"setup_error", r.setup_error},
             {"rbac_enforced", r.rbac_enforced},
             {"forbidden_requests", r.forbidden_requests}};
@@ -571,7 +569,9 @@ class TextWriter {
   void Summary() {
     Heading("Summary");
     out_ << "Counts, over-commit check, throughput and latency. schedule = created -> bound,\n"
-            "bind = bound -> Running (device plugin Allocate), e2e = created -> Running.\n";
+            "bind = bound -> Running (device plugin Allocate), e2e = created -> Running, filter = "
+            "one\n"
+            "POST /filter round trip as the kube-scheduler loop saw it (every attempt).\n";
     out_ << "  pods: " << r_.pods_total << " total, " << r_.pods_running << " running, "
          << r_.pods_succeeded << " succeeded, " << r_.pods_unschedulable << " unschedulable, "
          << r_.pods_denied << " denied, " << r_.pods_failed << " failed, " << r_.pods_pending
@@ -601,7 +601,8 @@ class TextWriter {
     for (const auto& [name, s] :
          {std::pair<const char*, const LatencyStats&>{"schedule", r_.schedule},
           {"bind", r_.bind},
-          {"e2e", r_.e2e}}) {
+          {"e2e", r_.e2e},
+          {"filter", r_.filter}}) {
       rows.push_back(
           {name, Fixed(s.p50_ms, 1), Fixed(s.p90_ms, 1), Fixed(s.p99_ms, 1), Fixed(s.max_ms, 1)});
     }

@@ -12,7 +12,8 @@
 //
 // Latencies: schedule = pod created -> bound (queueing, /filter, /bind); bind = bound -> Running
 // (the bind phase: the kubelet's admission and the device plugin's Allocate); e2e = created ->
-// Running. wall_seconds runs from the first pod creation until the last pod settled.
+// Running; filter = one POST /filter round trip of the kube-scheduler loop (every attempt).
+// wall_seconds runs from the first pod creation until the last pod settled.
 #ifndef HAMI_SIM_REPORT_H_
 #define HAMI_SIM_REPORT_H_
 
@@ -28,6 +29,7 @@
 #include "common/clock.h"
 #include "protocol/pod_devices.h"
 #include "sim/apiserver/rbac.h"
+#include "sim/percentile.h"
 #include "sim/scenario.h"
 
 namespace hami::sim {
@@ -91,6 +93,8 @@ struct ReportInput {
   double failover_seconds_max = 0;
   std::map<std::string, int> faults_injected;  // by scenario key ("killScheduler", ...)
   int pods_recreated = 0;  // rejected by a kubelet and created again, as a ReplicaSet would
+  // Every POST /filter round trip the kube-scheduler loop made (ms, its clock), retries included.
+  std::vector<double> filter_latencies_ms;
 };
 
 struct PlacedDevice {
@@ -171,6 +175,7 @@ struct Report {
   double pods_per_second = 0;  // (running + succeeded) / wall_seconds
   bool timed_out = false;
   LatencyStats schedule, bind, e2e;
+  LatencyStats filter;      // POST /filter round trips as the kube-scheduler loop saw them
   std::string setup_error;  // "" unless the cluster never came up
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;  // every 403 RBAC answered
@@ -179,9 +184,6 @@ struct Report {
   std::vector<PodReport> pods;  // in input order
   std::vector<GpuReport> gpus;  // node order, then GPU index
 };
-
-// Nearest-rank percentile (p in (0, 100]) of unsorted samples; 0 for none.
-double Percentile(std::vector<double> samples, double p);
 
 Report BuildReport(const ReportInput& input);
 

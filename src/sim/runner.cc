@@ -615,6 +615,7 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
   }
   auto runs = ByKey(fleet_->Records());
   auto scheds = ByKey(loop_->Records());
+  in->filter_latencies_ms = loop_->FilterLatenciesMs();
   SystemTime first = settled_at;
   for (PodObservation o : observed_) {
     const std::string key = Key(o.ns, o.name);

@@ -345,6 +345,7 @@ TEST(KubeSchedulerLoopTest, BindsRunConcurrentlyWhileTheCycleGoesOn) {
     EXPECT_EQ(r.attempts, 1) << r.name;
   }
   EXPECT_EQ(loop.Records().size(), 3u);
+  EXPECT_EQ(loop.FilterLatenciesMs().size(), 3u);  // one round trip per attempt
 }
 
 TEST(KubeSchedulerLoopTest, UnschedulableWaitsForAClusterEventAndLeavesWhenDeleted) {

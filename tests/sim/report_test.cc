@@ -217,8 +217,12 @@ TEST(ReportTest, LatencyPercentiles) {
     // schedule = i ms, bind = 2i ms.
     in.pods.push_back(Running("p" + std::to_string(i), "n1", "", 0, i, 3 * i));
   }
+  for (int i = 1; i <= 200; ++i) in.filter_latencies_ms.push_back(i / 100.0);  // 0.01..2 ms
   Report r = BuildReport(in);
   EXPECT_EQ(r.schedule.count, 100u);
+  EXPECT_EQ(r.filter.count, 200u);
+  EXPECT_DOUBLE_EQ(r.filter.p50_ms, 1.0);
+  EXPECT_DOUBLE_EQ(r.filter.p99_ms, 1.98);
   EXPECT_DOUBLE_EQ(r.schedule.p50_ms, 50);
   EXPECT_DOUBLE_EQ(r.schedule.p99_ms, 99);
   EXPECT_DOUBLE_EQ(r.schedule.max_ms, 100);
@@ -226,6 +230,9 @@ TEST(ReportTest, LatencyPercentiles) {
   EXPECT_DOUBLE_EQ(r.e2e.p50_ms, 150);
   nlohmann::json j = ReportToJson(r);
   EXPECT_DOUBLE_EQ(j["bind_latency_p99_ms"].get<double>(), 198);
+  EXPECT_DOUBLE_EQ(j["filter_latency_p50_ms"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["filter_latency_p99_ms"].get<double>(), 1.98);
+  EXPECT_DOUBLE_EQ(j["latency"]["filter"]["p99_ms"].get<double>(), 1.98);
   for (const char* key :
        {"pods_total", "pods_running", "pods_unschedulable", "overcommitted_devices", "wall_seconds",
         "pods_per_second", "bind_latency_p99_ms", "pods", "gpus"}) {
