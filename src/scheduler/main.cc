@@ -67,11 +67,12 @@ void AddFlags(CLI::App& app, Flags& f) {
 // HAMi v2.10.0's scheduler flags (its chart renders --debug, --enable-ascend, --enable-iluvatar)
 // that mean nothing here: accepted, listed in --help, logged when given.
 void AddIgnoredFlags(CLI::App& app, hami::flags::IgnoredFlags& ignored) {
-  ignored.Add(app,
-              {{"debug", false, "HAMi's debug mode (HAMi parses it and never reads it)"},
-               {"profiling", false, "HAMi's pprof endpoints (none here)"},
-               {"enable-ascend", false, "HAMi's Ascend devices (only NVIDIA is scheduled)"},
-               {"enable-iluvatar", false, "HAMi's Iluvatar devices (only NVIDIA is scheduled)"}});
+  ignored.Add(
+      app, {{"debug", false, "HAMi's debug mode (HAMi parses it and never reads it)"},
+            {"profiling", false, "HAMi's pprof endpoints (none here)"},
+            {"enable-ascend", false, "HAMi's Ascend switch (here: its device-config.yaml section)"},
+            {"enable-iluvatar", false,
+             "HAMi's Iluvatar switch (here: its device-config.yaml section)"}});
   ignored.Add(app, hami::flags::KlogFlags());
 }
 

@@ -49,6 +49,8 @@ TEST(BinaryTest, HelpNamesEveryFlag) {
         "--enable-iluvatar", "--profiling", "--logtostderr"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
   }
+  // Every vendor with a device-config.yaml section is scheduled (issue 15).
+  EXPECT_EQ(out.find("only NVIDIA"), std::string::npos);
 }
 
 TEST(BinaryTest, BadPolicyFails) {
