@@ -4,6 +4,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -220,6 +225,33 @@ TEST(DeviceDefaults, EncodeNodeRegistrationInTheVendorsFormat) {
   EXPECT_EQ(m.capacity, (StringMap{{"cambricon.com/vmlu", "8"}}));
   EXPECT_TRUE(mlu.AllocateAnnotations(PodView{}, {}).empty());
   EXPECT_EQ(mlu.CheckHealth(NodeView{}, Health{false, true}), (Health{false, true}));
+}
+
+// Adding a vendor touches only its folder (issue 15): outside src/device/vendors/<vendor>/ no
+// source includes that vendor's headers. NVIDIA is the exception: hami-device-plugin is NVIDIA's
+// plugin and hami-sim runs it. Runs from the source tree (ctest's working directory).
+TEST(VendorSeam, NoSourceOutsideAVendorsFolderIncludesItsHeaders) {
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(fs::is_directory("src/device/vendors")) << "run from the source tree";
+  const std::regex include(R"re(#include\s+"device/vendors/([A-Za-z0-9_]+)/)re");
+  std::vector<std::string> violations;
+  size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator("src")) {
+    const std::string path = entry.path().generic_string();
+    if (!entry.is_regular_file() || (!path.ends_with(".cc") && !path.ends_with(".h"))) continue;
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include)) continue;
+      const std::string vendor = m[1].str();
+      if (vendor == "nvidia" || path.starts_with("src/device/vendors/" + vendor + "/")) continue;
+      violations.push_back(path + ": " + line);
+    }
+  }
+  EXPECT_GT(files, 100u);
+  EXPECT_TRUE(violations.empty()) << ::testing::PrintToString(violations);
 }
 
 }  // namespace

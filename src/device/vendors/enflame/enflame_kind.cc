@@ -1,4 +1,4 @@
-// hamictl kind "enflame-drs-capacity": Enflame's DRS register annotation
+// hamictl and kubectl-hami kind "enflame-drs-capacity": Enflame's DRS register annotation
 // (enflame.com/gcu-drs-capacity), its devices and profiles with every derived figure explicit
 // (src/device/vendors/enflame). Encode writes it as Enflame's plugin (Go's encoding/json) does:
 // {"devices":[{"index":"0","minor":"0","capacity":6}],"profiles":{"1g.6gb":"0",...}}.
@@ -6,13 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/kinds.h"
 #include "common/json.h"
 #include "common/strings.h"
 #include "device/vendors/enflame/enflame.h"
+#include "protocol/annotation_kinds.h"
 #include "protocol/node_register.h"
 
-namespace hami::cli {
+namespace hami::device::enflame {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -104,4 +104,4 @@ HAMI_REGISTER_KIND("enflame-drs-capacity",
                    "Enflame DRS devices and profiles (enflame.com/gcu-drs-capacity)",
                    DecodeDrsCapacity, EncodeDrsCapacity);
 
-}  // namespace hami::cli
+}  // namespace hami::device::enflame

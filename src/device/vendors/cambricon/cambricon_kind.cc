@@ -1,17 +1,16 @@
-// hamictl kind "cambricon-dsmlu-profile": the CAMBRICON_DSMLU_PROFILE pod annotation the
-// scheduler writes for Cambricon's dynamic-sMLU plugin, "<index>_<cores>_<memory units>"
-// (src/device/vendors/cambricon), decoded with the memory in MiB made explicit.
+// hamictl and kubectl-hami kind "cambricon-dsmlu-profile": the CAMBRICON_DSMLU_PROFILE pod
+// annotation the scheduler writes for Cambricon's dynamic-sMLU plugin, "<index>_<cores>_<memory
+// units>" (src/device/vendors/cambricon), decoded with the memory in MiB made explicit.
 #include <nlohmann/json.hpp>
 
-#include "cli/kinds.h"
 #include "common/json.h"
 #include "device/vendors/cambricon/cambricon.h"
+#include "protocol/annotation_kinds.h"
 
-namespace hami::cli {
+namespace hami::device::cambricon {
 namespace {
 
 using Json = nlohmann::ordered_json;
-namespace cambricon = device::cambricon;
 
 Result<std::string> DecodeProfile(std::string_view value) {
   auto p = cambricon::DecodeDsmluProfile(value);
@@ -54,4 +53,4 @@ HAMI_REGISTER_KIND("cambricon-dsmlu-profile",
                    "Cambricon dynamic-sMLU profile (CAMBRICON_DSMLU_PROFILE pod annotation)",
                    DecodeProfile, EncodeProfile);
 
-}  // namespace hami::cli
+}  // namespace hami::device::cambricon

@@ -1,13 +1,13 @@
-// hamictl kind "metax-sgpu-devices": MetaX's sGPU register annotation
+// hamictl and kubectl-hami kind "metax-sgpu-devices": MetaX's sGPU register annotation
 // (metax-tech.com/node-gpu-devices) with every field explicit (src/device/vendors/metax).
 // Encode writes it as MetaX's plugin (Go's encoding/json, zero fields omitted) does:
 // [{"uuid":"GPU-1","model":"C500","totalDevCount":16,"totalCompute":100,"totalVRam":65536,...}].
 #include <nlohmann/json.hpp>
 
-#include "cli/kinds.h"
 #include "device/vendors/metax/metax.h"
+#include "protocol/annotation_kinds.h"
 
-namespace hami::cli {
+namespace hami::device::metax {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -47,4 +47,4 @@ Result<std::string> EncodeSgpuDevices(std::string_view text) {
 HAMI_REGISTER_KIND("metax-sgpu-devices", "MetaX sGPU devices (metax-tech.com/node-gpu-devices)",
                    DecodeSgpuDevices, EncodeSgpuDevices);
 
-}  // namespace hami::cli
+}  // namespace hami::device::metax

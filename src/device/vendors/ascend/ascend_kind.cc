@@ -1,13 +1,13 @@
-// hamictl kind "ascend-runtime": the runtime list the scheduler writes for HAMi's Ascend plugin
-// (huawei.com/<common word>, e.g. huawei.com/Ascend910B3), with every field explicit
+// hamictl and kubectl-hami kind "ascend-runtime": the runtime list the scheduler writes for HAMi's
+// Ascend plugin (huawei.com/<common word>, e.g. huawei.com/Ascend910B3), with every field explicit
 // (src/device/vendors/ascend). Encode writes it as HAMi does (Go's encoding/json, empty fields
 // omitted): [{"UUID":"npu-0","temp":"vir05_1c_16g","memory":16384}].
 #include <nlohmann/json.hpp>
 
-#include "cli/kinds.h"
 #include "device/vendors/ascend/ascend.h"
+#include "protocol/annotation_kinds.h"
 
-namespace hami::cli {
+namespace hami::device::ascend {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -36,4 +36,4 @@ HAMI_REGISTER_KIND("ascend-runtime",
                    "Ascend vNPU runtime list for the device plugin (huawei.com/<common word>)",
                    DecodeRuntime, EncodeRuntime);
 
-}  // namespace hami::cli
+}  // namespace hami::device::ascend
