@@ -97,6 +97,11 @@ NodeView NodeViewFromNode(const nlohmann::json& node) {
   return view;
 }
 
+Result<std::string> Device::TakeVendorLock(const NodeView& node, SystemTime /*now*/) const {
+  return Error{"node " + node.name + ": vendor " + Info().vendor_key +
+               " has no node lock of its own"};
+}
+
 Result<bool> Device::MutateAdmission(AdmissionEdit& edit) const {
   const std::string& count = Info().count_resource;
   return HasResource(edit.Container(), "limits", count) ||

@@ -135,6 +135,13 @@ struct NodeRegistration {
   bool operator==(const NodeRegistration&) const = default;
 };
 
+// Which node lock a bind of a pod asking for a backend's devices takes (Device::BindLockKind).
+enum class BindLock {
+  kNone,      // none: the vendor's plugin needs none (HAMi: MetaX GPU, Moore Threads, Enflame, ...)
+  kNodeLock,  // HAMi's node lock, hami.io/mutex.lock
+  kVendor,    // the vendor's own node annotation (Cambricon's cambricon.com/dsmlu.lock)
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -240,6 +247,18 @@ class Device {
   // docs/protocol.md#usage-of-a-pod).
   virtual std::vector<DeviceDelta> UsageDeltas(const protocol::PodDevices& devices,
                                                size_t init_count, bool init_done) const;
+
+  // --- the bind (HAMi LockNode / ReleaseNodeLock) ---
+
+  // The node lock a bind takes when a regular container of the pod asks for this backend's
+  // devices; the vendor's device plugin releases it when its Allocate is done. Default: HAMi's
+  // node lock (hami.io/mutex.lock, src/nodelock).
+  virtual BindLock BindLockKind() const { return BindLock::kNodeLock; }
+  // kVendor only: the node annotation of the vendor's own lock, and the value a bind at `now`
+  // writes on `node` (fresh, or over an expired lock), or why the bind must fail in HAMi's
+  // words. Default: none (an error).
+  virtual std::string_view VendorLockKey() const { return {}; }
+  virtual Result<std::string> TakeVendorLock(const NodeView& node, SystemTime now) const;
 
   // --- the device plugin (hami-sim simulates it; the real NVIDIA plugin uses the same keys) ---
 

@@ -1,5 +1,6 @@
 #include "scheduler/extender.h"
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <set>
@@ -268,6 +269,47 @@ void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
   }
 }
 
+Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string>* taken) {
+  if (start.vendor_locks.empty()) return OkStatus();
+  const std::string& node = start.args.node;
+  auto raw =
+      k8s::RetryTransient<json>([&] { return client_.Get(k8s::resources::kNodes, "", node); });
+  if (!raw) return Error{"get node " + node + ": " + raw.error().ToString()};
+  const device::NodeView view = device::NodeViewFromNode(*raw);
+  for (const device::Device* backend : start.vendor_locks) {
+    const std::string key(backend->VendorLockKey());
+    Result<std::string> value = backend->TakeVendorLock(view, clock_.Now());
+    if (!value) {
+      ReleaseVendorLocks(node, *taken);
+      taken->clear();
+      return Error{value.error()};
+    }
+    // Conditional on the node as read, so two binds racing for the lock cannot both win.
+    json patch = {
+        {"metadata",
+         {{"annotations", {{key, *value}}}, {"resourceVersion", k8s::ResourceVersion(*raw)}}}};
+    auto patched = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    if (!patched) {
+      ReleaseVendorLocks(node, *taken);
+      taken->clear();
+      return Error{"node " + node + ": take lock " + key + ": " + patched.error().ToString()};
+    }
+    *raw = std::move(*patched);
+    taken->push_back(key);
+  }
+  return OkStatus();
+}
+
+void Extender::ReleaseVendorLocks(const std::string& node, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
+    auto done = k8s::RetryTransient<json>([&] {
+      return client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    });
+    if (!done) HAMI_WARN("release lock {} of node {}: {}", key, node, done.error().ToString());
+  }
+}
+
 HttpReply Extender::Bind(std::string_view body) {
   std::promise<HttpReply> reply;
   std::future<HttpReply> got = reply.get_future();
@@ -309,13 +351,25 @@ HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>*
   Result<device::PodView> pod = device::ParsePodView(*raw);
   if (!pod) return Ok(EncodeBindingResult(pod.error()));
   // Only a regular container's device request takes the lock (the plugin's Allocate needs it).
+  // Each backend says which lock (HAMi's LockNode): HAMi's node lock, its own, or none.
   bool needs_lock = false;
+  std::vector<const device::Device*> vendor_locks;
   if (auto reqs = device::NormalizePodRequests(registry_, *pod)) {
     for (size_t i = reqs->init_count; i < reqs->containers.size(); ++i) {
-      for (const auto& [vendor, req] : reqs->containers[i]) needs_lock |= req.nums > 0;
+      for (const auto& [vendor, req] : reqs->containers[i]) {
+        if (req.nums <= 0) continue;
+        const device::Device* backend = registry_.Find(vendor);
+        const device::BindLock kind =
+            backend ? backend->BindLockKind() : device::BindLock::kNodeLock;
+        needs_lock |= kind == device::BindLock::kNodeLock;
+        if (kind == device::BindLock::kVendor &&
+            std::find(vendor_locks.begin(), vendor_locks.end(), backend) == vendor_locks.end()) {
+          vendor_locks.push_back(backend);
+        }
+      }
     }
   }
-  *start = BindStart{std::move(*args), ns, std::move(*raw), needs_lock};
+  *start = BindStart{std::move(*args), ns, std::move(*raw), needs_lock, std::move(vendor_locks)};
   return HttpReply{};
 }
 
@@ -324,12 +378,15 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   const std::string& ns = start.ns;
   const json* raw = &start.raw;
   const bool needs_lock = start.needs_lock;
+  std::vector<std::string> vendor_keys;  // the vendor locks taken
   auto fail = [&](const std::string& message, bool release) {
     if (release) ReleaseNodeLock(args->node, ns, args->pod_name);
+    ReleaseVendorLocks(args->node, vendor_keys);
     Event(*raw, "Warning", "BindingFailed", message);
     return Ok(EncodeBindingResult(message));
   };
   if (!locked) return fail(locked.error(), false);
+  if (Status v = TakeVendorLocks(start, &vendor_keys); !v) return fail(v.error(), needs_lock);
   json patch = {
       {"metadata",
        {{"annotations",

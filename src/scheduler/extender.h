@@ -103,13 +103,19 @@ class Extender {
     BindingArgs args;
     std::string ns;
     nlohmann::json raw;
-    bool needs_lock = false;
+    bool needs_lock = false;  // HAMi's node lock (hami.io/mutex.lock)
+    // The backends asked for whose bind takes their own node lock (device::BindLock::kVendor).
+    std::vector<const device::Device*> vendor_locks;
   };
   // The part of a bind before the lock: a reply when it ends there, else *start is set.
   HttpReply PrepareBind(std::string_view body, std::optional<BindStart>* start);
   // The part after the lock (`locked`: the lock's outcome).
   HttpReply BindLocked(const BindStart& start, const Status& locked);
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
+  // Takes each vendor lock of `start` on its node, in order; on an error the ones taken are
+  // released again and the error names the vendor's words. `taken`: the keys written.
+  Status TakeVendorLocks(const BindStart& start, std::vector<std::string>* taken);
+  void ReleaseVendorLocks(const std::string& node, const std::vector<std::string>& keys);
   std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                          const nlohmann::json& raw_pod);
   // The decision for a pod whose index entry the caller has claimed; *written is set to what

@@ -129,6 +129,18 @@ class VendorSchedulerTest : public scheduler::testing::SchedulerBinaryTest {
   json Filter(const std::string& pod, const std::vector<std::string>& nodes) {
     return Post("/filter", json{{"Pod", GetPod(pod)}, {"NodeNames", nodes}});
   }
+  // kube-scheduler's bind call for `pod` onto `node`; the ExtenderBindingResult.
+  json Bind(const std::string& pod, const std::string& node) {
+    return Post("/bind", json{{"PodName", pod},
+                              {"PodNamespace", "default"},
+                              {"PodUID", k8s::Uid(GetPod(pod))},
+                              {"Node", node}});
+  }
+  std::map<std::string, std::string> NodeAnnotations(const std::string& node) {
+    auto r = client_->Get(k8s::resources::kNodes, "", node);
+    auto a = k8s::Annotations(r ? *r : json());
+    return std::map<std::string, std::string>(a.begin(), a.end());
+  }
   std::map<std::string, std::string> Annotations(const std::string& pod) {
     auto a = k8s::Annotations(GetPod(pod));
     return std::map<std::string, std::string>(a.begin(), a.end());

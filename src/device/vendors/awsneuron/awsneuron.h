@@ -120,6 +120,8 @@ class NeuronDevice : public Device {
  public:
   explicit NeuronDevice(NeuronConfig config);
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   // From status.capacity (devices and cores); each row's custom_info "AWSNodeType" is the
   // node's instance-type label.
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;

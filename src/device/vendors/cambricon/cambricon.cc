@@ -170,6 +170,10 @@ Result<std::string> DsmluLock(const NodeView& node, SystemTime now, const Zone& 
   return Error{"node " + node.name + " has been locked within 2 minutes"};
 }
 
+Result<std::string> CambriconDevice::TakeVendorLock(const NodeView& node, SystemTime now) const {
+  return DsmluLock(node, now, Zone::Local());
+}
+
 StringMap CambriconDevice::AllocationAnnotations(const AllocationContext& context,
                                                  const protocol::PodDevices& devices) const {
   StringMap out = Device::AllocationAnnotations(context, devices);

@@ -73,6 +73,11 @@ class CambriconDevice : public Device {
   explicit CambriconDevice(CambriconConfig config);
 
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode: its own node lock, cambricon.com/dsmlu.lock (DsmluLock above), which
+  // Cambricon's device plugin removes.
+  BindLock BindLockKind() const override { return BindLock::kVendor; }
+  std::string_view VendorLockKey() const override { return kDsmluLockKey; }
+  Result<std::string> TakeVendorLock(const NodeView& node, SystemTime now) const override;
   int32_t MemoryFactor() const override { return kMemoryFactor; }
 
   // From status.capacity (see the file comment). A vcore or vmemory capacity that is not a

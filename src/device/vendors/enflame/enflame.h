@@ -206,6 +206,8 @@ class GcuDevice : public Device {
  public:
   explicit GcuDevice(EnflameConfig config);
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   // From status.capacity of the GCU resource.
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
   // (capacity > 0, true).
@@ -229,6 +231,8 @@ class DrsSliceDevice : public Device {
  public:
   explicit DrsSliceDevice(EnflameConfig config);
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
   Health CheckHealth(const NodeView& node, Health handshake) const override;
   Result<bool> MutateAdmission(AdmissionEdit& edit) const override;

@@ -118,6 +118,8 @@ class KunlunDevice : public Device {
  public:
   explicit KunlunDevice(KunlunConfig config);
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   // From status.capacity of the count resource.
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;
   // HAMi: always (true, true).

@@ -17,6 +17,8 @@ class MetaxGpuDevice : public Device {
  public:
   explicit MetaxGpuDevice(MetaxConfig config);
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   // status.capacity[resourceCountName] whole devices; absent or 0: none. A capacity that is not
   // a whole count is an error naming the resource.
   Result<std::vector<DeviceUsage>> NodeDevices(const NodeView& node) const override;

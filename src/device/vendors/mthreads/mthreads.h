@@ -53,6 +53,8 @@ class MthreadsDevice : public Device {
   explicit MthreadsDevice(MthreadsConfig config);
 
   const protocol::VendorInfo& Info() const override { return info_; }
+  // HAMi LockNode takes no node lock for this vendor (its plugin releases none).
+  BindLock BindLockKind() const override { return BindLock::kNone; }
   int32_t MemoryFactor() const override { return kMemoryFactor; }
 
   // From status.capacity (see the file comment). A capacity that is not a whole non-negative

@@ -58,5 +58,24 @@ TEST_F(MthreadsScheduler, WebhookAndFilter) {
   EXPECT_EQ(res["FailedNodes"]["mt-node"], "NodeInsufficientDevice") << res;
 }
 
+// HAMi's Moore Threads LockNode takes no lock (its plugin releases none): binds to one node
+// follow each other without waiting, and the node carries no lock.
+TEST_F(MthreadsScheduler, BindTakesNoNodeLock) {
+  CreateNode("mt-node", {},
+             {{"mthreads.com/vgpu", "200"},
+              {"mthreads.com/sgpu-core", "32"},
+              {"mthreads.com/sgpu-memory", "192"}});
+  Start();
+  for (const char* name : {"one", "two"}) {
+    Admit(Pod(name, {{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "8"}}));
+    ASSERT_EQ(Filter(name, {"mt-node"})["NodeNames"], json::array({"mt-node"}));
+    json bound = Bind(name, "mt-node");
+    EXPECT_EQ(bound["Error"], "") << bound;
+    EXPECT_EQ(GetPod(name)["spec"]["nodeName"], "mt-node");
+  }
+  auto node = NodeAnnotations("mt-node");
+  EXPECT_EQ(node.count("hami.io/mutex.lock"), 0u) << ::testing::PrintToString(node);
+}
+
 }  // namespace
 }  // namespace hami::device::mthreads
