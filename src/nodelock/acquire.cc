@@ -20,13 +20,18 @@ namespace res = k8s::resources;
 // Rounds of GET + conditional write before a node whose annotations keep changing counts as busy.
 constexpr int kConflictRounds = 5;
 
-// Whether the pod named by a lock still exists: only a 404 says it is gone (an error that
-// persists says nothing, and a live owner's lock must not be taken).
+// Whether the pod named by a lock may still use it: a 404 says it is gone, and a pod that has
+// ended (phase Failed or Succeeded) gets no Allocate any more: a kubelet that failed it while
+// its device plugin was away left the lock behind (HAMi takes only a 404 for gone, so such a
+// lock blocked the node until it expired). An error that persists says nothing, and a live
+// owner's lock must not be taken.
 bool OwnerExists(k8s::Client& client, const protocol::LockOwner& owner,
                  const k8s::RetryPolicy& retry) {
   auto pod =
       k8s::RetryTransient<Json>(retry, [&] { return client.Get(res::kPods, owner.ns, owner.pod); });
-  return pod || !k8s::IsNotFound(pod.error());
+  if (!pod) return !k8s::IsNotFound(pod.error());
+  const std::string phase = k8s::FieldString(*pod, "status.phase");
+  return phase != "Failed" && phase != "Succeeded";
 }
 
 }  // namespace

@@ -166,6 +166,28 @@ TEST_F(AcquireTest, AnUnreadableOwnerKeepsItsLock) {
   EXPECT_TRUE(*r);  // now a 404: gone, taken over
 }
 
+// A pod that has ended gets no Allocate: its fresh lock is taken over as a gone pod's is (a
+// kubelet that failed the pod while the device plugin was away left it behind).
+TEST_F(AcquireTest, AnEndedOwnersLockIsTakenOver) {
+  for (auto [phase, owner] : {std::pair<std::string, std::string>{"Failed", "failed"},
+                              std::pair<std::string, std::string>{"Succeeded", "done"}}) {
+    SCOPED_TRACE(phase);
+    CreatePod(owner);
+    SetLock(LockOf(owner, clock_.Now()));
+    Result<bool> r = Try("demo");
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_FALSE(*r);  // still Pending: its lock holds
+    k8s::Json status = {{"status", {{"phase", phase}}}};
+    ASSERT_TRUE(client_->Patch(k8s::resources::kPods, "default", owner, k8s::PatchType::kMerge,
+                               status, "status"));
+    r = Try("demo");
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_TRUE(*r);
+    EXPECT_EQ(Lock(), LockOf("demo", clock_.Now()));
+    SetLock(std::nullopt);
+  }
+}
+
 // A Locker whose attempts run inline; the test waits on what they report, never on time.
 class LockerTest : public AcquireTest {
  protected:
