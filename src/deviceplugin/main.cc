@@ -12,11 +12,8 @@
 
 #include "common/flags.h"
 #include "common/log.h"
-#include "deviceplugin/allocator.h"
 #include "deviceplugin/inventory.h"
-#include "deviceplugin/nvml.h"
-#include "deviceplugin/plugin.h"
-#include "deviceplugin/plugin_config.h"
+#include "deviceplugin/node_plugin.h"
 #include "deviceplugin/register.h"
 #include "k8s/client.h"
 #include "k8s/kubeconfig.h"
@@ -36,6 +33,8 @@ struct Flags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string sysfs_root = "/sys";
   std::string mig_strategy = "none";
+  std::string mps_root = "/run/nvidia/mps";
+  std::string mps_control{kMpsControlBinary};
   int verbosity = 0;
   bool print_register = false;
 };
@@ -70,10 +69,17 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--sysfs-root", f.sysfs_root, "sysfs mount, for PCI NUMA nodes");
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
   app.add_option("--mig-strategy", f.mig_strategy,
-                 "HAMi's MIG strategy (none, single, mixed); MIG devices are not served here, so "
-                 "GPUs are advertised whole whatever it says (HAMi's chart passes none)")
+                 "NVIDIA's MIG strategy (none, single, mixed): not served, GPUs are advertised "
+                 "whole whatever it says (HAMi's chart passes none); dynamic MIG is config.json's "
+                 "operatingmode: mig")
       ->check(CLI::IsMember({"none", "single", "mixed"}))
       ->envname("MIG_STRATEGY");
+  app.add_option("--mps-root", f.mps_root,
+                 "operatingmode mps: host directory of the MPS control daemons, one "
+                 "<GPU UUID>/{pipe,log} pair per GPU, mounted into the containers");
+  app.add_option("--mps-control", f.mps_control,
+                 "operatingmode mps: the MPS control binary (a path, or a name on PATH); the "
+                 "plugin starts and watches one daemon per GPU with it, none when it is absent");
   app.add_flag("--print-register", f.print_register,
                "discover once, print the hami.io/node-nvidia-register value and exit (no API "
                "server or kubelet needed; tests/gpu uses it)");
@@ -140,15 +146,25 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
-std::unique_ptr<Discovery> MakeDiscovery(const Flags& f) {
-  if (!f.device_inventory.empty()) return std::make_unique<InventoryDiscovery>(f.device_inventory);
-  return std::make_unique<NvmlDiscovery>(NvmlOptions{f.nvml_library, f.sysfs_root});
+NodePluginOptions Options(const Flags& f, const PluginConfig& config) {
+  NodePluginOptions o;
+  o.node_name = f.node_name;
+  o.kubelet_socket = f.kubelet_socket;
+  o.hook_path = f.hook_path;
+  o.device_inventory = f.device_inventory;
+  o.nvml = NvmlOptions{f.nvml_library, f.sysfs_root};
+  o.config = config;
+  o.mps.root = f.mps_root;
+  o.mps.control = f.mps_control;
+  return o;
 }
 
 int PrintRegister(const Flags& f, const PluginConfig& config) {
-  auto discovery = MakeDiscovery(f);
-  auto devices = discovery->Discover();
-  if (!devices) return std::cerr << discovery->Name() << ": " << devices.error() << "\n", 1;
+  auto discovery = NodeDiscovery::Make(Options(f, config));
+  if (!discovery) return std::cerr << discovery.error() << "\n", 1;
+  Discovery* d = (*discovery)->get();
+  auto devices = d->Discover();
+  if (!devices) return std::cerr << d->Name() << ": " << devices.error() << "\n", 1;
   std::cout << protocol::EncodeNodeRegister(
                    BuildDeviceInfos(FilterDevices(*devices, config), config))
             << "\n";
@@ -160,8 +176,8 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   for (const std::string& m : ignored.Messages()) HAMI_INFO("hami-device-plugin: {}", m);
   if (f.mig_strategy != "none") {
     HAMI_WARN(
-        "hami-device-plugin: --mig-strategy={}: MIG devices are not served; GPUs are "
-        "advertised whole",
+        "hami-device-plugin: --mig-strategy={}: NVIDIA's MIG strategies are not served; GPUs "
+        "are advertised whole (dynamic MIG is config.json's operatingmode: mig)",
         f.mig_strategy);
   }
   if (f.print_register) {
@@ -182,39 +198,13 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
 
   const sigset_t stop_signals = BlockStopSignals();
   k8s::Client client(*rest);
-  std::unique_ptr<Discovery> discovery = MakeDiscovery(f);
-  // GPUs that cannot be listed at start (a bad inventory file, no driver) end the plugin before
-  // anything is published; later failures keep the last published value.
-  if (auto first = discovery->Discover(); !first) {
-    return std::cerr << discovery->Name() << ": " << first.error() << "\n", 1;
-  }
-  RegisterPublisher publisher(
-      discovery.get(), *config,
-      [&](std::string_view key, std::string_view value) -> Status {
-        k8s::Json patch;
-        patch["metadata"]["annotations"][std::string(key)] = value;
-        auto r =
-            client.Patch(k8s::resources::kNodes, "", f.node_name, k8s::PatchType::kMerge, patch);
-        if (!r) return r.error().ToError();
-        return OkStatus();
-      },
-      RealClock());
-  AllocateEnv env;
-  env.hook_path = f.hook_path;
-  env.license_present = std::filesystem::exists(f.hook_path + "/vgpu/license");
-  env.config = *config;
-  env.strategy = *strategy;
-  Allocator allocator(&client, f.node_name, env);
-  PluginOptions options;
-  options.kubelet_socket = f.kubelet_socket;
-  options.resource_name = config->resource_name;
-  options.split_count = config->device_split_count;
-  options.numa_topology = config->enable_numa_topology;
-  options.preferred_allocation = config->enable_preferred_allocation;
-  Plugin plugin(options, &publisher, &allocator);
+  NodePluginOptions options = Options(f, *config);
+  options.strategy = *strategy;
+  NodePlugin plugin(options, &client, RealClock());
   if (Status s = plugin.Start(); !s) return std::cerr << s.error() << "\n", 1;
-  HAMI_INFO("hami-device-plugin serving {} on {} ({})", options.resource_name, plugin.socket_path(),
-            discovery->Name());
+  HAMI_INFO("hami-device-plugin serving {} on {} ({}, operatingmode {})",
+            plugin.plugin_options().resource_name, plugin.socket_path(), plugin.discovery_name(),
+            config->operating_mode);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   HAMI_INFO("signal {}: shutting down", sig);

@@ -227,6 +227,7 @@ class Plugin::Impl {
     const uint64_t before = publisher_->generation();
     if (auto r = publisher_->Tick(); !r) HAMI_ERROR("node register: {}", r.error());
     if (publisher_->generation() != before) cv_.notify_all();
+    if (options_.tick) options_.tick();
 
     if (!Identify(socket_)) {
       HAMI_WARN("plugin socket {} is gone; restarting the server", socket_);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct PluginOptions {
   bool preferred_allocation = false;  // Register option GetPreferredAllocationAvailable
   // How often the loop ticks the publisher and checks kubelet.sock (re-register within 5 s).
   std::chrono::milliseconds poll_interval{1000};
+  // Called by the loop on every pass, after the publisher's Tick: clock-driven node work that
+  // runs when due (the MIG reconciler, the MPS daemon watch). Must not throw; may be empty.
+  std::function<void()> tick{};
 };
 
 // One kubelet-visible device: a replica of a GPU.

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 #include "fake_kubelet.h"
 #include "k8s/client.h"
@@ -95,7 +97,9 @@ TEST(Binary, PrintRegisterFromNvmlWithConfig) {
 
 // Runs the plugin with `flags` (after its kubeconfig, kubelet socket and inventory) until it has
 // registered with kubelet and published the node annotation; then SIGTERM ends it with status 0.
-void ServeUntilSigterm(const std::vector<std::string>& flags) {
+// `after_exit` runs once the plugin has exited, before the directory is removed.
+void ServeUntilSigterm(const std::vector<std::string>& flags,
+                       const std::function<void()>& after_exit = nullptr) {
   const std::string dir = "/tmp/hami-dp-sig-" + std::to_string(getpid());
   fs::remove_all(dir);
   fs::create_directories(dir + "/plugins");
@@ -132,6 +136,7 @@ void ServeUntilSigterm(const std::vector<std::string>& flags) {
   EXPECT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 0);
   EXPECT_FALSE(fs::exists(dir + "/plugins/nvidia-gpu.sock"));
+  if (after_exit) after_exit();
   kubelet.Stop();
   server.Stop();
   fs::remove_all(dir);
@@ -151,6 +156,71 @@ TEST(Binary, ServesWithTheFlagsHamisChartRenders) {
   ServeUntilSigterm({"-node-name=n1", "--node-config-file=/nonexistent", "--config-file=" + config,
                      "--mig-strategy=none", "--disable-core-limit=false", "-v=4"});
   fs::remove(config);
+}
+
+// operatingmode mig (config.json): the register JSON carries the GPU's MIG profiles from NVML.
+TEST(Binary, PrintRegisterInMigMode) {
+  const std::string config = "/tmp/hami-dp-mig-config-" + std::to_string(getpid()) + ".json";
+  std::ofstream(config) << R"({"nodeconfig":[{"name":"n1","operatingmode":"mig"}]})";
+  int status = -1;
+  std::string out = RunShell(
+      "HAMI_FAKE_NVML_DEVICES='GPU-a|NVIDIA A100-SXM4-40GB|40960|0:0:0.0' HAMI_FAKE_NVML_MIG=all " +
+          kBin + " --print-register --node-name n1 --node-config-file " + config +
+          " --nvml-library " + HAMI_FAKE_NVML_PATH + " 2>/dev/null",
+      &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(
+      out.rfind(R"([{"id":"GPU-a","count":7,"devmem":40960,"devcore":100,)"
+                R"("type":"NVIDIA A100-SXM4-40GB","mode":"mig",)"
+                R"("migProfiles":[{"name":"1g.5gb","memoryMB":4864,"core":15,"sliceCount":1,)",
+                0),
+      0u)
+      << out;
+  // Not in MIG mode: the GPU is not registered (its mode is never changed).
+  out = RunShell("HAMI_FAKE_NVML_DEVICES='GPU-a|NVIDIA A100-SXM4-40GB|40960|0:0:0.0' " + kBin +
+                     " --print-register --node-name n1 --node-config-file " + config +
+                     " --nvml-library " + HAMI_FAKE_NVML_PATH + " 2>&1",
+                 &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("\"GPU-a\" is not in MIG mode"), std::string::npos) << out;
+  EXPECT_EQ(out.substr(out.rfind('\n', out.size() - 2) + 1), "[]\n") << out;
+  fs::remove(config);
+}
+
+// operatingmode mps with a control binary: one daemon per GPU at start, `quit` to each on
+// SIGTERM (a fake binary that records its calls).
+TEST(Binary, MpsModeStartsTheDaemonsAndQuitsThemOnSigterm) {
+  const fs::path dir = fs::temp_directory_path() / ("hami-dp-mps-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string control = (dir / "mps-control").string();
+  const std::string record = (dir / "record").string();
+  std::ofstream(control) << "#!/bin/sh\n"
+                            "if [ \"$1\" = -d ]; then echo \"launch $CUDA_VISIBLE_DEVICES\" >> "
+                         << record
+                         << "; exit 0; fi\n"
+                            "read cmd; echo \"$cmd $CUDA_VISIBLE_DEVICES\" >> "
+                         << record << "\n[ \"$cmd\" = quit ]\n";
+  fs::permissions(control, fs::perms::owner_all);
+  std::ofstream(dir / "config.json") << R"({"nodeconfig":[{"name":"n1","operatingmode":"mps"}]})";
+  ServeUntilSigterm({"--node-name=n1", "--node-config-file=" + (dir / "config.json").string(),
+                     "--mps-control=" + control, "--mps-root=" + (dir / "mps").string()},
+                    [&] {
+                      std::ifstream in(record);
+                      std::stringstream lines;
+                      lines << in.rdbuf();
+                      // Start asks each daemon first (none answers), then launches it.
+                      EXPECT_EQ(lines.str(),
+                                "get_default_active_thread_percentage "
+                                "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec\n"
+                                "launch GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec\n"
+                                "get_default_active_thread_percentage "
+                                "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448\n"
+                                "launch GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448\n"
+                                "quit GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec\n"
+                                "quit GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448\n");
+                    });
+  fs::remove_all(dir);
 }
 
 TEST(Binary, GoStyleFlagErrorsStillFail) {
