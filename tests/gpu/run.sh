@@ -11,7 +11,8 @@
 # listed as refused, held (succeeded without the process holding more than the limit), skipped
 # (not in this driver), or ESCAPED/ERROR/CRASHED, which fail the run.
 # Device plugin section: NVML discovery (`hami-device-plugin --print-register`) against
-# nvidia-smi's uuid, memory.total and name.
+# nvidia-smi's uuid, memory.total and name; where a GPU is already in MIG mode, its registered
+# MIG profiles against `nvidia-smi mig -lgip` (read-only: no setting changed, no instance made).
 #
 #   tests/gpu/run.sh                # uses build/lib/libvgpu.so, builds it when missing
 #   BUILD=build-rel tests/gpu/run.sh
@@ -290,6 +291,60 @@ if [[ -x "$DP" ]]; then
   row "device plugin: NVML register = nvidia-smi" "$n_smi GPUs match" "$n_ok of $n_reg match" "$r"
 else
   row "device plugin: NVML register" "binary built" "build failed" FAIL
+fi
+
+# ---------------------------------------------------------------- device plugin: MIG profiles
+# Read-only, and only where a lent GPU is already in MIG mode: never changes the MIG mode or any
+# other setting, creates no instance. `--print-register` in operatingmode mig (config.json) must
+# register each MIG-mode GPU whose model the allowlist names with "mode":"mig", and each
+# registered profile must match the `nvidia-smi mig -lgip` row of its slice count (memory within
+# 0.01 GiB); `count` is the largest instance total of those rows.
+mig_gpus="$(nvidia-smi --query-gpu=index,uuid,mig.mode.current --format=csv,noheader 2>/dev/null |
+  awk -F', *' '$3 == "Enabled" { print $1 "," $2 }')"
+if [[ -z "$mig_gpus" ]]; then
+  row "device plugin: MIG profiles = nvidia-smi" "a GPU in MIG mode" "none in MIG mode" SKIP
+elif [[ ! -x "$DP" ]] || ! command -v python3 >/dev/null 2>&1; then
+  row "device plugin: MIG profiles = nvidia-smi" "plugin + python3" "missing" SKIP
+else
+  printf '{"nodeconfig":[{"name":"gpu-check","operatingmode":"mig"}]}' >"$WORK/mig-node.json"
+  timeout 60 "$DP" --print-register --node-name gpu-check \
+    --node-config-file "$WORK/mig-node.json" >"$WORK/mig-reg.json" 2>"$WORK/dp-mig.err"
+  n_mig=0
+  n_ok=0
+  while IFS=, read -r idx uuid; do
+    n_mig=$((n_mig + 1))
+    nvidia-smi mig -lgip -i "$idx" >"$WORK/lgip.$idx" 2>&1 </dev/null
+    if python3 - "$WORK/mig-reg.json" "$WORK/lgip.$idx" "$uuid" <<'PY'; then
+import json, re, sys
+reg, lgip, uuid = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), sys.argv[3]
+rows = {}  # "1g" -> (GiB, total instances), plain profiles only (no +me/+gfx variants)
+for m in re.finditer(r"MIG (\d+g)\.\S*?\s+\d+\s+\d+/(\d+)\s+([\d.]+)", lgip):
+    if "+" not in m.group(0).split()[1]:
+        rows.setdefault(m.group(1), (float(m.group(3)), int(m.group(2))))
+gpu = [d for d in reg if d.get("id") == uuid]
+if not gpu:
+    sys.exit("not registered (its model matches no migProfileAllowlist entry?)")
+gpu, bad, totals = gpu[0], [], []
+if gpu.get("mode") != "mig" or not gpu.get("migProfiles"):
+    sys.exit(f"registered without MIG profiles: {gpu}")
+for p in gpu["migProfiles"]:
+    want = rows.get(p["name"].split(".")[0])
+    if want is None or abs(p["memoryMB"] / 1024 - want[0]) > 0.01:
+        bad.append(f'{p["name"]} {p["memoryMB"]} MB vs nvidia-smi {want}')
+    else:
+        totals.append(want[1])
+if totals and gpu["count"] != max(totals):
+    bad.append(f'count {gpu["count"]} vs {max(totals)}')
+sys.exit("; ".join(bad) if bad else 0)
+PY
+      n_ok=$((n_ok + 1))
+    else
+      echo "MIG register of $uuid:"
+      cat "$WORK/mig-reg.json" "$WORK/dp-mig.err"
+    fi
+  done <<<"$mig_gpus"
+  [[ "$n_ok" == "$n_mig" ]] && r=PASS || r=FAIL
+  row "device plugin: MIG profiles = nvidia-smi" "$n_mig GPUs match" "$n_ok match" "$r"
 fi
 
 print_tables
