@@ -90,9 +90,15 @@ void KubeletFleet::Impl::Stop() {
   std::thread stop_informer([this] {
     if (pods_) pods_->Stop();
   });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_cv_.notify_all();
+  }
   for (auto& node : nodes_) {
+    std::lock_guard<std::mutex> process(node->process_mu);
     if (node->plugin) node->plugin->Stop();
     if (node->vendor) node->vendor->Stop();
+    if (node->registration) node->registration->Shutdown(std::chrono::system_clock::now());
   }
   stop_informer.join();
 }
@@ -183,9 +189,18 @@ void KubeletFleet::Impl::Run(const std::string& key, Step step) {
 void KubeletFleet::Impl::Admit(const std::string& key) {
   k8s::ObjectRef pod = pods_->Get(key);
   size_t index = 0;
+  std::shared_ptr<VendorPlugin> vendor;  // null while a vendor node's plugin is away
   {
     std::lock_guard<std::mutex> lock(mu_);
     index = runs_[key].node;
+    // A restarting kubelet admits the pod once it is back.
+    if (pod && nodes_[index]->kubelet_down) {
+      timers_.emplace(std::chrono::steady_clock::now() + std::chrono::milliseconds(20),
+                      timer_seq_++, key, Step::kAdmit);
+      cv_.notify_one();
+      return;
+    }
+    if (nodes_[index]->registered) vendor = nodes_[index]->vendor;
   }
   if (!pod) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -195,15 +210,16 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
   std::vector<std::map<std::string, std::string>> envs;
   std::string error;
   const auto usage = PodUsage(*pod);
-  VendorPlugin* vendor = nodes_[index]->vendor.get();
+  const bool vendor_node = !nodes_[index]->spec.vendor.empty();
   const std::string& resource =
-      vendor ? vendor->count_resource() : options_.plugin_config.resource_name;
+      vendor_node ? nodes_[index]->vendor_resource : options_.plugin_config.resource_name;
   for (const char* list : {"initContainers", "containers"}) {
     if (!error.empty() || !(*pod)["spec"].contains(list)) continue;
     for (const json& c : (*pod)["spec"][list]) {
       const int64_t n = ContainerDeviceCount(c, resource);
       if (n <= 0) continue;
-      auto r = vendor ? VendorAllocate(*vendor) : AllocateContainer(index, key, n);
+      auto r =
+          vendor_node ? VendorAllocate(vendor.get(), resource) : AllocateContainer(index, key, n);
       if (!r) {
         error = r.error();
         break;
@@ -285,6 +301,41 @@ KubeletFleet::~KubeletFleet() { Stop(); }
 Status KubeletFleet::Start() { return impl_->Start(); }
 
 void KubeletFleet::Stop() { impl_->Stop(); }
+
+size_t KubeletFleet::size() const { return impl_->nodes_.size(); }
+bool KubeletFleet::KillPlugin(size_t node) { return impl_->KillPlugin(node); }
+Status KubeletFleet::RestartPlugin(size_t node) { return impl_->RestartPlugin(node); }
+bool KubeletFleet::StopKubelet(size_t node) { return impl_->StopKubelet(node); }
+Status KubeletFleet::StartKubelet(size_t node) { return impl_->StartKubelet(node); }
+
+bool KubeletFleet::PluginAlive(size_t node) const {
+  if (node >= impl_->nodes_.size()) return false;
+  std::lock_guard<std::mutex> lock(impl_->nodes_[node]->process_mu);
+  return !impl_->nodes_[node]->plugin_down;
+}
+
+bool KubeletFleet::KubeletUp(size_t node) const {
+  if (node >= impl_->nodes_.size()) return false;
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return !impl_->nodes_[node]->kubelet_down;
+}
+
+bool KubeletFleet::Registered(size_t node) const {
+  if (node >= impl_->nodes_.size()) return false;
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->nodes_[node]->registered;
+}
+
+int KubeletFleet::Registrations(size_t node) const {
+  if (node >= impl_->nodes_.size()) return 0;
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->nodes_[node]->registrations;
+}
+
+int KubeletFleet::PluginRestarts() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->plugin_restarts_;
+}
 
 size_t KubeletFleet::Started() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);

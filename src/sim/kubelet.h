@@ -1,12 +1,14 @@
 // Simulated kubelets for `hami-sim run`: one per node, each with the REAL NVIDIA device plugin
 // (deviceplugin::Plugin with its RegisterPublisher and Allocator over a Discovery that returns the
-// node's GPUs), reached over the real gRPC API on a unix socket <socket_dir>/<i>/nvidia-gpu.sock.
+// node's GPUs), reached over the real gRPC API on a unix socket <socket_dir>/<i>/nvidia-gpu.sock
+// once it has registered with the node's kubelet.sock.
 //
 // What a kubelet does here, as the real one does for a pod bound to its node:
 //  * at Start: create the Node (Ready, capacity/allocatable nvidia.com/gpu = GPUs x split count,
 //    the count ListAndWatch advertises; a positive allocatable count is how NVIDIA answers the
-//    scheduler's handshake), start the plugin (it publishes hami.io/node-nvidia-register), and
-//    read the advertised device IDs from one ListAndWatch response;
+//    scheduler's handshake), serve the Registration service on <socket_dir>/<i>/kubelet.sock,
+//    start the plugin (it publishes hami.io/node-nvidia-register and registers), and on its
+//    Register read the advertised device IDs from one ListAndWatch response;
 //  * for each pod bound to the node and still Pending: wait admission_latency, then for every
 //    container asking for nvidia.com/gpu call Allocate with that many free device IDs (kubelet's
 //    device manager keeps them until the pod ends), then set phase Running (Ready condition,
@@ -96,6 +98,31 @@ class KubeletFleet {
   // every plugin serves and the pod informer has synced.
   Status Start();
   void Stop();  // idempotent
+
+  // Process faults (docs/RELIABILITY.md), by node index (the order the nodes were given).
+  size_t size() const;
+  // The node's device plugin dies as with SIGKILL: its gRPC server and its registration with the
+  // kubelet are gone, nothing is cleaned up (a node lock it held, the annotations it wrote stay).
+  // Until RestartPlugin, a pod the kubelet admits on the node fails Allocate ("cannot allocate
+  // unregistered device ..."), once, as with a real kubelet. False when it is down already.
+  bool KillPlugin(size_t node);
+  // A new plugin process: it serves, publishes its GPUs and registers with the kubelet again
+  // (returns once it has, unless the kubelet is down). Counted in PluginRestarts().
+  Status RestartPlugin(size_t node);
+  // The node's kubelet stops: its Registration service goes, so it forgets the plugin; pods it
+  // runs keep running (their containers do not stop with the kubelet), pods waiting for
+  // admission wait. False when it is stopped already.
+  bool StopKubelet(size_t node);
+  // The kubelet starts again: it clears the device-plugin directory (the plugin's socket too)
+  // and serves a new kubelet.sock; the plugin sees that and registers again within its poll
+  // interval (1 s). Admission resumes; until the registration a pod fails Allocate as above.
+  Status StartKubelet(size_t node);
+  bool PluginAlive(size_t node) const;
+  bool KubeletUp(size_t node) const;
+  // Whether the kubelet knows the node's plugin now, and how many Register calls it accepted.
+  bool Registered(size_t node) const;
+  int Registrations(size_t node) const;
+  int PluginRestarts() const;
 
   std::vector<PodRunRecord> Records() const;
   // How many of the records are running, finished or failed, without copying them (the runner

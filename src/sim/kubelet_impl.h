@@ -4,6 +4,8 @@
 //                          Failed (a timer queue served by a small pool)
 //   kubelet_plugins.cc     the Node objects, each node's device plugin, and the kubelet's gRPC
 //                          client of it (ListAndWatch, Allocate)
+//   kubelet_registration.cc  the kubelet's Registration service, and the process faults
+//                          (a plugin killed and restarted, the kubelet restarted)
 //   kubelet_containers.cc  the container side: devices a container asks for, the pod status
 //                          objects, the usage region files the node's monitor reads
 #ifndef HAMI_SIM_KUBELET_IMPL_H_
@@ -22,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -55,18 +58,31 @@ nlohmann::json EndStatus(const nlohmann::json& pod, SystemTime now, bool ok,
 class KubeletFleet::Impl {
  public:
   using json = nlohmann::json;
-  // One simulated node: its plugin and kubelet's view of the plugin's devices.
+  // One simulated node: its plugin (one process: the four parts below, or `vendor`) and the
+  // kubelet's view of it.
   struct Node {
     SimNode spec;
-    std::string dir;
+    std::string dir;  // the node's device-plugins directory: kubelet.sock, nvidia-gpu.sock
     std::unique_ptr<dp::Discovery> discovery;  // the scenario's GPUs
     std::unique_ptr<dp::RegisterPublisher> publisher;
     std::unique_ptr<dp::Allocator> allocator;
     std::unique_ptr<dp::Plugin> plugin;
-    std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
-    std::unique_ptr<VendorPlugin> vendor;  // a vendor node's plugin instead of the above
-    std::vector<std::string> device_ids;   // from ListAndWatch, healthy only
-    std::set<std::string> in_use;          // mu_
+    std::shared_ptr<VendorPlugin> vendor;  // a vendor node's plugin instead of the above
+    std::string vendor_resource;           // its count resource (kept while it is down)
+    // The kubelet's Registration service on <dir>/kubelet.sock (NVIDIA nodes).
+    std::unique_ptr<grpc::Service> registration_service;
+    std::unique_ptr<grpc::Server> registration;
+    // Serializes the process faults and Stop() on this node.
+    std::mutex process_mu;
+    bool plugin_down = false;   // process_mu
+    bool kubelet_down = false;  // mu_ (Admit reads it)
+    // What the kubelet knows of the plugin (mu_): set by a Register, gone when the plugin dies or
+    // the kubelet restarts.
+    bool registered = false;
+    int registrations = 0;
+    std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;
+    std::vector<std::string> device_ids;  // from ListAndWatch, healthy only
+    std::set<std::string> in_use;         // kept across restarts (kubelet's checkpoint)
   };
   enum class Step { kAdmit, kRunning, kFinish, kFailed };
   struct PodRun {
@@ -91,9 +107,20 @@ class KubeletFleet::Impl {
   void Stop();
   // Nodes, their device plugins and the gRPC calls to them (kubelet_plugins.cc).
   Status CreateNode(Node& node);
+  std::shared_ptr<VendorPlugin> NewVendorPlugin(const device::Device& dev, const Node& node);
   Status StartPlugin(size_t index);
   Status StartNodes();
-  Status ReadDevices(Node& node);
+  // The kubelet's Registration service (kubelet_registration.cc): Register dials the plugin's
+  // endpoint and reads its devices, as kubelet's device manager does.
+  Status ServeRegistration(size_t index);
+  grpc::Status OnRegister(size_t index, const v1beta1::RegisterRequest& req);
+  Result<std::vector<std::string>> ReadDevices(v1beta1::DevicePlugin::Stub& stub,
+                                               const std::string& socket);
+  // Process faults (kubelet_registration.cc).
+  bool KillPlugin(size_t index);
+  Status RestartPlugin(size_t index);
+  bool StopKubelet(size_t index);
+  Status StartKubelet(size_t index);
 
   void OnPod(const json& pod);
   void OnPodGone(const json& pod);
@@ -103,7 +130,8 @@ class KubeletFleet::Impl {
   void Admit(const std::string& key);
   void PatchStatus(const std::string& key, Step step);
   void ReleaseIds(PodRun& run);
-  Result<std::map<std::string, std::string>> VendorAllocate(VendorPlugin& plugin);
+  Result<std::map<std::string, std::string>> VendorAllocate(VendorPlugin* plugin,
+                                                            const std::string& resource);
   Result<std::map<std::string, std::string>> AllocateContainer(size_t node, const std::string& key,
                                                                int64_t count);
   std::string HookPath() const {
@@ -124,6 +152,8 @@ class KubeletFleet::Impl {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable registered_cv_;  // a node's plugin registered
+  int plugin_restarts_ = 0;                // mu_
   std::map<std::string, PodRun> runs_;
   std::set<std::tuple<SteadyTime, uint64_t, std::string, Step>> timers_;
   uint64_t timer_seq_ = 0;

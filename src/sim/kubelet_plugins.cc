@@ -32,6 +32,14 @@ class StaticDiscovery : public dp::Discovery {
 
 }  // namespace
 
+std::shared_ptr<VendorPlugin> KubeletFleet::Impl::NewVendorPlugin(const device::Device& dev,
+                                                                  const Node& node) {
+  k8s::Client* api = options_.plugin_client ? options_.plugin_client : &client_;
+  return std::make_shared<VendorPlugin>(
+      dev, *api, node.spec.name,
+      VendorDeviceInfos(node.spec.gpus, options_.plugin_config.device_split_count), clock_);
+}
+
 Status KubeletFleet::Impl::CreateNode(Node& node) {
   const std::string gpus = std::to_string(static_cast<int64_t>(node.spec.gpus.size()) *
                                           options_.plugin_config.device_split_count);
@@ -43,10 +51,8 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
     if (!dev)
       return Error{"node " + Quote(node.spec.name) + ": no backend for vendor " +
                    Quote(node.spec.vendor)};
-    k8s::Client* api = options_.plugin_client ? options_.plugin_client : &client_;
-    node.vendor = std::make_unique<VendorPlugin>(
-        *dev, *api, node.spec.name,
-        VendorDeviceInfos(node.spec.gpus, options_.plugin_config.device_split_count), clock_);
+    node.vendor = NewVendorPlugin(*dev, node);
+    node.vendor_resource = node.vendor->count_resource();
     resources.erase(rname);
     for (const auto& [k, v] : node.vendor->registration().capacity) resources[k] = v;
   }
@@ -79,13 +85,21 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
   return Error{"create node " + Quote(node.spec.name) + ": " + last};
 }
 
+// Starts the node's plugin process. An NVIDIA plugin serves, publishes and registers with the
+// kubelet (when the kubelet is up; it registers by itself once it comes back); this waits for the
+// registration. A vendor node's in-process plugin counts as registered once it runs.
 Status KubeletFleet::Impl::StartPlugin(size_t index) {
   Node& node = *nodes_[index];
-  if (node.vendor) return node.vendor->Start();
-  node.dir = options_.socket_dir + "/" + std::to_string(index);
-  std::error_code ec;
-  std::filesystem::create_directories(node.dir, ec);
-  if (ec) return Error{"create " + Quote(node.dir) + ": " + ec.message()};
+  if (!node.spec.vendor.empty()) {
+    std::shared_ptr<VendorPlugin> plugin = node.vendor;  // CreateNode's, or a new process
+    if (!plugin) plugin = NewVendorPlugin(*options_.registry->Find(node.spec.vendor), node);
+    if (Status s = plugin->Start(); !s) return s;
+    std::lock_guard<std::mutex> lock(mu_);
+    node.vendor = std::move(plugin);
+    node.registered = !node.kubelet_down;
+    node.registrations += node.registered ? 1 : 0;
+    return OkStatus();
+  }
   node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus);
   const std::string name = node.spec.name;
   k8s::Client* plugin_api = options_.plugin_client ? options_.plugin_client : &client_;
@@ -110,7 +124,7 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
   env.config = config;
   node.allocator = std::make_unique<dp::Allocator>(plugin_api, name, env);
   dp::PluginOptions popts;
-  popts.kubelet_socket = node.dir + "/kubelet.sock";  // absent: the plugin serves unregistered
+  popts.kubelet_socket = node.dir + "/kubelet.sock";  // ServeRegistration's
   popts.resource_name = options_.plugin_config.resource_name;
   popts.split_count = options_.plugin_config.device_split_count;
   popts.numa_topology = options_.plugin_config.enable_numa_topology;
@@ -123,26 +137,34 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
     }
   }
-  node.stub = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
-      "unix://" + node.plugin->socket_path(), grpc::InsecureChannelCredentials()));
-  return ReadDevices(node);
+  // Plugin::Start registers at once when kubelet.sock is there; its loop retries every second.
+  std::unique_lock<std::mutex> lock(mu_);
+  if (node.kubelet_down) return OkStatus();
+  if (!registered_cv_.wait_for(lock, std::chrono::seconds(30),
+                               [&] { return node.registered || stopping_; })) {
+    return Error{"node " + Quote(node.spec.name) + ": the device plugin did not register with " +
+                 Quote(node.dir + "/kubelet.sock") + " within 30 s"};
+  }
+  return OkStatus();
 }
 
 // What kubelet learns from the first ListAndWatch response: the healthy device IDs.
-Status KubeletFleet::Impl::ReadDevices(Node& node) {
+Result<std::vector<std::string>> KubeletFleet::Impl::ReadDevices(v1beta1::DevicePlugin::Stub& stub,
+                                                                 const std::string& socket) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1beta1::Empty empty;
-  auto reader = node.stub->ListAndWatch(&ctx, empty);
+  auto reader = stub.ListAndWatch(&ctx, empty);
   v1beta1::ListAndWatchResponse resp;
   const bool got = reader->Read(&resp);
   ctx.TryCancel();
   reader->Finish().ok();  // cancelled on purpose
-  if (!got) return Error{"ListAndWatch on " + Quote(node.plugin->socket_path()) + ": no response"};
+  if (!got) return Error{"ListAndWatch on " + Quote(socket) + ": no response"};
+  std::vector<std::string> ids;
   for (const auto& d : resp.devices()) {
-    if (d.health() == "Healthy") node.device_ids.push_back(d.id());
+    if (d.health() == "Healthy") ids.push_back(d.id());
   }
-  return OkStatus();
+  return ids;
 }
 
 // Node objects and plugins, a few at a time: 1,000 of them one by one take tens of seconds.
@@ -153,6 +175,7 @@ Status KubeletFleet::Impl::StartNodes() {
   auto run = [&] {
     for (size_t i = next++; i < nodes_.size(); i = next++) {
       Status s = CreateNode(*nodes_[i]);
+      if (s && nodes_[i]->spec.vendor.empty()) s = ServeRegistration(i);
       if (s) s = StartPlugin(i);
       std::lock_guard<std::mutex> lock(mu);
       if (!s && first) first = s;
@@ -170,8 +193,14 @@ Result<std::map<std::string, std::string>> KubeletFleet::Impl::AllocateContainer
   Node& node = *nodes_[index];
   v1beta1::AllocateRequest req;
   auto* creq = req.add_container_requests();
+  std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // kubelet's device manager has no endpoint for the resource while the plugin is away.
+    if (!node.registered) {
+      return Error{"cannot allocate unregistered device " + options_.plugin_config.resource_name};
+    }
+    stub = node.stub;
     PodRun& run = runs_[key];
     for (const std::string& id : node.device_ids) {
       if (static_cast<int64_t>(creq->devices_ids_size()) == count) break;
@@ -191,7 +220,7 @@ Result<std::map<std::string, std::string>> KubeletFleet::Impl::AllocateContainer
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1beta1::AllocateResponse resp;
-  grpc::Status s = node.stub->Allocate(&ctx, req, &resp);
+  grpc::Status s = stub->Allocate(&ctx, req, &resp);
   if (!s.ok()) return Error{s.error_message()};
   std::map<std::string, std::string> envs;
   if (resp.container_responses_size() > 0) {
@@ -202,8 +231,9 @@ Result<std::map<std::string, std::string>> KubeletFleet::Impl::AllocateContainer
 
 // A vendor node's Allocate for one container (its plugin sets no env here).
 Result<std::map<std::string, std::string>> KubeletFleet::Impl::VendorAllocate(
-    VendorPlugin& plugin) {
-  if (Status s = plugin.Allocate(); !s) return std::move(s).take_error();
+    VendorPlugin* plugin, const std::string& resource) {
+  if (!plugin) return Error{"cannot allocate unregistered device " + resource};
+  if (Status s = plugin->Allocate(); !s) return std::move(s).take_error();
   return std::map<std::string, std::string>{};
 }
 

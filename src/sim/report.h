@@ -55,6 +55,9 @@ struct PodObservation {
   // From the kubelet.
   bool running = false;
   SystemTime running_at{};
+  // How many pods a ReplicaSet created before this one for the same replica (the kubelet
+  // failed each: its plugin was away); this pod's name ends in -r<recreated> when > 0.
+  int recreated = 0;
 };
 
 struct ReportInput {

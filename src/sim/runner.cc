@@ -50,6 +50,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kSchedulerName = "hami-scheduler";
 constexpr int kApiAttempts = 20;
+// A pod failed by kubelets this many times in a row stays Failed (the ReplicaSet gives up in the
+// sim, so a plugin that never comes back cannot keep the run going).
+constexpr int kMaxRecreations = 10;
 
 std::string FormatSeconds(double s) {
   char buf[32];
@@ -197,8 +200,24 @@ class Runner::Impl {
   Status StartSchedulers(const std::string& token, scheduler::ServerOptions server);
   Status CheckFaultsSupported() const;
   // Strikes the scenario's process faults on schedule until the run settles (docs/RELIABILITY.md).
+  // A strike queues its component's restart `down` later; restarts still queued when the run
+  // settles are done then.
+  struct FaultEvent {
+    std::string fault;  // a scenario key, or "restartScheduler", "restartPlugin", "startKubelet"
+    size_t node = 0;    // the node of a plugin or kubelet restart
+  };
   void InjectFaults(SteadyClock::time_point start);
-  void Strike(const std::string& fault, std::mt19937_64& rng);
+  void Strike(const std::string& fault, std::mt19937_64& rng, Ms at,
+              std::multimap<Ms, FaultEvent>* queue);
+  void Restart(const FaultEvent& event);
+  // A node picked with the scenario's seed among those `ok` accepts; nullopt when none does.
+  std::optional<size_t> PickNode(std::mt19937_64& rng, const std::function<bool(size_t)>& ok);
+  // The ReplicaSet's part (docs/RELIABILITY.md): a pod the kubelet failed (its plugin away) is
+  // created again with a new name and the same spec, through the webhook. Runs while the run does
+  // when plugin or kubelet faults are scheduled.
+  bool RecreatesPods() const;
+  void RecreateFailedPods();
+  void Recreate(k8s::Client& client, size_t i);
   // After the run: every killed replica back and one serving, so the live index can be asked.
   void RecoverSchedulers(ReportInput* in);
   // How long setup waits for `usual`; under --manifests at most the scenario's timeout, since a
@@ -209,6 +228,9 @@ class Runner::Impl {
   Status CreateNamespaces(k8s::Client& client);
   void CreatePods(SteadyClock::time_point start);
   void CreateOne(k8s::Client& client, size_t i);
+  // The webhook, then the create, of `pod`; fills *o (created, denied, message, ...).
+  void AdmitAndCreate(k8s::Client& client, const json& pod, const std::string& uid,
+                      PodObservation* o);
   bool Settled(SystemTime* last_time);
   void Observe(SystemTime settled_at, bool timed_out, ReportInput* in);
   void MeasureMemory(ReportInput* in);
@@ -224,6 +246,13 @@ class Runner::Impl {
   std::vector<ExpandedNode> nodes_;
   std::vector<PlannedPod> planned_;
   std::vector<PodObservation> observed_;  // by planned_ index; each written by one creator
+  // The ReplicaSet: each created pod's current incarnation "ns/name" -> planned_ index; an entry
+  // leaves when its pod is re-created. observed_mu_ also guards observed_ once created (the
+  // re-creator replaces entries while Settled reads them).
+  std::mutex observed_mu_;
+  std::map<std::string, size_t> incarnations_;
+  std::thread recreator_;
+  std::atomic<bool> recreator_stop_{false};
   std::atomic<size_t> next_pod_{0};
   std::atomic<size_t> pods_done_{0};
   std::atomic<bool> abort_{false};
@@ -507,9 +536,17 @@ Status Runner::Impl::CreateNamespaces(k8s::Client& client) {
 }
 
 void Runner::Impl::CreateOne(k8s::Client& client, size_t i) {
-  const PlannedPod& p = planned_[i];
   PodObservation& o = observed_[i];
-  json pod = BuildPod(scenario_, p);
+  AdmitAndCreate(client, BuildPod(scenario_, planned_[i]), std::to_string(i), &o);
+  if (o.created) {
+    std::lock_guard<std::mutex> lock(observed_mu_);
+    incarnations_[Key(o.ns, o.name)] = i;
+  }
+}
+
+void Runner::Impl::AdmitAndCreate(k8s::Client& client, const json& pod, const std::string& uid,
+                                  PodObservation* out) {
+  PodObservation& o = *out;
   // The webhook Service reaches any live replica; while all are down (a kill), the creator
   // retries as a ReplicaSet controller would.
   Result<Admission> admitted = Error{"webhook: no hami-scheduler replica is alive"};
@@ -518,7 +555,7 @@ void Runner::Impl::CreateOne(k8s::Client& client, size_t i) {
       httplib::Client http("127.0.0.1", port);
       http.set_read_timeout(std::chrono::seconds(30));
       http.set_tcp_nodelay(true);  // else each AdmissionReview waits ~40 ms on Nagle
-      admitted = Admit(http, pod, std::to_string(i));
+      admitted = Admit(http, pod, uid);
       if (admitted || admitted.error().rfind("webhook: HTTP", 0) == 0) break;
     }
     std::this_thread::sleep_for(Ms(50));
@@ -540,6 +577,53 @@ void Runner::Impl::CreateOne(k8s::Client& client, size_t i) {
     return;
   }
   o.created = true;
+}
+
+bool Runner::Impl::RecreatesPods() const {
+  const ProcessFaults& f = scenario_.process_faults;
+  return f.kill_plugin.enabled() || f.restart_kubelet.enabled();
+}
+
+void Runner::Impl::RecreateFailedPods() {
+  k8s::Client& client = *admin_;
+  while (!recreator_stop_.load()) {
+    std::vector<size_t> failed;
+    {
+      const std::vector<PodRunRecord> runs = fleet_->Records();
+      std::lock_guard<std::mutex> lock(observed_mu_);
+      for (const PodRunRecord& r : runs) {
+        if (!r.failed) continue;
+        auto it = incarnations_.find(Key(r.ns, r.name));
+        if (it == incarnations_.end() || observed_[it->second].recreated >= kMaxRecreations) {
+          continue;
+        }
+        failed.push_back(it->second);
+        incarnations_.erase(it);
+      }
+    }
+    for (size_t i : failed) Recreate(client, i);
+    std::this_thread::sleep_for(Ms(20));
+  }
+}
+
+// A new pod for planned_[i]: the same spec under the next name (<planned>-r<k>), as a ReplicaSet
+// replaces a failed pod. It becomes the pod the report follows.
+void Runner::Impl::Recreate(k8s::Client& client, size_t i) {
+  PodObservation next;
+  {
+    std::lock_guard<std::mutex> lock(observed_mu_);
+    const PodObservation& failed = observed_[i];
+    next.ns = failed.ns;
+    next.workload = failed.workload;
+    next.recreated = failed.recreated + 1;
+  }
+  next.name = planned_[i].name + "-r" + std::to_string(next.recreated);
+  json pod = BuildPod(scenario_, planned_[i]);
+  pod["metadata"]["name"] = next.name;
+  AdmitAndCreate(client, pod, std::to_string(i) + "-r" + std::to_string(next.recreated), &next);
+  std::lock_guard<std::mutex> lock(observed_mu_);
+  if (next.created) incarnations_[Key(next.ns, next.name)] = i;
+  observed_[i] = std::move(next);
 }
 
 void Runner::Impl::CreatePods(SteadyClock::time_point start) {
@@ -582,7 +666,9 @@ bool Runner::Impl::Settled(SystemTime* last_time) {
   auto runs = ByKey(fleet_->Records());
   auto scheds = ByKey(loop_->Records());
   const bool idle = loop_->Idle();
+  const bool recreates = RecreatesPods();
   bool waiting_unschedulable = false, finite_running = false;
+  std::lock_guard<std::mutex> lock(observed_mu_);
   for (size_t i = 0; i < planned_.size(); ++i) {
     const PodObservation& o = observed_[i];
     if (!o.created || o.scheduler_name != kSchedulerName) continue;
@@ -590,6 +676,8 @@ bool Runner::Impl::Settled(SystemTime* last_time) {
     auto run = runs.find(Key(o.ns, o.name));
     if (run != runs.end() && (run->second.running || run->second.finished || run->second.failed)) {
       const PodRunRecord& r = run->second;
+      // The ReplicaSet replaces a failed pod; its replacement has no outcome yet.
+      if (recreates && r.failed && o.recreated < kMaxRecreations) return false;
       if (r.running && !r.finished && !r.failed && w.duration_seconds > 0) finite_running = true;
       SystemTime t = r.finished ? r.finished_at : r.running_at;
       if (t > *last_time) *last_time = t;
@@ -678,6 +766,7 @@ Result<Report> Runner::Impl::Run() {
   const auto start = SteadyClock::now();
   const auto deadline = start + scenario_.timeout;
   std::thread creator([this, start] { CreatePods(start); });
+  if (RecreatesPods()) recreator_ = std::thread([this] { RecreateFailedPods(); });
   if (scenario_.process_faults.any()) {
     faults_thread_ = std::thread([this, start] { InjectFaults(start); });
   }
@@ -701,6 +790,8 @@ Result<Report> Runner::Impl::Run() {
     settled_at = std::chrono::system_clock::now();
   }
   creator.join();
+  recreator_stop_.store(true);
+  if (recreator_.joinable()) recreator_.join();
   {
     std::lock_guard<std::mutex> lock(faults_mu_);
     faults_stop_ = true;
@@ -708,6 +799,8 @@ Result<Report> Runner::Impl::Run() {
   }
   if (faults_thread_.joinable()) faults_thread_.join();
   RecoverSchedulers(&in);
+  in.plugin_restarts = fleet_->PluginRestarts();
+  for (const PodObservation& o : observed_) in.pods_recreated += o.recreated;
 
   in.scenario_name = scenario_.name;
   SetReportNodes(&in);
@@ -751,8 +844,7 @@ Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::Server
 Status Runner::Impl::CheckFaultsSupported() const {
   const ProcessFaults& f = scenario_.process_faults;
   for (auto [key, schedule] :
-       {std::pair{"killPlugin", &f.kill_plugin}, std::pair{"restartKubelet", &f.restart_kubelet},
-        std::pair{"restartApiServer", &f.restart_api_server},
+       {std::pair{"restartApiServer", &f.restart_api_server},
         std::pair{"deleteNode", &f.delete_node}, std::pair{"unhealthyGpu", &f.unhealthy_gpu}}) {
     if (schedule->enabled()) {
       return Error{std::string("faults.") + key + ": not supported by this hami-sim yet"};
@@ -769,55 +861,110 @@ Status Runner::Impl::CheckFaultsSupported() const {
 
 void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
   const ProcessFaults& f = scenario_.process_faults;
-  // (offset, fault) in time order; a restart is queued `down` after its kill.
-  std::multimap<Ms, std::string> queue;
-  for (Ms t : f.kill_scheduler.Times(scenario_.timeout)) queue.emplace(t, "killScheduler");
+  // (offset, event) in time order; a restart is queued `down` after its strike.
+  std::multimap<Ms, FaultEvent> queue;
+  for (auto [key, schedule] :
+       {std::pair{"killScheduler", &f.kill_scheduler}, std::pair{"killPlugin", &f.kill_plugin},
+        std::pair{"restartKubelet", &f.restart_kubelet}}) {
+    for (Ms t : schedule->Times(scenario_.timeout)) queue.emplace(t, FaultEvent{key});
+  }
   std::mt19937_64 rng(f.seed);
   std::unique_lock<std::mutex> lock(faults_mu_);
   while (!faults_stop_ && !queue.empty()) {
     auto next = queue.begin();
     if (faults_cv_.wait_until(lock, start + next->first, [&] { return faults_stop_; })) break;
-    const std::string fault = next->second;
+    const FaultEvent event = next->second;
     const Ms at = next->first;
     queue.erase(next);
     lock.unlock();
-    if (fault == "killScheduler") {
-      Strike(fault, rng);
-      queue.emplace(at + f.kill_scheduler.down, "restartScheduler");
-    } else if (fault == "restartScheduler") {
-      for (int i = 0; i < schedulers_->replicas(); ++i) {
-        if (schedulers_->Alive(i)) continue;
-        if (auto st = schedulers_->Restart(i); !st) HAMI_WARN("hami-sim: {}", st.error());
-      }
+    if (event.fault == "restartScheduler" || event.fault == "restartPlugin" ||
+        event.fault == "startKubelet") {
+      Restart(event);
+    } else {
+      Strike(event.fault, rng, at, &queue);
     }
     lock.lock();
   }
+  lock.unlock();
+  // What was struck comes back even when the run ended first (the scheduler replicas:
+  // RecoverSchedulers).
+  for (const auto& [at, event] : queue) {
+    if (event.fault == "restartPlugin" || event.fault == "startKubelet") Restart(event);
+  }
 }
 
-void Runner::Impl::Strike(const std::string& fault, std::mt19937_64& rng) {
-  if (fault != "killScheduler") return;
-  const int n = schedulers_->replicas();
-  const int leader = schedulers_->Leader();
-  std::vector<int> candidates;
-  for (int i = 0; i < n; ++i) {
-    if (!schedulers_->Alive(i)) continue;
-    switch (scenario_.process_faults.kill_scheduler_target) {
-      case KillTarget::kAny:
-        candidates.push_back(i);
-        break;
-      case KillTarget::kLeader:
-        if (i == leader) candidates.push_back(i);
-        break;
-      case KillTarget::kFollower:
-        if (i != leader) candidates.push_back(i);
-        break;
+void Runner::Impl::Restart(const FaultEvent& event) {
+  Status st = OkStatus();
+  if (event.fault == "restartScheduler") {
+    for (int i = 0; i < schedulers_->replicas(); ++i) {
+      if (schedulers_->Alive(i)) continue;
+      if (auto s = schedulers_->Restart(i); !s) HAMI_WARN("hami-sim: {}", s.error());
+    }
+  } else if (event.fault == "restartPlugin") {
+    st = fleet_->RestartPlugin(event.node);
+  } else if (event.fault == "startKubelet") {
+    st = fleet_->StartKubelet(event.node);
+  }
+  if (!st) HAMI_WARN("hami-sim: {}", st.error());
+}
+
+std::optional<size_t> Runner::Impl::PickNode(std::mt19937_64& rng,
+                                             const std::function<bool(size_t)>& ok) {
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < fleet_->size(); ++i) {
+    if (ok(i)) candidates.push_back(i);
+  }
+  if (candidates.empty()) return std::nullopt;
+  return candidates[rng() % candidates.size()];
+}
+
+void Runner::Impl::Strike(const std::string& fault, std::mt19937_64& rng, Ms at,
+                          std::multimap<Ms, FaultEvent>* queue) {
+  const ProcessFaults& f = scenario_.process_faults;
+  bool struck = false;
+  if (fault == "killPlugin") {
+    // A node whose plugin and kubelet both run: one fault per node at a time.
+    auto node =
+        PickNode(rng, [&](size_t i) { return fleet_->PluginAlive(i) && fleet_->KubeletUp(i); });
+    if (node && fleet_->KillPlugin(*node)) {
+      struck = true;
+      queue->emplace(at + f.kill_plugin.down, FaultEvent{"restartPlugin", *node});
+    }
+  } else if (fault == "restartKubelet") {
+    auto node =
+        PickNode(rng, [&](size_t i) { return fleet_->PluginAlive(i) && fleet_->KubeletUp(i); });
+    if (node && fleet_->StopKubelet(*node)) {
+      struck = true;
+      queue->emplace(at + f.restart_kubelet.down, FaultEvent{"startKubelet", *node});
+    }
+  } else if (fault == "killScheduler") {
+    const int n = schedulers_->replicas();
+    const int leader = schedulers_->Leader();
+    std::vector<int> candidates;
+    for (int i = 0; i < n; ++i) {
+      if (!schedulers_->Alive(i)) continue;
+      switch (f.kill_scheduler_target) {
+        case KillTarget::kAny:
+          candidates.push_back(i);
+          break;
+        case KillTarget::kLeader:
+          if (i == leader) candidates.push_back(i);
+          break;
+        case KillTarget::kFollower:
+          if (i != leader) candidates.push_back(i);
+          break;
+      }
+    }
+    // Nobody to kill now (all down, or no leader yet); and a strike while no replica serves
+    // would measure two failovers as one, so it waits for the next.
+    if (candidates.empty() || schedulers_->Serving() < 0) return;
+    const int victim = candidates[rng() % candidates.size()];
+    if (schedulers_->Kill(victim)) {
+      struck = true;
+      queue->emplace(at + f.kill_scheduler.down, FaultEvent{"restartScheduler"});
     }
   }
-  // Nobody to kill now (all down, or no leader yet); and a strike while no replica serves would
-  // measure two failovers as one, so it waits for the next.
-  if (candidates.empty() || schedulers_->Serving() < 0) return;
-  const int victim = candidates[rng() % candidates.size()];
-  if (schedulers_->Kill(victim)) {
+  if (struck) {
     std::lock_guard<std::mutex> lock(faults_mu_);
     ++faults_injected_[fault];
   }

@@ -97,6 +97,36 @@ faults:
   EXPECT_LT(r.failover_seconds_max, 10.0);
 }
 
+int Strikes(const Report& r, const std::string& fault) {
+  return r.faults_injected.count(fault) ? r.faults_injected.at(fault) : 0;
+}
+
+// A node's plugin killed four times mid-burst, 200 ms each: pods the kubelet admits meanwhile
+// fail and are re-created as a ReplicaSet would; every restarted plugin registers again.
+TEST(ChaosRunTest, KilledPluginsRestartAndEveryFittingPodRuns) {
+  const Report r = RunScenario(Cluster(R"(
+faults:
+  seed: 3
+  killPlugin: {every: 200ms, start: 100ms, count: 4, down: 200ms}
+)"));
+  ExpectNothingLost(r);
+  EXPECT_EQ(Strikes(r, "killPlugin"), 4);
+  EXPECT_EQ(r.plugin_restarts, Strikes(r, "killPlugin"));
+  EXPECT_EQ(r.scheduler_restarts, 0);
+}
+
+// Kubelets restarted mid-burst: the plugins register again, running pods stay running.
+TEST(ChaosRunTest, RestartedKubeletsLoseNothing) {
+  const Report r = RunScenario(Cluster(R"(
+faults:
+  seed: 5
+  restartKubelet: {every: 200ms, start: 100ms, count: 3, down: 100ms}
+)"));
+  ExpectNothingLost(r);
+  EXPECT_EQ(Strikes(r, "restartKubelet"), 3);
+  EXPECT_EQ(r.plugin_restarts, 0);
+}
+
 TEST(ChaosRunTest, UnsupportedFaultsAreRefusedByPath) {
   auto scenario = ParseScenario(Cluster("faults: {deleteNode: {at: [1s]}}\n"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();

@@ -281,6 +281,82 @@ TEST(KubeletFleetTest, AFailedAllocateIsNotCalledAgain) {
   EXPECT_EQ(owner_reads.load(), 1);
 }
 
+// killPlugin (docs/RELIABILITY.md): the plugin dies with no clean-up; a pod admitted meanwhile
+// fails Allocate once, as kubelet fails it, leaving its node lock and bind-phase behind; the
+// restarted plugin registers with the kubelet again, and the next pod takes the failed pod's lock
+// over and runs.
+TEST(KubeletFleetTest, AKilledPluginFailsAdmissionUntilItRegistersAgain) {
+  Stack s{ApiServerOptions{}};
+  s.Start(1, 2);
+  EXPECT_TRUE(s.fleet->Registered(0));
+  EXPECT_EQ(s.fleet->Registrations(0), 1);
+  ASSERT_TRUE(s.fleet->KillPlugin(0));
+  EXPECT_FALSE(s.fleet->KillPlugin(0));  // down already
+  EXPECT_FALSE(s.fleet->PluginAlive(0));
+  EXPECT_FALSE(s.fleet->Registered(0));
+
+  s.CreatePod(Workload("while-down", 1000, ""));
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = s.Run("while-down");
+    return r && r->finished;
+  }));
+  const PodRunRecord failed = *s.Run("while-down");
+  EXPECT_TRUE(failed.failed);
+  EXPECT_EQ(failed.message, "cannot allocate unregistered device nvidia.com/gpu");
+  json pod = *s.client->Get(k8s::resources::kPods, "default", "while-down");
+  EXPECT_EQ(k8s::FieldString(pod, "status.reason"), "UnexpectedAdmissionError");
+  EXPECT_EQ(k8s::Annotation(pod, "hami.io/bind-phase"), "allocating");  // nobody allocated it
+  json node = *s.client->Get(k8s::resources::kNodes, "", "gpu-0");
+  EXPECT_NE(k8s::Annotation(node, "hami.io/mutex.lock").value_or("").find("while-down"),
+            std::string::npos);
+
+  ASSERT_TRUE(s.fleet->RestartPlugin(0).ok());
+  EXPECT_TRUE(s.fleet->PluginAlive(0));
+  EXPECT_TRUE(s.fleet->Registered(0));
+  EXPECT_EQ(s.fleet->Registrations(0), 2);
+  EXPECT_EQ(s.fleet->PluginRestarts(), 1);
+  s.CreatePod(Workload("after", 1000, ""));
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = s.Run("after");
+    return r && (r->running || r->finished);
+  }));
+  EXPECT_TRUE(s.Run("after")->running) << s.Run("after")->message;
+  EXPECT_FALSE(s.Run("after")->failed) << s.Run("after")->message;
+}
+
+// restartKubelet: pods already running stay running; the restarted kubelet clears its socket
+// directory, the plugin sees it and registers again (within its 1 s poll), and pods run again.
+TEST(KubeletFleetTest, ARestartedKubeletKeepsItsPodsAndThePluginRegistersAgain) {
+  Stack s{ApiServerOptions{}};
+  s.Start(1, 2);
+  s.CreatePod(Workload("before", 1000, ""));
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = s.Run("before");
+    return r && r->running;
+  }));
+  ASSERT_TRUE(s.fleet->StopKubelet(0));
+  EXPECT_FALSE(s.fleet->StopKubelet(0));
+  EXPECT_FALSE(s.fleet->KubeletUp(0));
+  EXPECT_FALSE(s.fleet->Registered(0));
+  ASSERT_TRUE(s.fleet->StartKubelet(0).ok());
+  EXPECT_TRUE(s.fleet->KubeletUp(0));
+  ASSERT_TRUE(WaitFor([&] { return s.fleet->Registered(0); }, seconds(10)));
+  EXPECT_EQ(s.fleet->Registrations(0), 2);
+  EXPECT_EQ(s.fleet->PluginRestarts(), 0);  // the same plugin process registered again
+  const PodRunRecord before = *s.Run("before");
+  EXPECT_TRUE(before.running);
+  EXPECT_FALSE(before.finished);
+  json pod = *s.client->Get(k8s::resources::kPods, "default", "before");
+  EXPECT_EQ(k8s::FieldString(pod, "status.phase"), "Running");
+
+  s.CreatePod(Workload("after", 1000, ""));
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = s.Run("after");
+    return r && (r->running || r->finished);
+  }));
+  EXPECT_TRUE(s.Run("after")->running) << s.Run("after")->message;
+}
+
 TEST(KubeletFleetTest, InjectedApiErrorsLoseNoPod) {
   ApiServerOptions api;
   api.fail_rate = 0.05;
