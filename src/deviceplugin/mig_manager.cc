@@ -59,9 +59,16 @@ Result<std::vector<protocol::MigAllocation>> LiveMigReservations(
 MigManager::MigManager(MigDriver* driver, std::vector<MigGpu> gpus, std::string lock_path)
     : driver_(driver), gpus_(std::move(gpus)), lock_(std::move(lock_path)) {}
 
-Result<MigSyncReport> MigManager::Sync(const std::vector<protocol::MigAllocation>& live) {
+Result<MigSyncReport> MigManager::Sync(const std::vector<protocol::MigAllocation>& live,
+                                       std::optional<uint64_t> listed_at) {
   ApplyGuard guard(mu_, lock_);
   if (!guard.status()) return Error{guard.status().error()};
+  // Handed out by an Ensure the pod list may predate: kept this pass.
+  auto recent = [&](uint32_t gpu, uint32_t gi) {
+    auto it = handed_out_.find({gpu, gi});
+    return listed_at && it != handed_out_.end() && it->second > *listed_at;
+  };
+  std::erase_if(handed_out_, [&](const auto& h) { return !listed_at || h.second <= *listed_at; });
   MigSyncReport report;
   for (const MigGpu& gpu : gpus_) {
     auto enabled = driver_->MigEnabled(gpu.index);
@@ -73,6 +80,10 @@ Result<MigSyncReport> MigManager::Sync(const std::vector<protocol::MigAllocation
       auto named = std::find_if(live.begin(), live.end(), [&](const protocol::MigAllocation& r) {
         return Names(r, gpu.uuid, inst);
       });
+      if (named == live.end() && recent(gpu.index, inst.gpu_instance_id)) {
+        report.kept.push_back({gpu.uuid, inst});
+        continue;
+      }
       if (named != live.end()) {
         if (named->runtime && (named->runtime->mig_uuid != inst.mig_uuid ||
                                named->runtime->gpu_instance_id != inst.gpu_instance_id)) {
@@ -149,6 +160,7 @@ Result<std::vector<RealisedMig>> MigManager::Ensure(
     const std::vector<protocol::MigAllocation>& reservations) {
   ApplyGuard guard(mu_, lock_);
   if (!guard.status()) return Error{guard.status().error()};
+  const uint64_t generation = ++generation_;
   std::vector<RealisedMig> out;
   for (const protocol::MigAllocation& r : reservations) {
     auto one = EnsureOne(r);
@@ -156,6 +168,7 @@ Result<std::vector<RealisedMig>> MigManager::Ensure(
       if (Status s = ReleaseLocked(out); !s) HAMI_ERROR("MIG roll-back: {}", s.error());
       return std::move(one).take_error();
     }
+    handed_out_[{one->gpu_index, one->identity.gpu_instance_id}] = generation;
     out.push_back(std::move(*one));
   }
   return out;
@@ -165,6 +178,7 @@ Status MigManager::ReleaseLocked(const std::vector<RealisedMig>& realised) {
   Status result = OkStatus();
   for (auto it = realised.rbegin(); it != realised.rend(); ++it) {
     if (!it->created) continue;
+    handed_out_.erase({it->gpu_index, it->identity.gpu_instance_id});
     if (Status s = driver_->DestroyGpuInstance(it->gpu_index, it->identity.gpu_instance_id); !s) {
       result = Error{"destroy " + Quote(it->identity.mig_uuid) + ": " + s.error()};
     }
@@ -187,11 +201,13 @@ MigReconciler::MigReconciler(MigManager* manager, ListPods list_pods, const Cloc
       next_(clock.Now() + interval) {}
 
 Result<MigSyncReport> MigReconciler::RunOnce() {
+  // Read before the list: what an Allocate hands out while it runs is not destroyed.
+  const uint64_t listed_at = manager_->generation();
   auto pods = list_pods_();
   if (!pods) return Error{"MIG reconcile: list pods: " + pods.error()};
   auto live = LiveMigReservations(*pods);
   if (!live) return Error{"MIG reconcile: " + live.error()};
-  auto report = manager_->Sync(*live);
+  auto report = manager_->Sync(*live, listed_at);
   if (!report) return Error{"MIG reconcile: " + report.error()};
   for (const MigInstanceRef& d : report->destroyed) {
     HAMI_INFO("MIG reconcile: destroyed GPU instance {} ({}) on {}: no live pod references it",

@@ -1,23 +1,28 @@
 // The device plugin's MIG instances in `operatingmode: mig` (docs/MIG.md "Device plugin"): the
 // scheduler reserves a profile at a placement of a GPU for each container device
 // (`hami.io/vgpu-mig-allocations`); this module makes the node's GPU and compute instances
-// match the reservations of the live pods. It keeps no state of its own: every pass reads the
-// instances from the driver, so a restarted plugin adopts what its predecessor created.
+// match the reservations of the live pods. It keeps no instance list of its own: every pass
+// reads the instances from the driver, so a restarted plugin adopts what its predecessor created.
 //
 // Rules: an instance is referenced when a live reservation names its GPU, its profile (by slice
-// count) and its exact placement. A referenced instance is never destroyed. Sync (at start and
-// every 5 s) destroys the others on every GPU of the plugin that is in MIG mode; Ensure
-// (Allocate) creates the reserved instance, or reuses it when it already exists. Both hold the
-// MIG apply lock (mig_apply_lock.h) and an in-process mutex while they apply. MIG mode itself is
-// never changed: a GPU not in MIG mode is left alone, and a reservation on one fails.
+// count) and its exact placement. A referenced instance is never destroyed, nor is one that
+// Ensure handed out after the pass listed the pods (its pod may not be in the list yet). Sync
+// (at start and every 5 s) destroys the others on every GPU of the plugin that is in MIG mode;
+// Ensure (Allocate) creates the reserved instance, or reuses it when it already exists. Both hold
+// the MIG apply lock (mig_apply_lock.h) and an in-process mutex while they apply. MIG mode itself
+// is never changed: a GPU not in MIG mode is left alone, and a reservation on one fails.
 #ifndef HAMI_DEVICEPLUGIN_MIG_MANAGER_H_
 #define HAMI_DEVICEPLUGIN_MIG_MANAGER_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -75,7 +80,10 @@ class MigManager {
   // Keeps the referenced instances of `live` and destroys every other instance on the MIG-mode
   // GPUs of the plugin. Errors name the GPU and the failing driver call; instances destroyed
   // before the error stay destroyed (the next pass continues).
-  Result<MigSyncReport> Sync(const std::vector<protocol::MigAllocation>& live);
+  // `listed_at`: generation() read before `live` was listed. An instance Ensure handed out
+  // after that (created or reused for a pod the list may not show yet) is kept too.
+  Result<MigSyncReport> Sync(const std::vector<protocol::MigAllocation>& live,
+                             std::optional<uint64_t> listed_at = std::nullopt);
 
   // For each reservation, in order: the instance at its placement, created (GPU instance, then
   // its compute instance) when missing, reused when present. A placement the GPU does not offer
@@ -87,6 +95,8 @@ class MigManager {
   Status Release(const std::vector<RealisedMig>& realised);
 
   const std::vector<MigGpu>& gpus() const { return gpus_; }
+  // Bumped by every Ensure call. Thread-safe.
+  uint64_t generation() const { return generation_.load(); }
 
  private:
   Result<RealisedMig> EnsureOne(const protocol::MigAllocation& r);
@@ -96,6 +106,10 @@ class MigManager {
   const std::vector<MigGpu> gpus_;
   std::mutex mu_;  // serialises passes in this process; lock_ across processes
   MigApplyLock lock_;
+  std::atomic<uint64_t> generation_{0};
+  // (GPU index, GPU instance id) -> the generation of the Ensure that last handed it out;
+  // forgotten once a pass listed after it. Guarded by mu_.
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> handed_out_;
 };
 
 // The periodic pass: every `interval` (5 s) lists the node's pods and Syncs with their live

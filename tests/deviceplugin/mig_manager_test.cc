@@ -293,6 +293,37 @@ TEST_F(MigTest, ReconcilerRunsEveryFiveSecondsOnTheClock) {
   EXPECT_EQ(lists, 2);
 }
 
+// An Allocate between the reconciler's pod list and its pass: the instance it creates (or
+// reuses) for a pod the list does not show yet survives that pass; the next pass, listed after
+// it, judges it by the pods again.
+TEST_F(MigTest, APassKeepsWhatAnAllocateHandedOutAfterItsList) {
+  auto nvml = Nvml();
+  auto manager = Manager(nvml.get());
+  ASSERT_TRUE(manager->Ensure({Reservation(kGpu0, "2g.10gb", 0, 2)}));  // its pod is gone
+  bool allocate_during_list = true;
+  MigReconciler reconciler(
+      manager.get(),
+      [&]() -> Result<std::vector<k8s::Json>> {
+        if (allocate_during_list) {
+          auto made = manager->Ensure({Reservation(kGpu0, "1g.5gb", 6, 1)});
+          if (!made) return Error{made.error()};
+        }
+        return std::vector<k8s::Json>{};  // listed before the new pod was annotated
+      },
+      RealClock());
+  auto first = reconciler.RunOnce();
+  ASSERT_TRUE(first) << first.error();
+  ASSERT_EQ(first->destroyed.size(), 1u);
+  EXPECT_EQ(first->destroyed[0].instance.placement, (protocol::MigPlacement{0, 2}));
+  ASSERT_EQ(StateLines().size(), 1u);
+  // Listed after that Allocate, with no pod naming the instance: destroyed.
+  allocate_during_list = false;
+  auto second = reconciler.RunOnce();
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_EQ(second->destroyed.size(), 1u);
+  EXPECT_TRUE(StateLines().empty());
+}
+
 // A driver that checks, on every create and destroy, that the apply lock is held (a second
 // holder cannot take it).
 class LockCheckingDriver : public MigDriver {
