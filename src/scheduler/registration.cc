@@ -39,7 +39,8 @@ int64_t AllocatableCount(const json& node, const std::string& resource) {
 
 }  // namespace
 
-Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool cached) {
+Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool cached,
+                               std::vector<Write>* writes) {
   const std::string name = k8s::Name(node);
   const std::string& key = dev.Info().handshake_key;
   const int64_t allocatable = AllocatableCount(node, dev.Info().count_resource);
@@ -50,23 +51,31 @@ Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool
       protocol::CheckHandshake(view, clock_.Now(), allocatable > 0, options_.zone);
   Health health{verdict.healthy, verdict.need_update};
   if (verdict.write_requesting) {
-    json patch = {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}};
-    auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-    if (!r) {
-      HAMI_WARN("node {}: handshake: {}", name.c_str(), r.error().ToString().c_str());
-      health.need_update = false;
-    }
+    writes->push_back(
+        Write{name, {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}}, "handshake"});
   }
   if (!health.healthy && cached) {
     // Cleanup (v2.10): delete the handshake key; the caller takes the devices out.
-    json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
-    auto r = client_.Patch(k8s::resources::kNodes, "", name, k8s::PatchType::kMerge, patch);
-    if (!r) HAMI_WARN("node {}: cleanup: {}", name.c_str(), r.error().ToString().c_str());
+    writes->push_back(Write{name, {{"metadata", {{"annotations", {{key, nullptr}}}}}}, "cleanup"});
   }
   return health;
 }
 
+void Registrar::MakeWrites(const std::vector<Write>& writes) {
+  for (const Write& w : writes) {
+    auto r = client_.Patch(k8s::resources::kNodes, "", w.node, k8s::PatchType::kMerge, w.patch);
+    if (!r) HAMI_WARN("node {}: {}: {}", w.node, w.what, r.error().ToString());
+  }
+}
+
 bool Registrar::RegisterNode(const json& node) {
+  std::vector<Write> writes;
+  const bool registered = RegisterNode(node, &writes);
+  MakeWrites(writes);
+  return registered;
+}
+
+bool Registrar::RegisterNode(const json& node, std::vector<Write>* writes) {
   const std::string name = k8s::Name(node);
   if (name.empty()) return false;
   // Backends read annotations and, for those that register through it, capacity/allocatable.
@@ -97,7 +106,8 @@ bool Registrar::RegisterNode(const json& node) {
     std::vector<device::DeviceUsage> fresh = of_vendor(row->devices, dev->VendorKey());
     std::vector<device::DeviceUsage> kept = of_vendor(old, dev->VendorKey());
     Health health{true, true};  // backends without a handshake follow the annotation
-    if (!dev->Info().handshake_key.empty()) health = CheckBackend(*dev, node, !kept.empty());
+    if (!dev->Info().handshake_key.empty())
+      health = CheckBackend(*dev, node, !kept.empty(), writes);
     // HAMi CheckHealth: a backend may refine the handshake's verdict with its own rules.
     device::Health refined =
         dev->CheckHealth(view, device::Health{health.healthy, health.need_update});
@@ -120,7 +130,7 @@ void Registrar::ForgetNode(const std::string& name) {
   for (const device::Device* dev : registry_.All()) dev->ForgetNode(name);
 }
 
-Result<size_t> Registrar::RunOnce() {
+Result<size_t> Registrar::RunOnce(const std::function<void(size_t)>& rows_ready) {
   k8s::ListOptions opts;
   opts.label_selector = options_.node_label_selector;
   opts.limit = 500;
@@ -128,13 +138,16 @@ Result<size_t> Registrar::RunOnce() {
   if (!nodes) return Error{"list nodes: " + nodes.error().ToString()};
   std::set<std::string> seen;
   size_t registered = 0;
+  std::vector<Write> writes;
   for (const json& node : nodes->items) {
     seen.insert(k8s::Name(node));
-    if (RegisterNode(node)) ++registered;
+    if (RegisterNode(node, &writes)) ++registered;
   }
   for (const std::string& name : index_.NodeNames()) {
     if (!seen.count(name)) ForgetNode(name);
   }
+  if (rows_ready) rows_ready(registered);
+  MakeWrites(writes);
   return registered;
 }
 

@@ -356,7 +356,8 @@ void Server::WatchLease() {
 }
 
 bool Server::RegisterAll() {
-  Result<size_t> n = registrar_->RunOnce();
+  // Filters are served once the rows are in the index, before the pass's handshake writes.
+  Result<size_t> n = registrar_->RunOnce([this](size_t) { MarkSynced(); });
   if (!n) {
     HAMI_WARN("registration: {}", n.error().c_str());
     return false;
@@ -409,10 +410,8 @@ void Server::Loop() {
         // Nodes could not be listed: until a pass succeeds every node looks unregistered, so
         // try again in a second rather than a whole period.
         due = std::min(due, start + std::chrono::seconds(1));
-      } else if (!synced_) {
-        std::lock_guard<std::mutex> lock(mu_);
-        synced_ = true;
-        cv_.notify_all();
+      } else {
+        MarkSynced();
       }
     } else if (was_leader) {
       synced_ = false;
@@ -425,6 +424,13 @@ void Server::Loop() {
     }
     if (!WaitForNextPass(due)) return;
   }
+}
+
+void Server::MarkSynced() {
+  if (synced_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  synced_ = true;
+  cv_.notify_all();
 }
 
 bool Server::ready() const {

@@ -136,6 +136,8 @@ class Server {
   // Follows the Lease so a change of leadership starts a pass at once.
   void WatchLease();
   bool RegisterAll();  // false when the pass could not run (nodes not listed)
+  // Filters wait for the first pass's rows (idempotent; wakes whoever waits on cv_).
+  void MarkSynced();
   // Sleeps until the next pass is due, a pass is requested, or Stop(); false on Stop().
   bool WaitForNextPass(SystemTime due);
   std::string Metrics();

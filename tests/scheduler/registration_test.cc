@@ -98,6 +98,24 @@ TEST_F(RegistrationTest, ExpiredHandshakeCleansUpACachedNode) {
   EXPECT_EQ(Devices().size(), 2u);
 }
 
+// Filters need only the rows: a pass puts every node's row in the index and says so before it
+// makes the handshake writes (issue 18: 5,000 throttled PATCHes took 100 s before the first
+// filter was served).
+TEST_F(RegistrationTest, RowsAreReadyBeforeTheHandshakeWrites) {
+  PutNode(kTwoGpus, 20);
+  size_t calls = 0;
+  auto n = registrar_->RunOnce([&](size_t registered) {
+    ++calls;
+    EXPECT_EQ(registered, 1u);
+    EXPECT_EQ(Devices(), (std::vector<std::string>{"GPU-a", "GPU-b"}));
+    EXPECT_FALSE(Handshake().has_value());  // not written yet
+  });
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(Handshake(), "Requesting_2026-08-21 10:00:00");  // written by the end of the pass
+}
+
 TEST_F(RegistrationTest, ForgetNodeDropsTheBookkeeping) {
   PutNode(kTwoGpus, 20);
   ASSERT_TRUE(registrar_->RunOnce().ok());
