@@ -123,32 +123,47 @@ Status NvmlDiscovery::Load() {
   return OkStatus();
 }
 
-Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
+// Every GPU with its handle, UUID and NVML name, in index order.
+Result<std::vector<NvmlDiscovery::ListedGpu>> NvmlDiscovery::ListGpus() {
   if (Status s = Load(); !s) return std::move(s).take_error();
   unsigned int count = 0;
   if (nvmlReturn_t rc = api_->get_count(&count); rc != kNvmlSuccess) {
     return Error{"nvmlDeviceGetCount_v2 failed: NVML error " + std::to_string(rc)};
   }
-  std::vector<GpuDevice> out;
+  std::vector<ListedGpu> out;
   for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev = nullptr;
-    if (nvmlReturn_t rc = api_->get_handle(i, &dev); rc != kNvmlSuccess) {
+    ListedGpu g;
+    g.index = i;
+    if (nvmlReturn_t rc = api_->get_handle(i, &g.dev); rc != kNvmlSuccess) {
       return CallError("nvmlDeviceGetHandleByIndex_v2", i, rc);
     }
-    GpuDevice d;
-    d.index = i;
-    char buf[kNvmlStringSize] = {};
-    if (nvmlReturn_t rc = api_->get_uuid(dev, buf, sizeof buf); rc != kNvmlSuccess) {
+    char uuid[kNvmlStringSize] = {};
+    if (nvmlReturn_t rc = api_->get_uuid(g.dev, uuid, sizeof uuid); rc != kNvmlSuccess) {
       return CallError("nvmlDeviceGetUUID", i, rc);
     }
-    d.uuid = buf;
+    g.uuid = uuid;
     char name[kNvmlStringSize] = {};
-    if (nvmlReturn_t rc = api_->get_name(dev, name, sizeof name); rc != kNvmlSuccess) {
+    if (nvmlReturn_t rc = api_->get_name(g.dev, name, sizeof name); rc != kNvmlSuccess) {
       return CallError("nvmlDeviceGetName", i, rc);
     }
-    d.model = name;
+    g.name = name;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
+  auto listed = ListGpus();
+  if (!listed) return std::move(listed).take_error();
+  std::vector<GpuDevice> out;
+  for (ListedGpu& g : *listed) {
+    const unsigned i = g.index;
+    GpuDevice d;
+    d.index = i;
+    d.uuid = std::move(g.uuid);
+    d.model = std::move(g.name);
     nvmlMemory_st mem{};
-    nvmlReturn_t rc = api_->get_memory(dev, &mem);
+    nvmlReturn_t rc = api_->get_memory(g.dev, &mem);
     if (rc == kNvmlSuccess) {
       d.memory_mib = static_cast<int64_t>(mem.total / (1024 * 1024));
     } else if (rc == kNvmlErrorGpuIsLost) {
@@ -157,7 +172,7 @@ Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
       return CallError("nvmlDeviceGetMemoryInfo", i, rc);
     }
     nvmlPciInfo_st pci{};
-    rc = api_->get_pci(dev, &pci);
+    rc = api_->get_pci(g.dev, &pci);
     if (rc == kNvmlSuccess) {
       pci.busId[sizeof pci.busId - 1] = '\0';
       d.numa = NumaNodeFromSysfs(options_.sysfs_root, pci.busId);
@@ -170,36 +185,21 @@ Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
 }
 
 Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
-  if (Status s = Load(); !s) return std::move(s).take_error();
-  unsigned int count = 0;
-  if (nvmlReturn_t rc = api_->get_count(&count); rc != kNvmlSuccess) {
-    return Error{"nvmlDeviceGetCount_v2 failed: NVML error " + std::to_string(rc)};
-  }
+  auto listed = ListGpus();
+  if (!listed) return std::move(listed).take_error();
   std::vector<GpuSample> out;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev = nullptr;
-    if (nvmlReturn_t rc = api_->get_handle(i, &dev); rc != kNvmlSuccess) {
-      return CallError("nvmlDeviceGetHandleByIndex_v2", i, rc);
-    }
+  for (ListedGpu& l : *listed) {
     GpuSample g;
-    g.index = i;
-    char buf[kNvmlStringSize] = {};
-    if (nvmlReturn_t rc = api_->get_uuid(dev, buf, sizeof buf); rc != kNvmlSuccess) {
-      return CallError("nvmlDeviceGetUUID", i, rc);
-    }
-    g.uuid = buf;
-    char name[kNvmlStringSize] = {};
-    if (nvmlReturn_t rc = api_->get_name(dev, name, sizeof name); rc != kNvmlSuccess) {
-      return CallError("nvmlDeviceGetName", i, rc);
-    }
-    g.name = name;
+    g.index = l.index;
+    g.uuid = std::move(l.uuid);
+    g.name = std::move(l.name);
     nvmlMemory_st mem{};
-    if (api_->get_memory(dev, &mem) == kNvmlSuccess) {
+    if (api_->get_memory(l.dev, &mem) == kNvmlSuccess) {
       g.has_memory = true;
       g.memory_used_bytes = mem.used;
     }
     nvmlUtilization_st util{};
-    if (api_->get_utilization && api_->get_utilization(dev, &util) == kNvmlSuccess) {
+    if (api_->get_utilization && api_->get_utilization(l.dev, &util) == kNvmlSuccess) {
       g.has_utilization = true;
       g.gpu_utilization = util.gpu;
       g.memory_utilization = util.memory;
@@ -209,47 +209,43 @@ Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
   return out;
 }
 
-Result<nvmlDevice_st*> NvmlDiscovery::Handle(uint32_t gpu) {
+// Every MIG call starts here: the library loaded with its MIG calls, and GPU `gpu`'s handle.
+Result<NvmlDiscovery::MigTarget> NvmlDiscovery::OpenMig(uint32_t gpu) {
   if (Status s = Load(); !s) return std::move(s).take_error();
+  if (!api_->has_mig) return Error{Quote(options_.library) + " lacks the NVML MIG calls"};
   nvmlDevice_t dev = nullptr;
   if (nvmlReturn_t rc = api_->get_handle(gpu, &dev); rc != kNvmlSuccess) {
     return CallError("nvmlDeviceGetHandleByIndex_v2", gpu, rc);
   }
-  return dev;
-}
-
-Result<NvmlDiscovery::MigApi*> NvmlDiscovery::Mig() {
-  if (Status s = Load(); !s) return std::move(s).take_error();
-  if (!api_->has_mig) return Error{Quote(options_.library) + " lacks the NVML MIG calls"};
-  return &api_->mig;
+  return MigTarget{dev, &api_->mig};
 }
 
 Result<bool> NvmlDiscovery::MigEnabled(uint32_t gpu) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   unsigned int current = 0, pending = 0;
-  nvmlReturn_t rc = (*mig)->get_mig_mode(*dev, &current, &pending);
+  nvmlReturn_t rc = m.get_mig_mode(dev, &current, &pending);
   if (rc == kNvmlErrorNotSupported) return false;
   if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetMigMode", gpu, rc);
   return current == kNvmlDeviceMigEnable;
 }
 
 Result<std::vector<GpuInstanceProfile>> NvmlDiscovery::GpuInstanceProfiles(uint32_t gpu) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   std::vector<GpuInstanceProfile> out;
   for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {
     nvmlGpuInstanceProfileInfo_st info{};
-    if ((*mig)->gi_profile_info(*dev, id, &info) != kNvmlSuccess) continue;  // not offered
+    if (m.gi_profile_info(dev, id, &info) != kNvmlSuccess) continue;  // not offered
     unsigned int count = 0;
-    nvmlReturn_t rc = (*mig)->gi_placements(*dev, info.id, nullptr, &count);
+    nvmlReturn_t rc = m.gi_placements(dev, info.id, nullptr, &count);
     if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstancePossiblePlacements", gpu, rc);
     std::vector<nvmlGpuInstancePlacement_st> placements(count);
-    rc = (*mig)->gi_placements(*dev, info.id, placements.data(), &count);
+    rc = m.gi_placements(dev, info.id, placements.data(), &count);
     if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstancePossiblePlacements", gpu, rc);
     GpuInstanceProfile p;
     p.profile_id = id;
@@ -311,20 +307,20 @@ Result<MigInstance> NvmlDiscovery::Describe(nvmlDevice_st* dev, uint32_t gpu,
 }
 
 Result<std::vector<MigInstance>> NvmlDiscovery::MigInstances(uint32_t gpu) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   std::vector<MigInstance> out;
   for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {
     nvmlGpuInstanceProfileInfo_st info{};
-    if ((*mig)->gi_profile_info(*dev, id, &info) != kNvmlSuccess) continue;
+    if (m.gi_profile_info(dev, id, &info) != kNvmlSuccess) continue;
     std::vector<nvmlGpuInstance_t> gis(std::max(info.instanceCount, 1u));
     unsigned int count = static_cast<unsigned int>(gis.size());
-    nvmlReturn_t rc = (*mig)->get_gis(*dev, info.id, gis.data(), &count);
+    nvmlReturn_t rc = m.get_gis(dev, info.id, gis.data(), &count);
     if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstances", gpu, rc);
     for (unsigned i = 0; i < count && i < gis.size(); ++i) {
-      auto inst = Describe(*dev, gpu, gis[i]);
+      auto inst = Describe(dev, gpu, gis[i]);
       if (!inst) return std::move(inst).take_error();
       inst->profile_id = id;
       out.push_back(std::move(*inst));
@@ -338,32 +334,31 @@ Result<std::vector<MigInstance>> NvmlDiscovery::MigInstances(uint32_t gpu) {
 
 Result<MigInstance> NvmlDiscovery::CreateGpuInstance(uint32_t gpu, uint32_t profile_id,
                                                      protocol::MigPlacement placement) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   nvmlGpuInstanceProfileInfo_st info{};
-  if (nvmlReturn_t rc = (*mig)->gi_profile_info(*dev, profile_id, &info); rc != kNvmlSuccess) {
+  if (nvmlReturn_t rc = m.gi_profile_info(dev, profile_id, &info); rc != kNvmlSuccess) {
     return CallError("nvmlDeviceGetGpuInstanceProfileInfo", gpu, rc);
   }
   const nvmlGpuInstancePlacement_st at{placement.start, placement.size};
   nvmlGpuInstance_t gi = nullptr;
-  if (nvmlReturn_t rc = (*mig)->create_gi(*dev, info.id, &at, &gi); rc != kNvmlSuccess) {
+  if (nvmlReturn_t rc = m.create_gi(dev, info.id, &at, &gi); rc != kNvmlSuccess) {
     return CallError("nvmlDeviceCreateGpuInstanceWithPlacement", gpu, rc);
   }
-  auto inst = Describe(*dev, gpu, gi);
+  auto inst = Describe(dev, gpu, gi);
   if (inst) inst->profile_id = profile_id;
   return inst;
 }
 
 Result<MigInstance> NvmlDiscovery::CreateComputeInstance(uint32_t gpu, uint32_t gpu_instance_id) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
-  MigApi& m = **mig;
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   nvmlGpuInstance_t gi = nullptr;
-  if (nvmlReturn_t rc = m.get_gi_by_id(*dev, gpu_instance_id, &gi); rc != kNvmlSuccess) {
+  if (nvmlReturn_t rc = m.get_gi_by_id(dev, gpu_instance_id, &gi); rc != kNvmlSuccess) {
     return CallError("nvmlDeviceGetGpuInstanceById", gpu, rc);
   }
   nvmlGpuInstanceInfo_st info{};
@@ -382,17 +377,16 @@ Result<MigInstance> NvmlDiscovery::CreateComputeInstance(uint32_t gpu, uint32_t 
   if (nvmlReturn_t rc = m.create_ci(gi, ci_profile.id, &ci); rc != kNvmlSuccess) {
     return CallError("nvmlGpuInstanceCreateComputeInstance", gpu, rc);
   }
-  return Describe(*dev, gpu, gi);
+  return Describe(dev, gpu, gi);
 }
 
 Status NvmlDiscovery::DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) {
-  auto dev = Handle(gpu);
-  if (!dev) return std::move(dev).take_error();
-  auto mig = Mig();
-  if (!mig) return std::move(mig).take_error();
-  MigApi& m = **mig;
+  auto target = OpenMig(gpu);
+  if (!target) return std::move(target).take_error();
+  nvmlDevice_t dev = target->dev;
+  MigApi& m = *target->api;
   nvmlGpuInstance_t gi = nullptr;
-  nvmlReturn_t rc = m.get_gi_by_id(*dev, gpu_instance_id, &gi);
+  nvmlReturn_t rc = m.get_gi_by_id(dev, gpu_instance_id, &gi);
   if (rc == kNvmlErrorNotFound) return OkStatus();
   if (rc != kNvmlSuccess) return CallError("nvmlDeviceGetGpuInstanceById", gpu, rc);
   for (unsigned id = 0; id < kNvmlMigProfileCount; ++id) {

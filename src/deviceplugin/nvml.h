@@ -67,9 +67,20 @@ class NvmlDiscovery : public Discovery, public MigDriver {
  private:
   struct Api;
   struct MigApi;
+  struct MigTarget {
+    nvmlDevice_st* dev;
+    MigApi* api;
+  };
+  struct ListedGpu {
+    unsigned index = 0;
+    nvmlDevice_st* dev = nullptr;
+    std::string uuid{};
+    std::string name{};
+  };
   Status Load();
-  Result<nvmlDevice_st*> Handle(uint32_t gpu);
-  Result<MigApi*> Mig();
+  Result<std::vector<ListedGpu>> ListGpus();
+  // Loads the library, checks it has the MIG calls, and gets GPU `gpu`'s handle.
+  Result<MigTarget> OpenMig(uint32_t gpu);
   Result<MigInstance> Describe(nvmlDevice_st* dev, uint32_t gpu, nvmlGpuInstance_st* gi);
   NvmlOptions options_;
   std::unique_ptr<Api> api_;
