@@ -118,6 +118,7 @@ Status VendorPlugin::Fail(const std::string& ns, const std::string& name, const 
   if (Status s = nodelock::Release(api_, node_, ns, name); !s) {
     HAMI_WARN("pod {}/{}: {}", ns, name, s.error());
   }
+  ReleaseVendorLock();
   return Error{"allocate on node " + Quote(node_) + " for pod " + ns + "/" + name + ": " + why};
 }
 
@@ -164,8 +165,21 @@ Status VendorPlugin::Allocate() {
     if (Status s = nodelock::Release(api_, node_, ns, name, lock_value); !s) {
       HAMI_ERROR("pod {}/{}: {}", ns, name, s.error());
     }
+    ReleaseVendorLock();
   }
   return OkStatus();
+}
+
+void VendorPlugin::ReleaseVendorLock() {
+  // The vendor's own node lock (Cambricon's cambricon.com/dsmlu.lock), which its plugin removes
+  // once the pod is allocated or has failed.
+  if (device_.BindLockKind() != device::BindLock::kVendor) return;
+  json patch;
+  patch["metadata"]["annotations"][std::string(device_.VendorLockKey())] = nullptr;
+  auto r = k8s::RetryTransient<json>(
+      [&] { return api_.Patch(res::kNodes, "", node_, k8s::PatchType::kMerge, patch); });
+  if (!r)
+    HAMI_WARN("node {}: release {}: {}", node_, device_.VendorLockKey(), r.error().ToString());
 }
 
 }  // namespace hami::sim

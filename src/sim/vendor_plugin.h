@@ -72,6 +72,8 @@ class VendorPlugin {
 
  private:
   Status Fail(const std::string& ns, const std::string& name, const std::string& why);
+  // Removes the backend's own node lock (device::BindLock::kVendor) from the node; else nothing.
+  void ReleaseVendorLock();
 
   const device::Device& device_;
   k8s::Client& api_;

@@ -132,6 +132,42 @@ TEST_F(VendorPluginTest, NoPendingPodIsAnErrorNamingTheNode) {
   EXPECT_EQ(s.error().rfind("allocate on node \"n1\": ", 0), 0u) << s.error();
 }
 
+// Cambricon's plugin removes the vendor's own node lock (cambricon.com/dsmlu.lock, which the
+// scheduler's bind takes instead of hami.io/mutex.lock) once the pod is allocated.
+TEST_F(VendorPluginTest, CambriconsPluginRemovesTheDsmluLock) {
+  auto config = device::LoadDeviceConfig("nvidia: {}\ncambricon: {}\n");
+  ASSERT_TRUE(config) << config.error();
+  device::Registry registry = device::MakeRegistry(*config);
+  const device::Device* mlu = registry.Find("MLU");
+  ASSERT_NE(mlu, nullptr);
+  ASSERT_EQ(mlu->BindLockKind(), device::BindLock::kVendor);
+  deviceplugin::GpuDevice card;
+  card.uuid = "MLU-a";
+  card.model = "MLU370";
+  card.memory_mib = 16384;
+  VendorPlugin plugin(*mlu, *client_, "n1", VendorDeviceInfos({card}, 4), clock_);
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", "m"}, {"namespace", "default"}};
+  pod["metadata"]["annotations"] = {
+      {std::string(protocol::kVgpuNodeKey), "n1"},
+      {std::string(protocol::kBindTimeKey), "1787306400"},
+      {std::string(protocol::kBindPhaseKey), "allocating"},
+      {"hami.io/cambricon-mlu-devices-to-allocate", "MLU-a,MLU,4096,50:;"},
+      {"hami.io/cambricon-mlu-devices-allocated", "MLU-a,MLU,4096,50:;"}};
+  pod["spec"] = {{"nodeName", "n1"}, {"containers", json::array({{{"name", "a"}}})}};
+  ASSERT_TRUE(client_->Create(res::kPods, "default", pod).ok());
+  json status = {{"status", {{"phase", "Pending"}}}};
+  ASSERT_TRUE(
+      client_->Patch(res::kPods, "default", "m", k8s::PatchType::kMerge, status, "status").ok());
+  json lock;
+  lock["metadata"]["annotations"]["cambricon.com/dsmlu.lock"] = "2026-08-21T10:00:00Z";
+  ASSERT_TRUE(client_->Patch(res::kNodes, "", "n1", k8s::PatchType::kMerge, lock).ok());
+
+  ASSERT_TRUE(plugin.Allocate().ok());
+  EXPECT_EQ(PodAnnotations("m")[std::string(protocol::kBindPhaseKey)], "success");
+  EXPECT_FALSE(NodeAnnotation("cambricon.com/dsmlu.lock").has_value());
+}
+
 TEST(VendorDeviceInfos, OnePerGpuWithTheSplitCount) {
   deviceplugin::GpuDevice g;
   g.uuid = "X-1";
