@@ -51,8 +51,9 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr const char* kSchedulerName = "hami-scheduler";
 constexpr int kApiAttempts = 20;
 // A pod failed by kubelets this many times in a row stays Failed (the ReplicaSet gives up in the
-// sim, so a plugin that never comes back cannot keep the run going).
-constexpr int kMaxRecreations = 10;
+// sim, so a plugin that never comes back cannot keep the run going: with the waits between
+// replacements, about 45 s).
+constexpr int kMaxRecreations = 50;
 
 std::string FormatSeconds(double s) {
   char buf[32];
@@ -132,15 +133,16 @@ Result<Admission> Admit(httplib::Client& http, const json& pod, const std::strin
   return out;
 }
 
-// Creates the pod, retrying injected 5xx answers; AlreadyExists after a retry means the lost
-// answer was a success.
+// Creates the pod, retrying transient errors (an injected 5xx, or no answer at all while the API
+// server restarts) for about 5 s; AlreadyExists after a retry means the lost answer was a
+// success.
 k8s::ApiStatus CreatePod(k8s::Client& client, const json& pod) {
   for (int i = 1;; ++i) {
     auto r = client.Create(k8s::resources::kPods, k8s::Namespace(pod), pod);
     if (r) return k8s::ApiStatus(std::monostate{});
     if (i > 1 && k8s::IsAlreadyExists(r.error())) return k8s::ApiStatus(std::monostate{});
-    if (r.error().code < 500 || i >= kApiAttempts) return r.error();
-    std::this_thread::sleep_for(Ms(5 * i));
+    if (!k8s::IsTransient(r.error()) || i >= 3 * kApiAttempts) return r.error();
+    std::this_thread::sleep_for(Ms(std::min(5 * i, 100)));
   }
 }
 
@@ -214,7 +216,7 @@ class Runner::Impl {
   std::optional<size_t> PickNode(std::mt19937_64& rng, const std::function<bool(size_t)>& ok);
   // The ReplicaSet's part (docs/RELIABILITY.md): a pod the kubelet failed (its plugin away) is
   // created again with a new name and the same spec, through the webhook. Runs while the run does
-  // when plugin or kubelet faults are scheduled.
+  // when process faults are scheduled.
   bool RecreatesPods() const;
   void RecreateFailedPods();
   void Recreate(k8s::Client& client, size_t i);
@@ -579,29 +581,36 @@ void Runner::Impl::AdmitAndCreate(k8s::Client& client, const json& pod, const st
   o.created = true;
 }
 
-bool Runner::Impl::RecreatesPods() const {
-  const ProcessFaults& f = scenario_.process_faults;
-  return f.kill_plugin.enabled() || f.restart_kubelet.enabled();
-}
+bool Runner::Impl::RecreatesPods() const { return scenario_.process_faults.any(); }
 
 void Runner::Impl::RecreateFailedPods() {
   k8s::Client& client = *admin_;
+  // Failed pods whose replacement is due at a time: the k-th replacement of a replica waits
+  // 20 ms x 2^k, at most 1 s. Without the wait, a node whose plugin is away for 2 s, which
+  // kube-scheduler keeps choosing (its devices look free), used up a replica's replacements
+  // before the plugin was back.
+  std::multimap<SteadyClock::time_point, size_t> due;
   while (!recreator_stop_.load()) {
-    std::vector<size_t> failed;
     {
       const std::vector<PodRunRecord> runs = fleet_->Records();
+      const auto now = SteadyClock::now();
       std::lock_guard<std::mutex> lock(observed_mu_);
       for (const PodRunRecord& r : runs) {
         if (!r.failed) continue;
         auto it = incarnations_.find(Key(r.ns, r.name));
-        if (it == incarnations_.end() || observed_[it->second].recreated >= kMaxRecreations) {
-          continue;
+        if (it == incarnations_.end()) continue;
+        const int k = observed_[it->second].recreated;
+        if (k < kMaxRecreations) {
+          due.emplace(now + std::min<Ms>(Ms(1000), Ms(20 << std::min(k, 6))), it->second);
         }
-        failed.push_back(it->second);
         incarnations_.erase(it);
       }
     }
-    for (size_t i : failed) Recreate(client, i);
+    while (!due.empty() && due.begin()->first <= SteadyClock::now() && !recreator_stop_.load()) {
+      const size_t i = due.begin()->second;
+      due.erase(due.begin());
+      Recreate(client, i);
+    }
     std::this_thread::sleep_for(Ms(20));
   }
 }
@@ -844,8 +853,7 @@ Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::Server
 Status Runner::Impl::CheckFaultsSupported() const {
   const ProcessFaults& f = scenario_.process_faults;
   for (auto [key, schedule] :
-       {std::pair{"restartApiServer", &f.restart_api_server},
-        std::pair{"deleteNode", &f.delete_node}, std::pair{"unhealthyGpu", &f.unhealthy_gpu}}) {
+       {std::pair{"deleteNode", &f.delete_node}, std::pair{"unhealthyGpu", &f.unhealthy_gpu}}) {
     if (schedule->enabled()) {
       return Error{std::string("faults.") + key + ": not supported by this hami-sim yet"};
     }
@@ -865,7 +873,8 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
   std::multimap<Ms, FaultEvent> queue;
   for (auto [key, schedule] :
        {std::pair{"killScheduler", &f.kill_scheduler}, std::pair{"killPlugin", &f.kill_plugin},
-        std::pair{"restartKubelet", &f.restart_kubelet}}) {
+        std::pair{"restartKubelet", &f.restart_kubelet},
+        std::pair{"restartApiServer", &f.restart_api_server}}) {
     for (Ms t : schedule->Times(scenario_.timeout)) queue.emplace(t, FaultEvent{key});
   }
   std::mt19937_64 rng(f.seed);
@@ -878,7 +887,7 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
     queue.erase(next);
     lock.unlock();
     if (event.fault == "restartScheduler" || event.fault == "restartPlugin" ||
-        event.fault == "startKubelet") {
+        event.fault == "startKubelet" || event.fault == "startApiServer") {
       Restart(event);
     } else {
       Strike(event.fault, rng, at, &queue);
@@ -889,7 +898,10 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
   // What was struck comes back even when the run ended first (the scheduler replicas:
   // RecoverSchedulers).
   for (const auto& [at, event] : queue) {
-    if (event.fault == "restartPlugin" || event.fault == "startKubelet") Restart(event);
+    if (event.fault == "restartPlugin" || event.fault == "startKubelet" ||
+        event.fault == "startApiServer") {
+      Restart(event);
+    }
   }
 }
 
@@ -904,6 +916,8 @@ void Runner::Impl::Restart(const FaultEvent& event) {
     st = fleet_->RestartPlugin(event.node);
   } else if (event.fault == "startKubelet") {
     st = fleet_->StartKubelet(event.node);
+  } else if (event.fault == "startApiServer") {
+    st = api_->ResumeServing();
   }
   if (!st) HAMI_WARN("hami-sim: {}", st.error());
 }
@@ -937,6 +951,11 @@ void Runner::Impl::Strike(const std::string& fault, std::mt19937_64& rng, Ms at,
       struck = true;
       queue->emplace(at + f.restart_kubelet.down, FaultEvent{"startKubelet", *node});
     }
+  } else if (fault == "restartApiServer") {
+    // Storage kept, watch history lost: watches resume with 410 and relist.
+    api_->StopServing();
+    struck = true;
+    queue->emplace(at + f.restart_api_server.down, FaultEvent{"startApiServer"});
   } else if (fault == "killScheduler") {
     const int n = schedulers_->replicas();
     const int leader = schedulers_->Leader();

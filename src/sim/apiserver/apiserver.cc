@@ -124,6 +124,10 @@ class ApiServer::Impl {
 
   Status Start();
   void Stop();
+  // The HTTP server on options_.host, at `port` (0: any); its routes.
+  Status Listen(int port);
+  void StopServing();
+  Status ResumeServing();
   bool Authorized(const ApiRequest& req) const;
   // RBAC mode: the request's identity, or nullopt for a token this server never issued.
   std::optional<rbac::UserInfo> Authenticate(const ApiRequest& req) const;
@@ -142,7 +146,11 @@ class ApiServer::Impl {
   Store store_;
   WatchHub hub_;
   TlsFiles tls_;
+  net::HttpServerOptions http_;  // Start()'s, for a restart
+  std::mutex serving_mu_;        // server_ across StopServing/ResumeServing/Stop
   std::unique_ptr<net::HttpServer> server_;
+  bool serving_ = false;  // serving_mu_
+  int restarts_ = 0;      // serving_mu_
   std::unique_ptr<DelayQueue> delays_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
@@ -330,20 +338,53 @@ Status ApiServer::Impl::Start() {
     }
   }
   if (options_.latency.count() > 0) delays_ = std::make_unique<DelayQueue>();
-  server_ = std::make_unique<net::HttpServer>(std::move(http));
+  http_ = std::move(http);
+  std::lock_guard<std::mutex> lock(serving_mu_);
+  return Listen(options_.port);
+}
+
+Status ApiServer::Impl::Listen(int port) {
+  auto server = std::make_unique<net::HttpServer>(http_);
   auto serve = [this](net::Request request, net::Responder reply) {
     Serve(std::move(request), reply);
   };
   // Health checks are answered on the event loop, whatever the workers are doing.
   for (const char* path : {"/healthz", "/readyz", "/livez"}) {
-    server_->Route("GET", path, net::RouteOptions{0, true}, serve);
+    server->Route("GET", path, net::RouteOptions{0, true}, serve);
   }
-  server_->Fallback(net::RouteOptions{options_.max_body_bytes, false}, serve);
-  auto port = server_->Listen(options_.host, options_.port);
-  if (!port) return std::move(port).take_error();
-  port_ = *port;
+  server->Fallback(net::RouteOptions{options_.max_body_bytes, false}, serve);
+  auto bound = server->Listen(options_.host, port);
+  if (!bound) return std::move(bound).take_error();
+  server_ = std::move(server);
+  serving_ = true;
+  if (port_ != *bound) port_ = *bound;  // a restart binds the same port
   HAMI_INFO("apiserver: serving on {}://{}:{}", options_.tls ? "https" : "http", options_.host,
             port_);
+  return OkStatus();
+}
+
+void ApiServer::Impl::StopServing() {
+  std::lock_guard<std::mutex> lock(serving_mu_);
+  if (!serving_ || stopping_.load()) return;
+  serving_ = false;
+  if (server_) server_->Stop();  // the hub drops the watches whose streams it closed
+  store_.CompactHistory();
+  HAMI_INFO("apiserver: stopped serving (restart); watch history compacted at {}",
+            store_.resource_version());
+}
+
+Status ApiServer::Impl::ResumeServing() {
+  std::lock_guard<std::mutex> lock(serving_mu_);
+  if (serving_ || stopping_.load()) return OkStatus();
+  Status st = OkStatus();
+  // The old listener's port may linger a moment; kube-apiserver's restart binds the same one.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    st = Listen(port_);
+    if (st) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!st) return st;
+  ++restarts_;
   return OkStatus();
 }
 
@@ -352,7 +393,9 @@ void ApiServer::Impl::Stop() {
   store_.Shutdown();
   hub_.Stop();
   delays_.reset();
+  std::lock_guard<std::mutex> lock(serving_mu_);
   if (server_) server_->Stop();
+  serving_ = false;
 }
 
 ApiServer::ApiServer(ApiServerOptions options)
@@ -360,6 +403,12 @@ ApiServer::ApiServer(ApiServerOptions options)
 ApiServer::~ApiServer() { Stop(); }
 Status ApiServer::Start() { return impl_->Start(); }
 void ApiServer::Stop() { impl_->Stop(); }
+void ApiServer::StopServing() { impl_->StopServing(); }
+Status ApiServer::ResumeServing() { return impl_->ResumeServing(); }
+int ApiServer::restarts() const {
+  std::lock_guard<std::mutex> lock(impl_->serving_mu_);
+  return impl_->restarts_;
+}
 int ApiServer::port() const { return impl_->port_; }
 Store& ApiServer::store() { return impl_->store_; }
 std::string ApiServer::IssueToken(const rbac::UserInfo& user) { return impl_->tokens_.Issue(user); }

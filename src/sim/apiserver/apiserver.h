@@ -70,6 +70,16 @@ class ApiServer {
   // Ends open watches and stops serving. Idempotent.
   void Stop();
 
+  // A restart (hami-sim's restartApiServer, docs/RELIABILITY.md): StopServing closes the
+  // listener and every connection as a killed kube-apiserver leaves them (requests in flight get
+  // no answer, watch streams break without their end) and forgets the watch history
+  // (Store::CompactHistory: a watch from an older resourceVersion gets 410, so clients relist);
+  // the objects stay. ResumeServing serves again on the same port. No-ops when already so.
+  void StopServing();
+  Status ResumeServing();
+  // Times ResumeServing served again.
+  int restarts() const;
+
   int port() const;
   // "http://127.0.0.1:<port>" (https under tls).
   std::string url() const;

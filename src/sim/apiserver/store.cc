@@ -422,6 +422,13 @@ k8s::ApiResult<Store::WatchBatch> Store::WaitEvents(const ResourceType& type, co
   return batch;
 }
 
+void Store::CompactHistory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  evicted_rv_ = rv_;
+  log_.clear();
+  for (auto& [type, cv] : cvs_) cv.notify_all();
+}
+
 void Store::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;

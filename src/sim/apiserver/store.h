@@ -120,6 +120,11 @@ class Store {
   k8s::ApiResult<WatchBatch> WaitEvents(const ResourceType& type, const std::string& ns,
                                         int64_t since, std::chrono::milliseconds wait) const;
 
+  // Forgets the watch history, as a restarted kube-apiserver's watch cache starts at the current
+  // resourceVersion: a watch from an older one gets 410 Expired (a client relists). The objects
+  // stay (etcd keeps them).
+  void CompactHistory();
+
   // Wakes every waiter; later waits return immediately.
   void Shutdown();
   bool shut_down() const;
