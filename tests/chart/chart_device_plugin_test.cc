@@ -115,7 +115,10 @@ TEST_F(ChartTest, DaemonSetMountsWhatThePluginNeeds) {
   const auto m = mounts(plugin);
   EXPECT_EQ(m.at("/var/lib/kubelet/device-plugins"), "/var/lib/kubelet/device-plugins");
   EXPECT_EQ(m.at("/usr/local/vgpu"), "/usr/local/vgpu");  // libvgpu.so + containers/ caches
-  EXPECT_EQ(m.at("/tmp"), "/tmp");                        // /tmp/vgpulock
+  EXPECT_EQ(m.at("/tmp"), "/tmp");                        // /tmp/vgpulock, the MIG apply lock
+  EXPECT_EQ(m.at("/run/nvidia/mps"), "/run/nvidia/mps");  // MPS daemons' pipe and log dirs
+  EXPECT_EQ(Named(plugin["env"], "NVIDIA_DRIVER_CAPABILITIES")["value"].as<std::string>(),
+            "compute,utility");  // the MPS control daemon needs compute
   EXPECT_EQ(m.at("/config"), "configMap:hami-device-plugin");
   EXPECT_EQ(m.at("/device-config.yaml"), "configMap:hami-scheduler-device");
   EXPECT_EQ(Named(plugin["env"], "HOOK_PATH")["value"].as<std::string>(), "/usr/local");
