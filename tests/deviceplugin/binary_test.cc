@@ -95,11 +95,13 @@ TEST(Binary, PrintRegisterFromNvmlWithConfig) {
   fs::remove_all(dir);
 }
 
-// Runs the plugin with `flags` (after its kubeconfig, kubelet socket and inventory) until it has
-// registered with kubelet and published the node annotation; then SIGTERM ends it with status 0.
-// `after_exit` runs once the plugin has exited, before the directory is removed.
+// Runs the plugin with `flags` (after its kubeconfig, kubelet socket and, when `inventory`, the
+// seed inventory) until it has registered with kubelet and published the node annotation; then
+// SIGTERM ends it with status 0. `after_exit` runs once the plugin has exited, before the
+// directory is removed, with the published hami.io/node-nvidia-register value.
 void ServeUntilSigterm(const std::vector<std::string>& flags,
-                       const std::function<void()>& after_exit = nullptr) {
+                       const std::function<void(const std::string&)>& after_exit = nullptr,
+                       bool inventory = true) {
   const std::string dir = "/tmp/hami-dp-sig-" + std::to_string(getpid());
   fs::remove_all(dir);
   fs::create_directories(dir + "/plugins");
@@ -115,8 +117,8 @@ void ServeUntilSigterm(const std::vector<std::string>& flags,
   ASSERT_TRUE(kubelet.Start());
 
   std::vector<std::string> args = {kBin, "--kubeconfig=" + dir + "/kubeconfig",
-                                   "--kubelet-socket=" + kubelet.socket(),
-                                   "--device-inventory=examples/inventory/two-v100.yaml"};
+                                   "--kubelet-socket=" + kubelet.socket()};
+  if (inventory) args.push_back("--device-inventory=examples/inventory/two-v100.yaml");
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -125,9 +127,11 @@ void ServeUntilSigterm(const std::vector<std::string>& flags,
   ASSERT_EQ(posix_spawn(&pid, kBin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
 
   EXPECT_TRUE(testing::WaitFor([&] { return !kubelet.requests().empty(); }));
+  std::string published;
   EXPECT_TRUE(testing::WaitFor([&] {
     auto n = client.Get(k8s::resources::kNodes, "", "n1");
-    return n && k8s::Annotation(*n, "hami.io/node-nvidia-register").has_value();
+    published = n ? k8s::Annotation(*n, "hami.io/node-nvidia-register").value_or("") : "";
+    return !published.empty();
   }));
   EXPECT_TRUE(fs::exists(dir + "/plugins/nvidia-gpu.sock"));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
@@ -136,7 +140,7 @@ void ServeUntilSigterm(const std::vector<std::string>& flags,
   EXPECT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 0);
   EXPECT_FALSE(fs::exists(dir + "/plugins/nvidia-gpu.sock"));
-  if (after_exit) after_exit();
+  if (after_exit) after_exit(published);
   kubelet.Stop();
   server.Stop();
   fs::remove_all(dir);
@@ -205,7 +209,7 @@ TEST(Binary, MpsModeStartsTheDaemonsAndQuitsThemOnSigterm) {
   std::ofstream(dir / "config.json") << R"({"nodeconfig":[{"name":"n1","operatingmode":"mps"}]})";
   ServeUntilSigterm({"--node-name=n1", "--node-config-file=" + (dir / "config.json").string(),
                      "--mps-control=" + control, "--mps-root=" + (dir / "mps").string()},
-                    [&] {
+                    [&](const std::string&) {
                       std::ifstream in(record);
                       std::stringstream lines;
                       lines << in.rdbuf();
@@ -220,6 +224,40 @@ TEST(Binary, MpsModeStartsTheDaemonsAndQuitsThemOnSigterm) {
                                 "quit GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec\n"
                                 "quit GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448\n");
                     });
+  fs::remove_all(dir);
+}
+
+// operatingmode mig served from NVML (the fake): the start-up pass destroys the instance no pod
+// of the node references, and the published register carries the GPU's MIG profiles.
+TEST(Binary, MigModeResetsUnreferencedInstancesAtStart) {
+  const fs::path dir = fs::temp_directory_path() / ("hami-dp-mig-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string state = (dir / "mig.state").string();
+  std::ofstream(state) << "serial 1\n0 1 0 6 1 0 MIG-00000001-0000-4000-8000-000000000001\n";
+  std::ofstream(dir / "config.json") << R"({"nodeconfig":[{"name":"n1","operatingmode":"mig"}]})";
+  setenv("HAMI_FAKE_NVML_DEVICES", "GPU-a|NVIDIA A100-SXM4-40GB|40960|0:0:0.0", 1);
+  setenv("HAMI_FAKE_NVML_MIG", "all", 1);
+  setenv("HAMI_FAKE_NVML_MIG_STATE", state.c_str(), 1);
+  ServeUntilSigterm(
+      {"--node-name=n1", "--node-config-file=" + (dir / "config.json").string(),
+       std::string("--nvml-library=") + HAMI_FAKE_NVML_PATH},
+      [&](const std::string& published) {
+        EXPECT_EQ(published.rfind(R"([{"id":"GPU-a","count":7,"devmem":40960,"devcore":100,)"
+                                  R"("type":"NVIDIA A100-SXM4-40GB","mode":"mig","migProfiles":[)",
+                                  0),
+                  0u)
+            << published;
+        std::ifstream in(state);
+        std::stringstream text;
+        text << in.rdbuf();
+        EXPECT_EQ(text.str(), "serial 1\n");
+      },
+      false);
+  for (const char* v :
+       {"HAMI_FAKE_NVML_DEVICES", "HAMI_FAKE_NVML_MIG", "HAMI_FAKE_NVML_MIG_STATE"}) {
+    unsetenv(v);
+  }
   fs::remove_all(dir);
 }
 
