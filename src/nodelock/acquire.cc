@@ -9,6 +9,7 @@
 #include "k8s/object.h"
 #include "nodelock/call.h"
 #include "nodelock/release.h"
+#include "protocol/bind.h"
 #include "protocol/keys.h"
 
 namespace hami::nodelock {
@@ -20,18 +21,23 @@ namespace res = k8s::resources;
 // Rounds of GET + conditional write before a node whose annotations keep changing counts as busy.
 constexpr int kConflictRounds = 5;
 
-// Whether the pod named by a lock may still use it: a 404 says it is gone, and a pod that has
-// ended (phase Failed or Succeeded) gets no Allocate any more: a kubelet that failed it while
-// its device plugin was away left the lock behind (HAMi takes only a 404 for gone, so such a
-// lock blocked the node until it expired). An error that persists says nothing, and a live
-// owner's lock must not be taken.
+// Whether the pod named by a lock may still use it. A 404 says it is gone. A pod that has ended
+// (phase Failed or Succeeded) gets no Allocate any more: a kubelet that failed it while its
+// device plugin was away left the lock behind. A pod whose bind-phase is success has been
+// allocated: the plugin wrote that and then failed to release (the API server was away), so
+// the lock outlived its use (bind-phase failed is not taken for done: a pod bound again carries
+// it until the new bind writes allocating). HAMi takes only a 404 for gone, so such locks
+// blocked the node until they expired. An error that persists says nothing, and a live owner's
+// lock must not be taken.
 bool OwnerExists(k8s::Client& client, const protocol::LockOwner& owner,
                  const k8s::RetryPolicy& retry) {
   auto pod =
       k8s::RetryTransient<Json>(retry, [&] { return client.Get(res::kPods, owner.ns, owner.pod); });
   if (!pod) return !k8s::IsNotFound(pod.error());
   const std::string phase = k8s::FieldString(*pod, "status.phase");
-  return phase != "Failed" && phase != "Succeeded";
+  if (phase == "Failed" || phase == "Succeeded") return false;
+  return k8s::Annotation(*pod, protocol::kBindPhaseKey) !=
+         protocol::FormatBindPhase(protocol::BindPhase::kSuccess);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // Binds wait, they don't bounce: a bind to a node another live pod holds waits in a per-node FIFO
 // (Locker) and re-reads the lock every poll interval until it is free or the wait runs out,
 // instead of failing into kube-scheduler's backoff. An expired lock, or one whose owner pod is
-// gone or has ended (Failed, Succeeded: no Allocate comes for it), is taken over.
+// gone, has ended (Failed, Succeeded: no Allocate comes for it) or was allocated (bind-phase
+// success: its plugin's release got lost), is taken over.
 #ifndef HAMI_NODELOCK_ACQUIRE_H_
 #define HAMI_NODELOCK_ACQUIRE_H_
 

@@ -188,6 +188,32 @@ TEST_F(AcquireTest, AnEndedOwnersLockIsTakenOver) {
   }
 }
 
+// An owner its plugin allocated (bind-phase success) whose lock was not released (the API
+// server was away) no longer holds the node; one still allocating, or failed (a pod bound again
+// keeps that until the new bind writes allocating), does.
+TEST_F(AcquireTest, AnAllocatedOwnersLockIsTakenOver) {
+  CreatePod("owner");
+  for (const char* phase : {"allocating", "failed"}) {
+    SCOPED_TRACE(phase);
+    k8s::Json patch;
+    patch["metadata"]["annotations"]["hami.io/bind-phase"] = phase;
+    ASSERT_TRUE(
+        client_->Patch(k8s::resources::kPods, "default", "owner", k8s::PatchType::kMerge, patch));
+    SetLock(LockOf("owner", clock_.Now()));
+    Result<bool> r = Try("demo");
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_FALSE(*r);
+  }
+  k8s::Json done;
+  done["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  ASSERT_TRUE(
+      client_->Patch(k8s::resources::kPods, "default", "owner", k8s::PatchType::kMerge, done));
+  Result<bool> r = Try("demo");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(Lock(), LockOf("demo", clock_.Now()));
+}
+
 // A Locker whose attempts run inline; the test waits on what they report, never on time.
 class LockerTest : public AcquireTest {
  protected:
