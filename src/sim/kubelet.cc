@@ -308,6 +308,12 @@ Status KubeletFleet::RestartPlugin(size_t node) { return impl_->RestartPlugin(no
 bool KubeletFleet::StopKubelet(size_t node) { return impl_->StopKubelet(node); }
 Status KubeletFleet::StartKubelet(size_t node) { return impl_->StartKubelet(node); }
 
+Status KubeletFleet::SetGpuHealth(size_t node, size_t gpu, bool healthy) {
+  return impl_->SetGpuHealth(node, gpu, healthy);
+}
+
+Status KubeletFleet::RecreateNode(size_t node) { return impl_->RecreateNode(node); }
+
 bool KubeletFleet::PluginAlive(size_t node) const {
   if (node >= impl_->nodes_.size()) return false;
   std::lock_guard<std::mutex> lock(impl_->nodes_[node]->process_mu);

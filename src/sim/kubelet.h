@@ -117,6 +117,15 @@ class KubeletFleet {
   // and serves a new kubelet.sock; the plugin sees that and registers again within its poll
   // interval (1 s). Admission resumes; until the registration a pod fails Allocate as above.
   Status StartKubelet(size_t node);
+  // The node's plugin sees GPU `gpu` (its index on the node) turn unhealthy, or healthy again,
+  // as NVML's health events tell the real one: it publishes the register annotation with the
+  // GPU's health and sends a new ListAndWatch list, from which the kubelet takes the healthy
+  // device IDs. Pods running on the GPU keep running. NVIDIA nodes only (an error otherwise).
+  Status SetGpuHealth(size_t node, size_t gpu, bool healthy);
+  // After deleteNode (the runner stops the node's kubelet and kills its plugin, then deletes
+  // the Node object and its pods): the machine comes back. Its kubelet creates the Node object
+  // again and starts, a new plugin publishes and registers. Pods the kubelet ran are gone.
+  Status RecreateNode(size_t node);
   bool PluginAlive(size_t node) const;
   bool KubeletUp(size_t node) const;
   // Whether the kubelet knows the node's plugin now, and how many Register calls it accepted.

@@ -83,6 +83,7 @@ class KubeletFleet::Impl {
     std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;
     std::vector<std::string> device_ids;  // from ListAndWatch, healthy only
     std::set<std::string> in_use;         // kept across restarts (kubelet's checkpoint)
+    std::vector<bool> unhealthy;          // per GPU: the unhealthyGpu fault's (mu_)
   };
   enum class Step { kAdmit, kRunning, kFinish, kFailed };
   struct PodRun {
@@ -118,9 +119,11 @@ class KubeletFleet::Impl {
                                                const std::string& socket);
   // Process faults (kubelet_registration.cc).
   bool KillPlugin(size_t index);
-  Status RestartPlugin(size_t index);
+  Status RestartPlugin(size_t index, bool count = true);
   bool StopKubelet(size_t index);
   Status StartKubelet(size_t index);
+  Status SetGpuHealth(size_t index, size_t gpu, bool healthy);
+  Status RecreateNode(size_t index);
 
   void OnPod(const json& pod);
   void OnPodGone(const json& pod);

@@ -19,15 +19,27 @@ using nlohmann::json;
 
 namespace {
 
-// The node's GPUs as given by the scenario.
+// The node's GPUs as given by the scenario, with the health the unhealthyGpu fault sets (what
+// NVML's health events tell the real plugin).
 class StaticDiscovery : public dp::Discovery {
  public:
-  explicit StaticDiscovery(std::vector<dp::GpuDevice> gpus) : gpus_(std::move(gpus)) {}
-  Result<std::vector<dp::GpuDevice>> Discover() override { return gpus_; }
+  StaticDiscovery(std::vector<dp::GpuDevice> gpus, const std::vector<bool>* unhealthy,
+                  std::mutex* mu)
+      : gpus_(std::move(gpus)), unhealthy_(unhealthy), mu_(mu) {}
+  Result<std::vector<dp::GpuDevice>> Discover() override {
+    std::vector<dp::GpuDevice> out = gpus_;
+    std::lock_guard<std::mutex> lock(*mu_);
+    for (size_t i = 0; i < out.size() && i < unhealthy_->size(); ++i) {
+      if ((*unhealthy_)[i]) out[i].healthy = false;
+    }
+    return out;
+  }
   std::string Name() const override { return "sim"; }
 
  private:
   std::vector<dp::GpuDevice> gpus_;
+  const std::vector<bool>* unhealthy_;
+  std::mutex* mu_;
 };
 
 }  // namespace
@@ -51,10 +63,12 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
     if (!dev)
       return Error{"node " + Quote(node.spec.name) + ": no backend for vendor " +
                    Quote(node.spec.vendor)};
-    node.vendor = NewVendorPlugin(*dev, node);
-    node.vendor_resource = node.vendor->count_resource();
+    std::shared_ptr<VendorPlugin> plugin = NewVendorPlugin(*dev, node);
+    node.vendor_resource = plugin->count_resource();
     resources.erase(rname);
-    for (const auto& [k, v] : node.vendor->registration().capacity) resources[k] = v;
+    for (const auto& [k, v] : plugin->registration().capacity) resources[k] = v;
+    std::lock_guard<std::mutex> lock(mu_);  // Admit reads it
+    node.vendor = std::move(plugin);
   }
   json obj = {{"apiVersion", "v1"}, {"kind", "Node"}};
   obj["metadata"]["name"] = node.spec.name;
@@ -100,7 +114,11 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
     node.registrations += node.registered ? 1 : 0;
     return OkStatus();
   }
-  node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node.unhealthy.resize(node.spec.gpus.size(), false);
+  }
+  node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus, &node.unhealthy, &mu_);
   const std::string name = node.spec.name;
   k8s::Client* plugin_api = options_.plugin_client ? options_.plugin_client : &client_;
   // GPUs with MIG profiles (a scenario's `mode: mig`) put the node's plugin in MIG mode, as

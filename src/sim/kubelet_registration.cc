@@ -114,7 +114,7 @@ bool KubeletFleet::Impl::KillPlugin(size_t index) {
   return true;
 }
 
-Status KubeletFleet::Impl::RestartPlugin(size_t index) {
+Status KubeletFleet::Impl::RestartPlugin(size_t index, bool count) {
   if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
   Node& node = *nodes_[index];
   std::lock_guard<std::mutex> process(node.process_mu);
@@ -127,7 +127,7 @@ Status KubeletFleet::Impl::RestartPlugin(size_t index) {
   node.plugin_down = false;  // started, even when its first registration failed
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++plugin_restarts_;
+    plugin_restarts_ += count ? 1 : 0;
   }
   if (!s) return Error{"node " + Quote(node.spec.name) + ": restarted plugin: " + s.error()};
   HAMI_INFO("hami-sim: restarted the device plugin of node {}", node.spec.name);
@@ -186,6 +186,62 @@ Status KubeletFleet::Impl::StartKubelet(size_t index) {
   if (!s) return Error{"node " + Quote(node.spec.name) + ": restarted kubelet: " + s.error()};
   HAMI_INFO("hami-sim: restarted the kubelet of node {}", node.spec.name);
   return OkStatus();
+}
+
+Status KubeletFleet::Impl::SetGpuHealth(size_t index, size_t gpu, bool healthy) {
+  if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
+  Node& node = *nodes_[index];
+  std::lock_guard<std::mutex> process(node.process_mu);
+  if (!node.spec.vendor.empty()) {
+    return Error{"node " + Quote(node.spec.name) + ": unhealthyGpu needs an NVIDIA node"};
+  }
+  if (gpu >= node.spec.gpus.size()) {
+    return Error{"node " + Quote(node.spec.name) + " has no GPU " + std::to_string(gpu)};
+  }
+  std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node.unhealthy.resize(node.spec.gpus.size(), false);
+    node.unhealthy[gpu] = !healthy;
+    if (node.registered) stub = node.stub;
+  }
+  HAMI_INFO("hami-sim: node {} GPU {} turned {}", node.spec.name, gpu,
+            healthy ? "healthy" : "unhealthy");
+  if (node.plugin_down || !node.publisher) return OkStatus();  // seen when it starts again
+  // The plugin's health watch: publish now (retrying injected API errors), not at the next
+  // 30 s tick.
+  Status published = Error{"not published"};
+  for (int attempt = 0; attempt < 20 && !published; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+    auto r = node.publisher->PublishIfChanged();
+    published = r ? OkStatus() : Status(Error{r.error()});
+  }
+  if (!published) {
+    return Error{"node " + Quote(node.spec.name) + ": publish GPU health: " + published.error()};
+  }
+  if (!stub) return OkStatus();
+  // The kubelet's ListAndWatch stream brings the new list: the healthy IDs only.
+  auto ids = ReadDevices(*stub, node.dir + "/" + dp::kPluginEndpoint);
+  if (!ids) return Error{"node " + Quote(node.spec.name) + ": " + ids.error()};
+  std::lock_guard<std::mutex> lock(mu_);
+  node.device_ids = std::move(*ids);
+  return OkStatus();
+}
+
+Status KubeletFleet::Impl::RecreateNode(size_t index) {
+  if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
+  Node& node = *nodes_[index];
+  {
+    std::lock_guard<std::mutex> process(node.process_mu);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return OkStatus();
+    }
+    // A vendor node's plugin process was killed; CreateNode makes the next one.
+    if (Status s = CreateNode(node); !s) return s;
+  }
+  if (Status s = StartKubelet(index); !s) return s;
+  return RestartPlugin(index, /*count=*/false);
 }
 
 }  // namespace hami::sim

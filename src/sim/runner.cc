@@ -205,13 +205,18 @@ class Runner::Impl {
   // A strike queues its component's restart `down` later; restarts still queued when the run
   // settles are done then.
   struct FaultEvent {
-    std::string fault;  // a scenario key, or "restartScheduler", "restartPlugin", "startKubelet"
-    size_t node = 0;    // the node of a plugin or kubelet restart
+    std::string fault;  // a scenario key, or "restartScheduler", "restartPlugin", "startKubelet",
+                        // "startApiServer", "healthyGpu"
+    size_t node = 0;    // the node of a plugin or kubelet restart, or of a GPU
+    size_t gpu = 0;     // healthyGpu: the GPU's index on the node
   };
   void InjectFaults(SteadyClock::time_point start);
   void Strike(const std::string& fault, std::mt19937_64& rng, Ms at,
               std::multimap<Ms, FaultEvent>* queue);
   void Restart(const FaultEvent& event);
+  // deleteNode: deletes the pods bound to `node` (grace period 0) and has the ReplicaSet replace
+  // the ones the report follows.
+  void DeletePodsOn(const std::string& node);
   // A node picked with the scenario's seed among those `ok` accepts; nullopt when none does.
   std::optional<size_t> PickNode(std::mt19937_64& rng, const std::function<bool(size_t)>& ok);
   // The ReplicaSet's part (docs/RELIABILITY.md): a pod the kubelet failed (its plugin away) is
@@ -253,6 +258,10 @@ class Runner::Impl {
   // re-creator replaces entries while Settled reads them).
   std::mutex observed_mu_;
   std::map<std::string, size_t> incarnations_;
+  // Replicas whose pod was deleted (deleteNode): replaced at once, and the run is not settled
+  // while any is still being replaced.
+  std::vector<size_t> replace_now_;
+  std::set<size_t> replacing_;
   std::thread recreator_;
   std::atomic<bool> recreator_stop_{false};
   std::atomic<size_t> next_pod_{0};
@@ -274,6 +283,8 @@ class Runner::Impl {
   bool faults_stop_ = false;
   std::thread faults_thread_;
   std::map<std::string, int> faults_injected_;
+  std::set<std::pair<size_t, size_t>> unhealthy_;  // (node, GPU) the unhealthyGpu fault struck
+  std::set<size_t> deleted_nodes_;                 // deleteNode's, until they come back
   std::unique_ptr<KubeSchedulerLoop> loop_;
   // --manifests with --leader-elect: kube-scheduler's leader election, which hami-scheduler
   // follows.
@@ -605,6 +616,8 @@ void Runner::Impl::RecreateFailedPods() {
         }
         incarnations_.erase(it);
       }
+      for (size_t i : replace_now_) due.emplace(now, i);
+      replace_now_.clear();
     }
     while (!due.empty() && due.begin()->first <= SteadyClock::now() && !recreator_stop_.load()) {
       const size_t i = due.begin()->second;
@@ -633,6 +646,7 @@ void Runner::Impl::Recreate(k8s::Client& client, size_t i) {
   std::lock_guard<std::mutex> lock(observed_mu_);
   if (next.created) incarnations_[Key(next.ns, next.name)] = i;
   observed_[i] = std::move(next);
+  replacing_.erase(i);
 }
 
 void Runner::Impl::CreatePods(SteadyClock::time_point start) {
@@ -678,6 +692,7 @@ bool Runner::Impl::Settled(SystemTime* last_time) {
   const bool recreates = RecreatesPods();
   bool waiting_unschedulable = false, finite_running = false;
   std::lock_guard<std::mutex> lock(observed_mu_);
+  if (!replacing_.empty()) return false;
   for (size_t i = 0; i < planned_.size(); ++i) {
     const PodObservation& o = observed_[i];
     if (!o.created || o.scheduler_name != kSchedulerName) continue;
@@ -852,12 +867,6 @@ Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::Server
 // Faults hami-sim cannot inject yet are refused rather than silently skipped.
 Status Runner::Impl::CheckFaultsSupported() const {
   const ProcessFaults& f = scenario_.process_faults;
-  for (auto [key, schedule] :
-       {std::pair{"deleteNode", &f.delete_node}, std::pair{"unhealthyGpu", &f.unhealthy_gpu}}) {
-    if (schedule->enabled()) {
-      return Error{std::string("faults.") + key + ": not supported by this hami-sim yet"};
-    }
-  }
   if (f.plugin_clock_skew.count() != 0) {
     return Error{"faults.clockSkew.plugins: not supported by this hami-sim yet"};
   }
@@ -874,7 +883,8 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
   for (auto [key, schedule] :
        {std::pair{"killScheduler", &f.kill_scheduler}, std::pair{"killPlugin", &f.kill_plugin},
         std::pair{"restartKubelet", &f.restart_kubelet},
-        std::pair{"restartApiServer", &f.restart_api_server}}) {
+        std::pair{"restartApiServer", &f.restart_api_server},
+        std::pair{"unhealthyGpu", &f.unhealthy_gpu}, std::pair{"deleteNode", &f.delete_node}}) {
     for (Ms t : schedule->Times(scenario_.timeout)) queue.emplace(t, FaultEvent{key});
   }
   std::mt19937_64 rng(f.seed);
@@ -887,7 +897,8 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
     queue.erase(next);
     lock.unlock();
     if (event.fault == "restartScheduler" || event.fault == "restartPlugin" ||
-        event.fault == "startKubelet" || event.fault == "startApiServer") {
+        event.fault == "startKubelet" || event.fault == "startApiServer" ||
+        event.fault == "healthyGpu" || event.fault == "podGC" || event.fault == "restoreNode") {
       Restart(event);
     } else {
       Strike(event.fault, rng, at, &queue);
@@ -899,7 +910,8 @@ void Runner::Impl::InjectFaults(SteadyClock::time_point start) {
   // RecoverSchedulers).
   for (const auto& [at, event] : queue) {
     if (event.fault == "restartPlugin" || event.fault == "startKubelet" ||
-        event.fault == "startApiServer") {
+        event.fault == "startApiServer" || event.fault == "healthyGpu" ||
+        event.fault == "restoreNode") {
       Restart(event);
     }
   }
@@ -918,8 +930,49 @@ void Runner::Impl::Restart(const FaultEvent& event) {
     st = fleet_->StartKubelet(event.node);
   } else if (event.fault == "startApiServer") {
     st = api_->ResumeServing();
+  } else if (event.fault == "podGC") {
+    {
+      std::lock_guard<std::mutex> lock(faults_mu_);
+      if (deleted_nodes_.count(event.node) == 0) return;  // back already
+    }
+    DeletePodsOn(nodes_[event.node].name);
+  } else if (event.fault == "restoreNode") {
+    st = fleet_->RecreateNode(event.node);
+    std::lock_guard<std::mutex> lock(faults_mu_);
+    deleted_nodes_.erase(event.node);
+  } else if (event.fault == "healthyGpu") {
+    st = fleet_->SetGpuHealth(event.node, event.gpu, true);
+    std::lock_guard<std::mutex> lock(faults_mu_);
+    unhealthy_.erase({event.node, event.gpu});
   }
   if (!st) HAMI_WARN("hami-sim: {}", st.error());
+}
+
+void Runner::Impl::DeletePodsOn(const std::string& node) {
+  k8s::ListOptions on_node;
+  on_node.field_selector = "spec.nodeName=" + node;
+  auto pods = Retry([&] { return admin_->ListAll(k8s::resources::kPods, "", on_node); });
+  if (!pods) {
+    HAMI_WARN("hami-sim: deleteNode: listing the pods on {}: {}", node, pods.error().ToString());
+    return;
+  }
+  for (const json& pod : pods->items) {
+    const std::string ns = k8s::Namespace(pod), name = k8s::Name(pod);
+    auto gone = Retry([&] {
+      auto d = admin_->Delete(k8s::resources::kPods, ns, name);
+      return d || k8s::IsNotFound(d.error());
+    });
+    if (!gone) {
+      HAMI_WARN("hami-sim: deleteNode: cannot delete pod {}/{}", ns, name);
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(observed_mu_);
+    auto it = incarnations_.find(Key(ns, name));
+    if (it == incarnations_.end()) continue;
+    replace_now_.push_back(it->second);
+    replacing_.insert(it->second);
+    incarnations_.erase(it);
+  }
 }
 
 std::optional<size_t> Runner::Impl::PickNode(std::mt19937_64& rng,
@@ -950,6 +1003,60 @@ void Runner::Impl::Strike(const std::string& fault, std::mt19937_64& rng, Ms at,
     if (node && fleet_->StopKubelet(*node)) {
       struck = true;
       queue->emplace(at + f.restart_kubelet.down, FaultEvent{"startKubelet", *node});
+    }
+  } else if (fault == "deleteNode") {
+    auto node = PickNode(rng, [&](size_t i) {
+      std::lock_guard<std::mutex> lock(faults_mu_);
+      return fleet_->PluginAlive(i) && fleet_->KubeletUp(i) && deleted_nodes_.count(i) == 0;
+    });
+    if (!node) return;
+    {
+      std::lock_guard<std::mutex> lock(faults_mu_);
+      deleted_nodes_.insert(*node);
+    }
+    // The machine goes away, then its Node object; the node lifecycle controller deletes the
+    // pods bound to it, and the pod GC those bound to it afterwards (a bind racing the delete).
+    fleet_->StopKubelet(*node);
+    fleet_->KillPlugin(*node);
+    const std::string& name = nodes_[*node].name;
+    auto deleted = Retry([&] {
+      auto d = admin_->Delete(k8s::resources::kNodes, "", name);
+      return d || k8s::IsNotFound(d.error());
+    });
+    if (!deleted) HAMI_WARN("hami-sim: deleteNode: cannot delete node {}", name);
+    DeletePodsOn(name);
+    struck = true;
+    queue->emplace(at + Ms(2000), FaultEvent{"podGC", *node});
+    if (f.delete_node.down.count() > 0) {
+      queue->emplace(at + f.delete_node.down, FaultEvent{"restoreNode", *node});
+    }
+  } else if (fault == "unhealthyGpu") {
+    // A GPU of an NVIDIA node not struck already; healthy again after `down` (0: never).
+    std::set<std::pair<size_t, size_t>> struck_gpus;
+    {
+      std::lock_guard<std::mutex> lock(faults_mu_);
+      struck_gpus = unhealthy_;
+    }
+    std::vector<std::pair<size_t, size_t>> candidates;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!nodes_[i].vendor.empty() || !fleet_->PluginAlive(i)) continue;
+      for (size_t g = 0; g < nodes_[i].gpus.size(); ++g) {
+        if (struck_gpus.count({i, g}) == 0) candidates.emplace_back(i, g);
+      }
+    }
+    if (candidates.empty()) return;
+    const auto [node, gpu] = candidates[rng() % candidates.size()];
+    if (Status st = fleet_->SetGpuHealth(node, gpu, false); !st) {
+      HAMI_WARN("hami-sim: {}", st.error());
+      return;
+    }
+    struck = true;
+    {
+      std::lock_guard<std::mutex> lock(faults_mu_);
+      unhealthy_.insert({node, gpu});
+    }
+    if (f.unhealthy_gpu.down.count() > 0) {
+      queue->emplace(at + f.unhealthy_gpu.down, FaultEvent{"healthyGpu", node, gpu});
     }
   } else if (fault == "restartApiServer") {
     // Storage kept, watch history lost: watches resume with 410 and relist.

@@ -5,7 +5,11 @@
 // counting every Running pod's devices. Leases are short (1 s) so failover takes about a second.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "k8s/client.h"
+#include "k8s/object.h"
 #include "sim/apiserver/apiserver.h"
 #include "sim/apiserver/store.h"
 #include "sim/runner.h"
@@ -192,14 +196,69 @@ faults:
   EXPECT_EQ(Strikes(r, "restartApiServer"), 2);
 }
 
+// deleteNode mid-burst (never back): its pods are deleted as the node lifecycle controller does,
+// replaced elsewhere as the ReplicaSet does; 36 pods fit the 5 nodes left. Nothing runs on the
+// deleted node, nothing is left allocating or counted twice.
+TEST(ChaosRunTest, DeletedNodesPodsAreReplacedOnTheOthers) {
+  auto scenario = ParseScenario(R"(
+name: chaos-delete-node
+timing: {kubeletLatency: 2ms, timeout: 90s, podInitialBackoff: 100ms, podMaxBackoff: 500ms}
+nodes:
+  - name: node-{i}
+    count: 6
+    gpus:
+      - {model: Tesla V100-PCIE-32GB, memory: 32768, count: 2}
+workloads:
+  - name: fits
+    replicas: 36
+    interval: 20ms
+    containers:
+      - name: main
+        resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 8000}
+faults:
+  seed: 7
+  deleteNode: {at: [400ms]}
+)");
+  ASSERT_TRUE(scenario.ok()) << scenario.error();
+  RunOptions options;
+  options.kubelet_latency = milliseconds(2);
+  Runner runner(std::move(*scenario), options);
+  auto report = runner.Run();
+  ASSERT_TRUE(report.ok()) << report.error();
+  const Report& r = *report;
+  const std::string text = RenderText(r, false);
+  EXPECT_FALSE(r.timed_out) << text;
+  EXPECT_EQ(r.pods_running, 36) << text;
+  EXPECT_EQ(r.pods_failed, 0) << text;
+  EXPECT_EQ(r.pods_allocating, 0) << text;
+  EXPECT_EQ(r.overcommitted_devices, 0) << text;
+  EXPECT_EQ(r.lost_allocations, 0) << text;
+  EXPECT_EQ(Strikes(r, "deleteNode"), 1);
+  k8s::RestConfig cfg;
+  cfg.server = runner.api()->url();
+  cfg.token = runner.api()->token();
+  k8s::Client client(cfg);
+  auto listed = client.ListAll(k8s::resources::kNodes, "", {});
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  std::set<std::string> nodes;
+  for (const nlohmann::json& n : listed->items) nodes.insert(k8s::Name(n));
+  EXPECT_EQ(nodes.size(), 5u);
+  for (const PodReport& p : r.pods) {
+    if (p.state == PodState::kRunning) {
+      EXPECT_EQ(nodes.count(p.node), 1u) << p.name << text;
+    }
+  }
+  runner.Stop();
+}
+
 TEST(ChaosRunTest, UnsupportedFaultsAreRefusedByPath) {
-  auto scenario = ParseScenario(Cluster("faults: {deleteNode: {at: [1s]}}\n"));
+  auto scenario = ParseScenario(Cluster("faults: {clockSkew: {plugins: 5m}}\n"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();
   Runner runner(std::move(*scenario), RunOptions{});
   auto report = runner.Run();
   runner.Stop();
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.error().find("faults.deleteNode"), std::string::npos) << report.error();
+  EXPECT_NE(report.error().find("faults.clockSkew.plugins"), std::string::npos) << report.error();
 }
 
 TEST(ChaosRunTest, CountedAllocationsReadTheUsageIndexSeries) {

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "device/config.h"
 #include "k8s/object.h"
 #include "scheduler/server.h"
@@ -111,6 +112,7 @@ struct Stack {
     so.extender.node_lock_timeout = seconds(3);
     so.extender.record_events = false;
     so.registration.zone = Zone::Utc();
+    so.register_period = register_period;
     server = std::make_unique<scheduler::Server>(*client, device::DefaultDeviceConfig(), so);
     ASSERT_TRUE(server->Start().ok());
     KubeSchedulerOptions kso;
@@ -161,6 +163,7 @@ struct Stack {
     b.join();
   }
 
+  std::chrono::seconds register_period{15};  // hami-scheduler's registration pass
   TempDir dir;
   ApiServer api;
   std::unique_ptr<k8s::Client> client;
@@ -355,6 +358,55 @@ TEST(KubeletFleetTest, ARestartedKubeletKeepsItsPodsAndThePluginRegistersAgain) 
     return r && (r->running || r->finished);
   }));
   EXPECT_TRUE(s.Run("after")->running) << s.Run("after")->message;
+}
+
+// unhealthyGpu: the plugin publishes the GPU's health in the register annotation; once
+// hami-scheduler's registration pass read it, new pods go to the healthy GPU only; back to
+// healthy, the annotation says so again.
+TEST(KubeletFleetTest, AnUnhealthyGpuIsPublishedAndGetsNoNewPods) {
+  Stack s{ApiServerOptions{}};
+  s.register_period = seconds(1);
+  s.Start(1, 2);
+  const std::string gpu0 = "GPU-00000000-0000-0000-0000-000000000000";
+  const std::string gpu1 = "GPU-00000000-0000-0000-0000-000000000001";
+  auto health = [&](const std::string& uuid) -> std::optional<bool> {
+    json node = *s.client->Get(k8s::resources::kNodes, "", "gpu-0");
+    auto reg = ParseJson(k8s::Annotation(node, "hami.io/node-nvidia-register").value_or(""));
+    if (!reg || !reg->is_array()) return std::nullopt;
+    for (const json& d : *reg) {
+      if (d.value("id", "") == uuid) return d.value("health", false);
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(health(gpu0), true);
+  ASSERT_TRUE(s.fleet->SetGpuHealth(0, 0, false).ok());
+  EXPECT_EQ(health(gpu0), false);
+  EXPECT_EQ(health(gpu1), true);
+  const Status bad = s.fleet->SetGpuHealth(0, 7, false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "node \"gpu-0\" has no GPU 7");
+  // Two registration passes after the change: the second started after it.
+  const uint64_t passes = s.server->passes();
+  ASSERT_TRUE(s.server->WaitForPass(passes + 1, milliseconds(10000)));
+
+  for (int i = 0; i < 3; ++i) s.CreatePod(Workload("p" + std::to_string(i), 1000, ""));
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 3; ++i) {
+      auto r = s.Run("p" + std::to_string(i));
+      if (!r || !(r->running || r->finished)) return false;
+    }
+    return true;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    json pod = *s.client->Get(k8s::resources::kPods, "default", "p" + std::to_string(i));
+    const std::string allocated =
+        k8s::Annotation(pod, "hami.io/vgpu-devices-allocated").value_or("");
+    EXPECT_NE(allocated.find(gpu1), std::string::npos) << allocated;
+    EXPECT_EQ(allocated.find(gpu0), std::string::npos) << allocated;
+    EXPECT_TRUE(s.Run("p" + std::to_string(i))->running);
+  }
+  ASSERT_TRUE(s.fleet->SetGpuHealth(0, 0, true).ok());
+  EXPECT_EQ(health(gpu0), true);
 }
 
 TEST(KubeletFleetTest, InjectedApiErrorsLoseNoPod) {
