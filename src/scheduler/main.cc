@@ -146,7 +146,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   hami::k8s::Client client(*rest);
-  hami::scheduler::Server server(client, config, f.server);
+  // The registration pass's handshake writes get their own --kube-qps budget (Server).
+  hami::k8s::Client registration_client(*rest);
+  hami::scheduler::Server server(client, registration_client, config, f.server);
   auto started = server.Start();
   if (!started) return Fail(started.error());
   HAMI_INFO("hami-scheduler: serving on port {}, metrics on port {}", server.port(),

@@ -79,13 +79,17 @@ class Server::Http {
 
 Server::Server(k8s::Client& client, device::DeviceConfig config, ServerOptions options,
                const Clock& clock)
+    : Server(client, client, std::move(config), std::move(options), clock) {}
+
+Server::Server(k8s::Client& client, k8s::Client& registration_client, device::DeviceConfig config,
+               ServerOptions options, const Clock& clock)
     : client_(client),
       config_(std::move(config)),
       options_(std::move(options)),
       clock_(clock),
       registry_(device::MakeRegistry(config_)) {
-  registrar_ =
-      std::make_unique<Registrar>(registry_, index_, client_, clock_, options_.registration);
+  registrar_ = std::make_unique<Registrar>(registry_, index_, registration_client, clock_,
+                                           options_.registration);
   extender_ = std::make_unique<Extender>(registry_, index_, client_, clock_, options_.extender,
                                          [this](const std::string& ns) { return Quota(ns); });
 }

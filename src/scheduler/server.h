@@ -84,6 +84,11 @@ class Server {
   // `client` and `clock` must outlive the server.
   Server(k8s::Client& client, device::DeviceConfig config, ServerOptions options,
          const Clock& clock = RealClock());
+  // The same, with the registration pass's handshake writes on `registration_client` (which must
+  // outlive the server): its own rate limiter, so that 5,000 Requesting writes never hold back a
+  // filter's decision patch (client-go gives each clientset its own --kube-qps budget too).
+  Server(k8s::Client& client, k8s::Client& registration_client, device::DeviceConfig config,
+         ServerOptions options, const Clock& clock = RealClock());
   ~Server();  // Stop()s
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -10,12 +10,15 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "k8s/object.h"
 #include "scheduler_process.h"
 #include "test_env.h"
 
@@ -56,6 +59,21 @@ class SchedulerBinaryTest : public SimTest {
     ASSERT_GT(port, 0) << sched_->log();
     http_ = std::make_unique<httplib::Client>("127.0.0.1", port);
     http_->set_read_timeout(std::chrono::seconds(30));
+  }
+
+  // Node `node`'s annotation `key` once it is set, polled for up to 10 s; nullopt if never. The
+  // registration pass makes its handshake writes after the rows are in, so a node's
+  // Requesting_<time> may land just after the first filter was answered.
+  std::optional<std::string> AwaitNodeAnnotation(const std::string& node, const std::string& key) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto got = client_->Get(k8s::resources::kNodes, "", node);
+      if (got) {
+        if (auto value = k8s::Annotation(*got, key)) return value;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
+    }
   }
 
   std::unique_ptr<SchedulerProcess> sched_;

@@ -103,11 +103,11 @@ TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
   auto sched = Start();
   CreatePod(GpuPod("demo", 3000));
 
-  // /filter answers once the first registration pass is done, so the handshake is on the node.
+  // /filter answers once the first registration pass has the rows; its handshake writes follow.
   json res = Filter("demo", {"node-1"});
   EXPECT_EQ(res["Error"], "") << res;
   EXPECT_EQ(res["NodeNames"], json::array({"node-1"})) << res;
-  auto hs = k8s::Annotation(GetNode("node-1"), "hami.io/node-handshake");
+  auto hs = AwaitNodeAnnotation("node-1", "hami.io/node-handshake");
   ASSERT_TRUE(hs.has_value());
   EXPECT_TRUE(std::regex_match(*hs, std::regex(R"(Requesting_\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")))
       << *hs;

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -72,7 +74,9 @@ TEST(ServerTest, EndToEndOverLoopback) {
                       "application/json");
   ASSERT_TRUE(fr);
   EXPECT_EQ(json::parse(fr->body)["NodeNames"], json::array({"node-1"})) << fr->body;
-  EXPECT_EQ(http.Get("/readyz")->status, 200);  // synced: the filter waited for the pass
+  EXPECT_EQ(http.Get("/readyz")->status, 200);  // synced: the filter waited for the rows
+  // The pass's handshake writes come after the rows; the pass counts once they are made.
+  ASSERT_TRUE(server.WaitForPass(0, std::chrono::seconds(10)));
   json got_node = *client.Get(k8s::resources::kNodes, "", "node-1");
   auto hs = k8s::Annotation(got_node, "hami.io/node-handshake");
   ASSERT_TRUE(hs.has_value());
@@ -187,6 +191,66 @@ TEST(ServerTest, ReadyzIs503AndFiltersParkUntilTheFirstPass) {
   EXPECT_EQ(http.Get("/readyz")->status, 200);
   EXPECT_EQ(metrics.Get("/readyz")->status, 200);
   server.Stop();
+}
+
+// The first pass's handshake writes (5,000 throttled PATCHes at 5,000 nodes) come after the
+// rows: a filter is served while they are still under way, and they go through the registration
+// client, whose rate limiter is not the filter's (issue 18).
+TEST(ServerTest, FiltersAreServedWhileTheHandshakeWritesAreUnderWay) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> held{0};
+  sim::ApiServerOptions api_options;
+  api_options.fail_request = [&](const std::string& method, const std::string& path) {
+    if (method == "PATCH" && path == "/api/v1/nodes/node-1") {
+      ++held;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+    }
+    return false;
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api_options));
+  ASSERT_TRUE(env.client);
+  auto unblock = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  };
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
+  node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
+  ASSERT_TRUE(env.client->Create(k8s::resources::kNodes, "", node).ok());
+  json pod = testing::GpuPod("p", 1000);
+  pod["spec"]["schedulerName"] = "hami-scheduler";
+  ASSERT_TRUE(env.client->Create(k8s::resources::kPods, "default", pod).ok());
+
+  k8s::RestConfig cfg;
+  cfg.server = env.api->url();
+  cfg.qps = 0;
+  k8s::Client registration_client(cfg);
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "";
+  Server server(*env.client, registration_client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (held == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
+  }
+  ASSERT_GT(held.load(), 0) << "the handshake write never came";
+  EXPECT_TRUE(server.synced());
+  httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(std::chrono::seconds(10));
+  auto r = http.Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(),
+                     "application/json");
+  unblock();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"node-1"})) << r->body;
+  server.Stop();
+  auto written = env.client->Get(k8s::resources::kNodes, "", "node-1");
+  ASSERT_TRUE(written);
+  EXPECT_EQ(
+      k8s::Annotation(*written, "hami.io/node-handshake").value_or("").rfind("Requesting_", 0), 0u);
 }
 
 TEST(ServerTest, AParkedFilterIsCancelledAfterTheSyncTimeout) {

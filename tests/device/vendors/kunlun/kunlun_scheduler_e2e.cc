@@ -69,9 +69,7 @@ TEST_F(KunlunScheduler, VirtualXpus) {
   auto annos = k8s::Annotations(GetPod("v"));
   EXPECT_EQ(annos["hami.io/xpu-devices-to-allocate"], "xpu-0,XPU,49152,50:;");
   EXPECT_EQ(annos["hami.io/xpu-devices-allocated"], "xpu-0,XPU,49152,50:;");
-  auto hs = client_->Get(k8s::resources::kNodes, "", "vxpu");
-  ASSERT_TRUE(hs);
-  EXPECT_TRUE(k8s::Annotation(*hs, "hami.io/node-handshake-xpu").has_value());
+  EXPECT_TRUE(AwaitNodeAnnotation("vxpu", "hami.io/node-handshake-xpu").has_value());
 }
 
 }  // namespace
