@@ -212,7 +212,9 @@ int RunPopulate(const std::string& server, int nodes, int pods, int threads) {
       bool node = i < static_cast<size_t>(nodes);
       auto r = node ? client.Create(k8s::resources::kNodes, "", objs[i])
                     : client.Create(k8s::resources::kPods, "default", objs[i]);
-      if (!r) ++failures;
+      if (!r && failures++ == 0) {
+        std::fprintf(stderr, "populate: first failure: %s\n", r.error().ToString().c_str());
+      }
     }
   };
   std::vector<std::thread> workers;
