@@ -106,14 +106,20 @@ FakeInstance* FromHandle(H handle, size_t base) {
   return nullptr;
 }
 
+// Written beside the file and renamed over it: a test reading the state while the plugin
+// changes it sees the old or the new state, never a half-written one.
 void SaveMigState() {
   if (g_state_path.empty()) return;
-  std::ofstream out(g_state_path, std::ios::trunc);
-  out << "serial " << g_serial << "\n";
-  for (const auto& i : g_instances) {
-    out << i.gpu << " " << i.gi << " " << i.profile << " " << i.start << " " << i.size << " "
-        << i.ci << " " << i.uuid << "\n";
+  const std::string tmp = g_state_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "serial " << g_serial << "\n";
+    for (const auto& i : g_instances) {
+      out << i.gpu << " " << i.gi << " " << i.profile << " " << i.start << " " << i.size << " "
+          << i.ci << " " << i.uuid << "\n";
+    }
   }
+  std::rename(tmp.c_str(), g_state_path.c_str());
 }
 
 void LoadMigState() {
