@@ -248,6 +248,12 @@ class Device {
   virtual std::vector<DeviceDelta> UsageDeltas(const protocol::PodDevices& devices,
                                                size_t init_count, bool init_done) const;
 
+  // The tag a pod with `pod_annotations` puts on each of this backend's devices it holds: the
+  // usage index counts the pods on a device by tag (DeviceUsage::pod_tags) for the fit and score
+  // rules that look at the other pods on a device (HAMi DeviceUsage.PodInfos, reduced to what
+  // the vendor reads of them). "" = no tag. Default: "" (the backend reads no other pods).
+  virtual std::string UsageTag(const StringMap& /*pod_annotations*/) const { return {}; }
+
   // --- the bind (HAMi LockNode / ReleaseNodeLock) ---
 
   // The node lock a bind takes when a regular container of the pod asks for this backend's

@@ -104,6 +104,11 @@ void ApplyDeltas(const std::vector<DeviceDelta>& deltas, int sign,
       dev.used = apply(dev.used, std::max(d.slots, 1));
       dev.usedmem = apply(dev.usedmem, d.usedmem);
       dev.usedcores = apply(dev.usedcores, d.usedcores);
+      if (!d.tag.empty()) {
+        auto tag = dev.pod_tags.try_emplace(d.tag, 0).first;
+        tag->second = apply(tag->second, std::max(d.slots, 1));
+        if (tag->second == 0) dev.pod_tags.erase(tag);
+      }
       break;
     }
   }

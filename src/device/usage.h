@@ -79,6 +79,13 @@ struct DeviceUsage {
   // What a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key, as
   // text: e.g. Ascend's "NetworkID" ("3", its HCCS ring), MetaX sGPU's "QosPolicy".
   std::map<std::string, std::string, std::less<>> custom_info{};
+  // The pods on the device by the tag their backend gives them (Device::UsageTag, e.g. MetaX
+  // sGPU's app class "online"/"offline"): tag -> device entries of such pods, counted like
+  // `used` (max(slots, 1) per pod). HAMi keeps the pods themselves (DeviceUsage.PodInfos); a
+  // vendor reads only this reduction of them. Untagged pods are not listed; empty for every
+  // backend that defines no tag. Usage index only: a pick in the running decision adds none
+  // (HAMi's AddResourceUsage appends no PodInfo either).
+  std::map<std::string, int32_t, std::less<>> pod_tags{};
   bool operator==(const DeviceUsage&) const = default;
 };
 
@@ -106,6 +113,7 @@ struct DeviceDelta {
   int32_t usedmem = 0;
   int32_t usedcores = 0;
   int32_t slots = 0;  // vGPU slots held; the index adds max(slots, 1) to `used`
+  std::string tag{};  // the pod's Device::UsageTag for this backend; "" = none
   bool operator==(const DeviceDelta&) const = default;
 };
 
@@ -119,9 +127,10 @@ std::vector<DeviceDelta> CollapsePodDevices(const protocol::PodDevices& devices,
                                             bool init_done);
 
 // Adds (sign +1) or removes (sign -1) deltas on the matching devices of `devices` by UUID:
-// used += sign*max(slots,1), usedmem += sign*usedmem, usedcores += sign*usedcores, a negative
-// delta counting as 0 and each result kept within [0, int32 max] (a bad annotation never frees
-// what is held). Deltas naming no device in the list are ignored.
+// used += sign*max(slots,1), usedmem += sign*usedmem, usedcores += sign*usedcores and, with a
+// tag, pod_tags[tag] += sign*max(slots,1) (dropped at 0), a negative delta counting as 0 and each
+// result kept within [0, int32 max] (a bad annotation never frees what is held). Deltas naming no
+// device in the list are ignored.
 void ApplyDeltas(const std::vector<DeviceDelta>& deltas, int sign,
                  std::vector<DeviceUsage>* devices);
 

@@ -59,7 +59,11 @@ Result<std::optional<PodAllocation>> PodAllocationFromPod(const Registry& regist
     auto decoded = device->PodAllocated(pod.annotations);
     if (!decoded) return Error{"pod " + Quote(pod.Key()) + ": " + decoded.error()};
     if (!decoded->has_value()) continue;
+    // The tag is kept in the pod's deltas, so removing the pod takes back exactly what it added
+    // even if its annotations changed since.
+    std::string tag = device->UsageTag(pod.annotations);
     for (auto& d : device->UsageDeltas(**decoded, pod.init_containers.size(), pod.init_done)) {
+      d.tag = tag;
       out.deltas.push_back(std::move(d));
     }
     CountMigEntries(**decoded, &entries);
@@ -100,6 +104,11 @@ void UsageIndex::ApplyLocked(const PodAllocation& allocation, int sign) {
     c.used += sign * std::max(d.slots, 1);
     c.usedmem += sign * Held(d.usedmem);
     c.usedcores += sign * Held(d.usedcores);
+    if (!d.tag.empty()) {
+      auto tag = c.tags.try_emplace(d.tag, 0).first;
+      tag->second += sign * std::max(d.slots, 1);
+      if (tag->second == 0) c.tags.erase(tag);
+    }
     auto unreserved = allocation.mig_unreserved.find(d.uuid);
     c.mig_unreserved +=
         sign * (unreserved == allocation.mig_unreserved.end() ? 1 : unreserved->second);
@@ -133,6 +142,8 @@ void UsageIndex::MergeUsageLocked(NodeUsage* row) const {
     d.usedmem = ToRow(c->usedmem);
     d.usedcores = ToRow(c->usedcores);
     d.mig_in_use = c->mig;
+    d.pod_tags.clear();
+    for (const auto& [tag, n] : c->tags) d.pod_tags.emplace(tag, ToRow(n));
     d.mig_inconsistent = d.mode == kMigModeName ? c->mig_unreserved > 0 : !c->mig.empty();
   }
   if (u == usage_.end()) return;

@@ -33,10 +33,10 @@ struct MigReservation {
 
 // What one pod holds on its node, collapsed (docs/protocol.md#usage-of-a-pod) over all vendors.
 struct PodAllocation {
-  std::string key{};             // "namespace/name"
-  std::string namespace_name{};  // for quota usage
-  std::string node{};            // hami.io/vgpu-node
-  std::vector<DeviceDelta> deltas{};
+  std::string key{};                  // "namespace/name"
+  std::string namespace_name{};       // for quota usage
+  std::string node{};                 // hami.io/vgpu-node
+  std::vector<DeviceDelta> deltas{};  // each with its backend's Device::UsageTag of the pod
   // MIG: the reserved instances, in annotation order, and for each GPU that has one, how many
   // of the pod's device entries on it lack a reservation (a GPU of `deltas` without any
   // reservation has all its entries unreserved). The index marks a device mig_inconsistent when
@@ -139,8 +139,10 @@ class UsageIndex {
     int64_t usedcores = 0;
     int64_t mig_unreserved = 0;    // device entries of pods without a MIG reservation
     std::vector<MigInstance> mig;  // reserved MIG instances
+    std::map<std::string, int64_t, std::less<>> tags;  // DeviceUsage::pod_tags; no zero entries
     bool Empty() const {
-      return used == 0 && usedmem == 0 && usedcores == 0 && mig_unreserved == 0 && mig.empty();
+      return used == 0 && usedmem == 0 && usedcores == 0 && mig_unreserved == 0 && mig.empty() &&
+             tags.empty();
     }
   };
   struct PodEntry {

@@ -68,6 +68,49 @@ TEST(UsageIndex, AddUpdateRemove) {
   EXPECT_EQ(Row(index, "n1", 0), Gpu("a"));
 }
 
+DeviceDelta Tagged(const char* uuid, std::string tag, int32_t slots = 1) {
+  DeviceDelta d = D(uuid, 10, 1, slots);
+  d.tag = std::move(tag);
+  return d;
+}
+
+using Tags = std::map<std::string, int32_t, std::less<>>;
+
+// Device::UsageTag counts: each pod adds its tag on each device it holds, max(slots, 1) times
+// like `used`; a changed pod moves its count from the old tag to the new one, a removed pod
+// takes back exactly what it added, and a tag whose count is back at 0 is gone from the row.
+TEST(UsageIndex, TagCountsFollowPods) {
+  UsageIndex index;
+  index.SetNode(Node("n1", {"a", "b"}));
+  index.UpsertPod(Alloc("ns/p1", "n1", {Tagged("a", "x", 2), Tagged("b", "x")}));
+  index.UpsertPod(Alloc("ns/p2", "n1", {Tagged("a", "y")}));
+  index.UpsertPod(Alloc("ns/p3", "n1", {D("a", 10, 1)}));  // untagged: counts in used only
+  EXPECT_EQ(Row(index, "n1", 0).pod_tags, (Tags{{"x", 2}, {"y", 1}}));
+  EXPECT_EQ(Row(index, "n1", 0).used, 4);
+  EXPECT_EQ(Row(index, "n1", 1).pod_tags, (Tags{{"x", 1}}));
+  // p1's tag changes (its annotations did) and it leaves b.
+  index.UpsertPod(Alloc("ns/p1", "n1", {Tagged("a", "y")}));
+  EXPECT_EQ(Row(index, "n1", 0).pod_tags, (Tags{{"y", 2}}));
+  EXPECT_TRUE(Row(index, "n1", 1).pod_tags.empty());
+  // The extender's claim takes the pod's tags out; a release without a write brings them back.
+  index.Claim("ns/p2");
+  EXPECT_EQ(Row(index, "n1", 0).pod_tags, (Tags{{"y", 1}}));
+  index.Release("ns/p2", std::nullopt);
+  EXPECT_EQ(Row(index, "n1", 0).pod_tags, (Tags{{"y", 2}}));
+  EXPECT_TRUE(index.RemovePod("ns/p2"));
+  index.ForgetPod("ns/p1");
+  EXPECT_TRUE(Row(index, "n1", 0).pod_tags.empty());
+  EXPECT_EQ(Row(index, "n1", 0).used, 1);
+  index.ForgetPod("ns/p3");
+  EXPECT_EQ(Row(index, "n1", 0), Gpu("a"));
+  // Rebuilt from the same pods: the same counts.
+  UsageIndex rebuilt;
+  std::vector<PodAllocation> pods = {Alloc("ns/p1", "n1", {Tagged("a", "x", 3)}),
+                                     Alloc("ns/p2", "n1", {Tagged("a", "y")})};
+  rebuilt.Rebuild({Node("n1", {"a"})}, pods);
+  EXPECT_EQ(Row(rebuilt, "n1", 0).pod_tags, (Tags{{"x", 3}, {"y", 1}}));
+}
+
 // Pod events apply in resourceVersion order: a late one never undoes newer state, a removal is
 // remembered, 0 (unknown) always applies, and a deleted pod's version goes with it.
 TEST(UsageIndex, OlderEventsAreIgnored) {

@@ -70,11 +70,15 @@ TEST(ApplyDeltas, AddsAndRemoves) {
   devs[1].id = "b";
   std::vector<DeviceDelta> deltas = {Delta("a", 100, 10, 2), Delta("b", 5, 1, 0),
                                      Delta("zz", 1, 1, 1)};
+  deltas[0].tag = "t";  // Device::UsageTag: counted per slot like `used`
+  deltas[1].tag = "t";
   ApplyDeltas(deltas, +1, &devs);
   EXPECT_EQ(devs[0].used, 2);
   EXPECT_EQ(devs[0].usedmem, 100);
   EXPECT_EQ(devs[0].usedcores, 10);
+  EXPECT_EQ(devs[0].pod_tags, (std::map<std::string, int32_t, std::less<>>{{"t", 2}}));
   EXPECT_EQ(devs[1].used, 1);  // slots 0 counts as one
+  EXPECT_EQ(devs[1].pod_tags.at("t"), 1);
   ApplyDeltas(deltas, -1, &devs);
   EXPECT_EQ(devs[0], (DeviceUsage{.id = "a"}));
   EXPECT_EQ(devs[1], (DeviceUsage{.id = "b"}));
