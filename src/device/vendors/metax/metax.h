@@ -162,17 +162,35 @@ struct SgpuAdmission {
 SgpuAdmission SgpuMutate(const MetaxConfig& config, const ContainerView& container,
                          const StringMap& pod_annotations);
 
+// The app class a pod gives each sGPU it holds (MetaxSgpuDevice::UsageTag): its
+// metax-tech.com/sgpu-app-class when that is exactly "online" or "offline", else "" (HAMi's
+// switch on the value counts nothing else).
+std::string SgpuAppClass(const StringMap& pod_annotations);
+
+// The pods on a device by app class, from its row's pod_tags.
+struct AppClassCount {
+  int32_t online = 0;
+  int32_t offline = 0;
+  bool OnlyOffline() const { return online == 0 && offline > 0; }
+};
+AppClassCount CountAppClasses(const DeviceUsage& dev);
+
+// HAMi checkAppClass: whether a pod of app class `request_class` ("" when none) may go on `dev`.
+// An unused device takes any pod. Otherwise a device running online or offline pods takes only
+// online/offline pods and no offline pod once it runs an online one; a device running only
+// ordinary pods takes only ordinary pods.
+bool SgpuAppClassFits(std::string_view request_class, const DeviceUsage& dev);
+
 // HAMi Fit for shared devices. Scans from the last candidate: CardTypeMismatch, CardUnhealthy,
-// CardAppClassMismatch (a used device takes no online/offline pod: the rows carry no app classes
-// of the pods on them, so every used device counts as running ordinary pods), and for pods not
-// online CardQosPolicyMismatch (a used device whose QosPolicy is set and differs, unless the
-// request is a whole device), CardUuidMismatch (metax-tech.com/use-gpuuuid / nouse-gpuuuid),
-// CardTimeSlicingExhausted, ExclusiveDeviceAllocateConflict (mutex), CardInsufficientMemory,
-// and for pods not online CardInsufficientCore, ExclusiveDeviceAllocateConflict,
-// CardComputeUnitsExhausted. Fewer passing devices than asked: AllocatedCardsInsufficientRequest
-// = passing devices (when any). Otherwise the first `nums`, except that a whole-device request
-// (cores 100) from a pod without an app class prefers MetaLink zones (PrioritizeExclusive).
-// Online pods hold 0 cores.
+// CardAppClassMismatch (SgpuAppClassFits), and for pods not online CardQosPolicyMismatch (a used
+// device whose QosPolicy is set and differs, unless the request is a whole device),
+// CardUuidMismatch (metax-tech.com/use-gpuuuid / nouse-gpuuuid), CardTimeSlicingExhausted,
+// ExclusiveDeviceAllocateConflict (mutex), CardInsufficientMemory, and for pods not online
+// CardInsufficientCore, ExclusiveDeviceAllocateConflict, CardComputeUnitsExhausted. Fewer passing
+// devices than asked: AllocatedCardsInsufficientRequest = passing devices (when any). Otherwise the
+// first `nums`, except with more passing devices than asked: an online pod prefers devices by
+// PrioritizeOnline, and a whole-device request (cores 100) from a pod without an app class prefers
+// MetaLink zones (PrioritizeExclusive). Online pods hold 0 cores.
 FitResult SgpuFit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                   const StringMap& pod_annotations, bool mutex);
 
@@ -185,6 +203,19 @@ bool CheckUuidLists(const StringMap& annotations, std::string_view id);
 // Zones of equal size keep the order they were met in.
 std::vector<const DeviceUsage*> PrioritizeExclusive(const std::vector<const DeviceUsage*>& passing,
                                                     size_t nums);
+
+// HAMi prioritizeOnlineDevices over the passing devices (scan order): the first `nums` after a
+// stable sort that puts devices running only offline pods last (fewer offline pods first among
+// them) and orders the others by fewer online pods, then fewer offline pods. (HAMi's sort.Slice
+// is Go's pdqsort, stable only up to 12 elements; ties among more keep the scan order here.)
+std::vector<const DeviceUsage*> PrioritizeOnline(std::vector<const DeviceUsage*> passing,
+                                                 size_t nums);
+
+// HAMi scoreOnlineDevices: over the devices of `previous` (the node's devices before the pod)
+// that the pod took, -100 per offline pod on a device running only offline pods, else -20 per
+// online and -2 per offline pod.
+int SgpuOnlineScore(const protocol::PodDevices& pod_devices,
+                    const std::vector<DeviceUsage>& previous);
 
 // HAMi scoreExclusiveDevices: with `previous` the node's devices before the pod, links between
 // devices in one zone score 10; 10 x (links among the pod's whole devices) - (links the pod's

@@ -174,11 +174,17 @@ double MetaxSgpuDevice::ScoreNode(const ScoreContext& context) const {
   }
   bool picked = std::any_of(context.picks->begin(), context.picks->end(),
                             [](const protocol::ContainerDevices& c) { return !c.empty(); });
-  if (picked && app_class && *app_class == kOnline) return 0;
-  if (!aware) return 0;
   double weight =
       context.policy == NodePolicy::kSpread ? -kPolicyNeutralWeight : kPolicyNeutralWeight;
+  if (picked && app_class && *app_class == kOnline) {
+    return weight * SgpuOnlineScore(*context.picks, context.node->devices);
+  }
+  if (!aware) return 0;
   return weight * SgpuExclusiveScore(*context.picks, context.node->devices);
+}
+
+std::string MetaxSgpuDevice::UsageTag(const StringMap& pod_annotations) const {
+  return SgpuAppClass(pod_annotations);
 }
 
 StringMap MetaxSgpuDevice::AllocationAnnotations(const AllocationContext& context,

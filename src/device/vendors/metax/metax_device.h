@@ -56,12 +56,14 @@ class MetaxSgpuDevice : public Device {
   Result<DeviceRequest> NormalizeRequest(const ContainerView& container) const override;
   FitResult Fit(const std::vector<const DeviceUsage*>& candidates, const DeviceRequest& request,
                 const FitContext& context) const override;
-  // HAMi ScoreNode (a policy-neutral score: x10000 under binpack, x-10000 under spread): online
-  // pods score 0 (HAMi counts the online/offline pods already on the chosen devices; the rows do
-  // not record app classes, so that count is 0); with topology awareness (the section's
-  // sgpuTopologyAware, overridden by the pod's metax-tech.com/sgpu-topology-aware, read only
-  // when a pick takes a whole device) SgpuExclusiveScore over the node's devices before the pod;
-  // else 0.
+  // The pod's app class (SgpuAppClass): the usage index counts the online and offline pods on
+  // each device (DeviceUsage::pod_tags) for SgpuFit and ScoreNode.
+  std::string UsageTag(const StringMap& pod_annotations) const override;
+  // HAMi ScoreNode (a policy-neutral score: x10000 under binpack, x-10000 under spread): an
+  // online pod that took devices scores SgpuOnlineScore over the node's devices before the pod;
+  // else with topology awareness (the section's sgpuTopologyAware, overridden by the pod's
+  // metax-tech.com/sgpu-topology-aware, read only when a pick takes a whole device)
+  // SgpuExclusiveScore over the node's devices before the pod; else 0.
   double ScoreNode(const ScoreContext& context) const override;
   // SgpuAnnotations, and with the decision's time metax-tech.com/predicate-time (Unix nanoseconds).
   using Device::AllocationAnnotations;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "common/json.h"
 #include "common/strings.h"
@@ -218,8 +219,8 @@ FitResult SgpuFit(const std::vector<const DeviceUsage*>& candidates, const Devic
   r.devices_considered = static_cast<int>(candidates.size());
   if (request.nums <= 0) return r.fit = true, r;
   const std::string* app_class = FindValue(pod_annotations, kAppClassKey);
-  bool online = app_class && *app_class == kOnline;
-  bool classed = app_class && (*app_class == kOnline || *app_class == kOffline);
+  std::string_view request_class = app_class ? std::string_view(*app_class) : std::string_view();
+  bool online = request_class == kOnline;
   const std::string* qos = FindValue(pod_annotations, kQosPolicyKey);
   auto memory_for = [&](const DeviceUsage& dev) {
     if (request.memreq > 0) return request.memreq;
@@ -234,8 +235,7 @@ FitResult SgpuFit(const std::vector<const DeviceUsage*>& candidates, const Devic
       reason = protocol::kCardTypeMismatch;
     } else if (!dev.health) {
       reason = kCardUnhealthy;
-    } else if (dev.used > 0 && classed) {
-      // The device runs pods of unknown class (ordinary ones, as far as the rows tell).
+    } else if (!SgpuAppClassFits(request_class, dev)) {
       reason = kCardAppClassMismatch;
     } else if (!online && dev.used > 0 && request.coresreq != 100 && !dev_qos.empty() &&
                dev_qos != (qos ? std::string_view(*qos) : std::string_view())) {
@@ -272,8 +272,13 @@ FitResult SgpuFit(const std::vector<const DeviceUsage*>& candidates, const Devic
     return r;
   }
   std::vector<const DeviceUsage*> best(passing.begin(), passing.begin() + nums);
-  if (passing.size() > nums && !app_class && request.coresreq == 100) {
-    best = PrioritizeExclusive(passing, nums);
+  if (passing.size() > nums) {
+    // An online pod prefers devices by their pods' classes; an offline one takes the scan order.
+    if (app_class) {
+      if (online) best = PrioritizeOnline(passing, nums);
+    } else if (request.coresreq == 100) {
+      best = PrioritizeExclusive(passing, nums);
+    }
   }
   int32_t cores = online ? 0 : request.coresreq;
   for (const DeviceUsage* dev : best) {
@@ -281,6 +286,59 @@ FitResult SgpuFit(const std::vector<const DeviceUsage*>& candidates, const Devic
   }
   r.fit = true;
   return r;
+}
+
+std::string SgpuAppClass(const StringMap& pod_annotations) {
+  const std::string* v = FindValue(pod_annotations, kAppClassKey);
+  if (v && (*v == kOnline || *v == kOffline)) return *v;
+  return {};
+}
+
+AppClassCount CountAppClasses(const DeviceUsage& dev) {
+  auto count = [&](std::string_view tag) {
+    auto it = dev.pod_tags.find(tag);
+    return it == dev.pod_tags.end() ? 0 : it->second;
+  };
+  return AppClassCount{.online = count(kOnline), .offline = count(kOffline)};
+}
+
+bool SgpuAppClassFits(std::string_view request_class, const DeviceUsage& dev) {
+  if (dev.used == 0) return true;
+  AppClassCount n = CountAppClasses(dev);
+  bool dev_classed = n.online > 0 || n.offline > 0;
+  bool request_classed = request_class == kOnline || request_class == kOffline;
+  // Ordinary and classed pods never share a device; an online pod suspends the offline ones on
+  // its device, so no offline pod joins it.
+  if (dev_classed != request_classed) return false;
+  return !(n.online > 0 && request_class == kOffline);
+}
+
+std::vector<const DeviceUsage*> PrioritizeOnline(std::vector<const DeviceUsage*> passing,
+                                                 size_t nums) {
+  if (passing.size() <= nums) return passing;
+  auto key = [](const DeviceUsage* d) {
+    AppClassCount n = CountAppClasses(*d);
+    return std::tuple(n.OnlyOffline(), n.online, n.offline);
+  };
+  std::stable_sort(passing.begin(), passing.end(),
+                   [&](const DeviceUsage* a, const DeviceUsage* b) { return key(a) < key(b); });
+  passing.resize(nums);
+  return passing;
+}
+
+int SgpuOnlineScore(const protocol::PodDevices& pod_devices,
+                    const std::vector<DeviceUsage>& previous) {
+  int score = 0;
+  for (const DeviceUsage& d : previous) {
+    bool taken = std::any_of(pod_devices.begin(), pod_devices.end(), [&](const auto& container) {
+      return std::any_of(container.begin(), container.end(),
+                         [&](const protocol::ContainerDevice& c) { return c.uuid == d.id; });
+    });
+    if (!taken) continue;
+    AppClassCount n = CountAppClasses(d);
+    score += n.OnlyOffline() ? -100 * n.offline : -20 * n.online - 2 * n.offline;
+  }
+  return score;
 }
 
 bool CheckUuidLists(const StringMap& annotations, std::string_view id) {

@@ -110,5 +110,47 @@ TEST_F(MetaxScheduler, SharedGpus) {
   EXPECT_EQ(res["FailedNodes"]["sgpu-node"], "1/1 CardInsufficientMemory") << res;
 }
 
+// HAMi's app classes through the scheduler: the filter counts the online and offline pods on
+// each sGPU from the pods it placed (their metax-tech.com/sgpu-app-class), an online pod goes to
+// the device running fewer online pods (binpack alone would pick the fuller one), and offline
+// or ordinary pods stay off devices running online pods.
+TEST_F(MetaxScheduler, OnlinePodPrefersTheDeviceWithFewerOnlinePods) {
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "sgpu-node"}}}};
+  node["metadata"]["annotations"]["metax-tech.com/node-gpu-devices"] =
+      R"([{"uuid":"GPU-1","totalDevCount":16,"totalCompute":100,"totalVRam":65536,"healthy":true},)"
+      R"({"uuid":"GPU-2","totalDevCount":16,"totalCompute":100,"totalVRam":65536,"healthy":true}])";
+  node["status"]["capacity"]["metax-tech.com/sgpu"] = "32";
+  CreateNode(node);
+  Start();
+  auto pod = [](const std::string& name, const std::string& app_class, const std::string& uuid) {
+    json p = Pod(name, {{"metax-tech.com/sgpu", "1"},
+                        {"metax-tech.com/vcore", "10"},
+                        {"metax-tech.com/vmemory", "1"}});
+    if (!app_class.empty())
+      p["metadata"]["annotations"]["metax-tech.com/sgpu-app-class"] = app_class;
+    if (!uuid.empty()) p["metadata"]["annotations"]["metax-tech.com/use-gpuuuid"] = uuid;
+    p["metadata"]["annotations"]["hami.io/gpu-scheduler-policy"] = "binpack";
+    return p;
+  };
+  auto place = [&](const std::string& name, const std::string& app_class, const std::string& uuid) {
+    Admit(pod(name, app_class, uuid));
+    json res = Filter(name, {"sgpu-node"});
+    EXPECT_EQ(res["NodeNames"], json::array({"sgpu-node"})) << name << " " << res;
+    return Annotations(name)["hami.io/metax-sgpu-devices-allocated"];
+  };
+  // Two online pods on GPU-1, one on GPU-2.
+  EXPECT_EQ(place("on-1a", "online", "GPU-1"), "GPU-1,Metax-SGPU,1024,0:;");
+  EXPECT_EQ(place("on-1b", "online", "GPU-1"), "GPU-1,Metax-SGPU,1024,0:;");
+  EXPECT_EQ(place("on-2a", "online", "GPU-2"), "GPU-2,Metax-SGPU,1024,0:;");
+  EXPECT_EQ(place("on-next", "online", ""), "GPU-2,Metax-SGPU,1024,0:;");
+  // Both devices run online pods: no offline or ordinary pod joins them.
+  for (const char* name : {"off", "plain"}) {
+    Admit(pod(name, name == std::string("off") ? "offline" : "", ""));
+    json res = Filter(name, {"sgpu-node"});
+    EXPECT_TRUE(res["NodeNames"].empty()) << res;
+    EXPECT_EQ(res["FailedNodes"]["sgpu-node"], "2/2 CardAppClassMismatch") << res;
+  }
+}
+
 }  // namespace
 }  // namespace hami::device::metax

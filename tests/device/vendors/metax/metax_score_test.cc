@@ -133,7 +133,8 @@ TEST(MetaxScore, SgpuTopologyScoreIsPolicyNeutral) {
   // Across zones: no link kept, both zones broken: 0 - 20.
   protocol::PodDevices split = {{{"g0", "Metax-SGPU", 1000, 100}, {"g2", "Metax-SGPU", 1000, 100}}};
   EXPECT_EQ(Score(sgpu, node, split, NodePolicy::kBinpack), -200000);
-  // Shares (cores < 100) are not scored; an online pod scores 0 (no app classes on the rows).
+  // Shares (cores < 100) are not scored; an online pod scores its devices' pods' app classes
+  // instead (none here: 0; metax_app_class_test.cc).
   protocol::PodDevices share = {{{"g0", "Metax-SGPU", 1000, 50}}};
   EXPECT_EQ(Score(sgpu, node, share, NodePolicy::kBinpack), 0);
   PodView online{.annotations = {{std::string(kAppClassKey), "online"}}};
