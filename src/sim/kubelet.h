@@ -69,6 +69,9 @@ struct KubeletOptions {
   k8s::Client* plugin_client = nullptr;
   // The backends for vendor nodes (SimNode::vendor); must outlive the fleet.
   const device::Registry* registry = nullptr;
+  // The device plugins' clock (their publish schedule, a vendor plugin's handshake time);
+  // null = the fleet's. hami-sim's clockSkew.plugins. Must outlive the fleet.
+  const Clock* plugin_clock = nullptr;
 };
 
 struct PodRunRecord {

@@ -49,7 +49,8 @@ std::shared_ptr<VendorPlugin> KubeletFleet::Impl::NewVendorPlugin(const device::
   k8s::Client* api = options_.plugin_client ? options_.plugin_client : &client_;
   return std::make_shared<VendorPlugin>(
       dev, *api, node.spec.name,
-      VendorDeviceInfos(node.spec.gpus, options_.plugin_config.device_split_count), clock_);
+      VendorDeviceInfos(node.spec.gpus, options_.plugin_config.device_split_count),
+      options_.plugin_clock ? *options_.plugin_clock : clock_);
 }
 
 Status KubeletFleet::Impl::CreateNode(Node& node) {
@@ -136,7 +137,7 @@ Status KubeletFleet::Impl::StartPlugin(size_t index) {
         if (!r) return r.error().ToError();
         return OkStatus();
       },
-      clock_);
+      options_.plugin_clock ? *options_.plugin_clock : clock_);
   dp::AllocateEnv env;
   env.hook_path = HookPath();
   env.config = config;

@@ -277,6 +277,7 @@ class Runner::Impl {
   std::unique_ptr<MonitorFleet> monitors_;    // hami-vgpu-monitor per node (sim/monitors.h)
   std::unique_ptr<SchedulerSet> schedulers_;  // hami-scheduler's replicas
   std::unique_ptr<SkewedClock> scheduler_clock_;
+  std::unique_ptr<SkewedClock> plugin_clock_;  // clockSkew.plugins: the device plugins' clock
   // Fault injection: stops with the run.
   std::mutex faults_mu_;
   std::condition_variable faults_cv_;
@@ -327,6 +328,11 @@ Status Runner::Impl::StartCluster() {
   kubelet.plugin_config = *plugin_config;
   kubelet.plugin_client = &NewClient(plugin_token);
   kubelet.registry = &registry_;
+  if (scenario_.process_faults.plugin_clock_skew.count() != 0) {
+    plugin_clock_ =
+        std::make_unique<SkewedClock>(RealClock(), scenario_.process_faults.plugin_clock_skew);
+    kubelet.plugin_clock = plugin_clock_.get();
+  }
   std::vector<SimNode> sim_nodes;
   for (const ExpandedNode& n : nodes_) {
     sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus, n.vendor});
@@ -867,9 +873,6 @@ Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::Server
 // Faults hami-sim cannot inject yet are refused rather than silently skipped.
 Status Runner::Impl::CheckFaultsSupported() const {
   const ProcessFaults& f = scenario_.process_faults;
-  if (f.plugin_clock_skew.count() != 0) {
-    return Error{"faults.clockSkew.plugins: not supported by this hami-sim yet"};
-  }
   if (options_.manifests && (f.any() || scenario_.scheduler_replicas > 1)) {
     return Error{"faults: process faults and schedulerReplicas > 1 do not run with --manifests"};
   }
