@@ -270,31 +270,38 @@ void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
 }
 
 Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string>* taken) {
-  if (start.vendor_locks.empty()) return OkStatus();
   const std::string& node = start.args.node;
-  auto raw =
-      k8s::RetryTransient<json>([&] { return client_.Get(k8s::resources::kNodes, "", node); });
-  if (!raw) return Error{"get node " + node + ": " + raw.error().ToString()};
-  const device::NodeView view = device::NodeViewFromNode(*raw);
+  auto fail = [&](std::string message) -> Status {
+    ReleaseVendorLocks(node, *taken);
+    taken->clear();
+    return Error{std::move(message)};
+  };
   for (const device::Device* backend : start.vendor_locks) {
     const std::string key(backend->VendorLockKey());
-    Result<std::string> value = backend->TakeVendorLock(view, clock_.Now());
-    if (!value) {
-      ReleaseVendorLocks(node, *taken);
-      taken->clear();
-      return Error{value.error()};
+    // Decided on the node as read and written on that resourceVersion only, so two binds racing
+    // for the lock cannot both win; a node changed meanwhile by anything else (the handshake,
+    // another vendor's lock) is read again and the lock decided again (client-go's
+    // RetryOnConflict).
+    std::string refusal;
+    auto written = k8s::RetryOnConflict<json>(5, [&]() -> k8s::ApiResult<json> {
+      auto raw =
+          k8s::RetryTransient<json>([&] { return client_.Get(k8s::resources::kNodes, "", node); });
+      if (!raw) return raw;
+      Result<std::string> value =
+          backend->TakeVendorLock(device::NodeViewFromNode(*raw), clock_.Now());
+      if (!value) {
+        refusal = value.error();
+        return *raw;
+      }
+      json patch = {
+          {"metadata",
+           {{"annotations", {{key, *value}}}, {"resourceVersion", k8s::ResourceVersion(*raw)}}}};
+      return client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    });
+    if (!refusal.empty()) return fail(refusal);
+    if (!written) {
+      return fail("node " + node + ": take lock " + key + ": " + written.error().ToString());
     }
-    // Conditional on the node as read, so two binds racing for the lock cannot both win.
-    json patch = {
-        {"metadata",
-         {{"annotations", {{key, *value}}}, {"resourceVersion", k8s::ResourceVersion(*raw)}}}};
-    auto patched = client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    if (!patched) {
-      ReleaseVendorLocks(node, *taken);
-      taken->clear();
-      return Error{"node " + node + ": take lock " + key + ": " + patched.error().ToString()};
-    }
-    *raw = std::move(*patched);
     taken->push_back(key);
   }
   return OkStatus();
