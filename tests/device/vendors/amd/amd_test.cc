@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/schedule.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::amd {
 namespace {
@@ -19,6 +20,8 @@ AmdConfig TestConfig() {
                    .resource_memory_name = "amd.com/gpu-mem",
                    .resource_core_name = "amd.com/gpu-core-pct"};
 }
+
+using vendor_test::FakeEdit;
 
 DeviceUsage Dev(std::string id, int32_t count, int32_t totalcore, int32_t used = 0,
                 int32_t usedmem = 0, int32_t usedcores = 0, bool health = true,
@@ -39,22 +42,6 @@ DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores) {
   return DeviceRequest{
       .nums = nums, .type = "AMD", .memreq = mem, .mem_percentage = 0, .coresreq = cores};
 }
-
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(const char* ctr) : ctr_(nlohmann::json::parse(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
 
 TEST(AmdInfo, KeysAndConfig) {
   AmdDevice dev{AmdConfig{}};
@@ -98,7 +85,7 @@ TEST(AmdWebhook, MutateAdmission) {
     auto r = dev.MutateAdmission(edit);
     ASSERT_TRUE(r) << c.name << ": " << r.error();
     EXPECT_EQ(*r, c.want) << c.name;
-    EXPECT_EQ(edit.edits, 0) << c.name;
+    EXPECT_EQ(edit.Count(), 0) << c.name;
   }
   for (const char* pct : {"0", "101", "1.5"}) {
     std::string ctr =
@@ -211,9 +198,7 @@ struct Fixture {
   AmdDevice dev{AmdConfig{}};
   PodView pod{};
   FitResult Fit(const std::vector<DeviceUsage>& devs, const DeviceRequest& req) {
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : devs) ptrs.push_back(&d);
-    return dev.Fit(ptrs, req, FitContext{.pod = &pod});
+    return dev.Fit(vendor_test::Ptrs(devs), req, FitContext{.pod = &pod});
   }
 };
 
@@ -300,16 +285,13 @@ TEST(AmdSchedule, KeysAndUsage) {
       {{"hami.io/node-amd-register",
         R"([{"id":"GPU-0","count":4,"devmem":8192,"devcore":100,"type":"AMD_Instinct_MI300X_VF","health":true}])"}});
   ASSERT_TRUE(node) << node.error();
-  PodView pod;
-  pod.containers = {ContainerView{
-      .name = "c",
-      .limits = {{"amd.com/gpu", "1"}, {"amd.com/gpumem", "2048"}, {"amd.com/gpucores", "25"}}}};
-  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
-  ASSERT_TRUE(d) << d.error();
-  ASSERT_NE(d->Chosen(), nullptr);
-  auto annos = AllocationAnnotations(registry, *d);
-  EXPECT_EQ(annos["hami.io/amd-devices-to-allocate"], "GPU-0,AMD_Instinct_MI300X_VF,2048,25:;");
-  EXPECT_EQ(annos["hami.io/amd-devices-allocated"], "GPU-0,AMD_Instinct_MI300X_VF,2048,25:;");
+  StringMap annos = vendor_test::ScheduleAnnotations(
+      registry, *node,
+      vendor_test::Pod({vendor_test::NamedCtr(
+          "c", {{"amd.com/gpu", "1"}, {"amd.com/gpumem", "2048"}, {"amd.com/gpucores", "25"}})}));
+  vendor_test::ExpectAllocateKeys(annos, "hami.io/amd-devices-to-allocate",
+                                  "hami.io/amd-devices-allocated",
+                                  "GPU-0,AMD_Instinct_MI300X_VF,2048,25:;");
   const Device* amd = registry.Find("AMD");
   auto allocated = amd->PodAllocated(StringMap(annos.begin(), annos.end()));
   ASSERT_TRUE(allocated) << allocated.error();
@@ -323,14 +305,7 @@ TEST(AmdSchedule, KeysAndUsage) {
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(AmdRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig("nvidia: {}\namd:\n  resourceCountName: amd.com/gpu\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("AMD"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("AMD"), nullptr);
+  vendor_test::ExpectActiveWithSection("amd:\n  resourceCountName: amd.com/gpu\n", {"AMD"});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/config.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::ascend {
 namespace {
@@ -47,36 +48,8 @@ Registry Load(const std::string& text = kConfig) {
   return std::move(*registry);
 }
 
-// Applies the edits to a pod JSON, as the webhook's patch builder would.
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(json pod) : pod_(std::move(pod)) {}
-  const json& Pod() const override { return pod_; }
-  const json& Container() const override { return pod_["spec"]["containers"][0]; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>& path, const json& value) override {
-    json* at = &pod_["spec"]["containers"][0];
-    for (const auto& k : path) at = &(*at)[k];
-    *at = value;
-  }
-  void Append(const std::vector<std::string>& path, const json& value) override {
-    json* at = &pod_["spec"]["containers"][0];
-    for (const auto& k : path) at = &(*at)[k];
-    at->push_back(value);
-  }
-  void SetPod(const std::vector<std::string>& path, const json& value) override {
-    json* at = &pod_;
-    for (const auto& k : path) at = &(*at)[k];
-    *at = value;
-  }
-  json pod_;
-};
-
-json PodWith(json limits, json annotations = json::object()) {
-  return {{"metadata", {{"name", "p"}, {"annotations", std::move(annotations)}}},
-          {"spec",
-           {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", limits}}}}})}}}};
-}
+using vendor_test::FakeEdit;
+using vendor_test::PodWith;
 
 TEST(AscendDevice, RegistersEveryFamilyOfTheSection) {
   Registry r = Load();
@@ -121,33 +94,34 @@ TEST(AscendDevice, NodeRowsCarryModeAndRing) {
 TEST(AscendDevice, AdmissionEdits) {
   Registry r = Load();
   const Device* b3 = r.Find("Ascend910B3");
-  FakeEdit edit(
+  FakeEdit edit = FakeEdit::ForPod(
       PodWith({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-memory", 9000}}));
   auto asks = b3->MutateAdmission(edit);
   ASSERT_TRUE(asks) << asks.error();
   EXPECT_TRUE(*asks);
-  const json& res = edit.pod_["spec"]["containers"][0]["resources"];
+  const json& res = edit.pod()["spec"]["containers"][0]["resources"];
   EXPECT_EQ(res["limits"]["huawei.com/Ascend910B3-memory"], "16384");  // vir05_1c_16g
   EXPECT_EQ(res["requests"]["huawei.com/Ascend910B3-memory"], "16384");
-  EXPECT_EQ(edit.pod_["spec"]["runtimeClassName"], "ascend");
+  EXPECT_EQ(edit.pod()["spec"]["runtimeClassName"], "ascend");
 
-  FakeEdit other(PodWith({{"nvidia.com/gpu", "1"}}));
+  FakeEdit other = FakeEdit::ForPod(PodWith({{"nvidia.com/gpu", "1"}}));
   EXPECT_FALSE(*b3->MutateAdmission(other));
-  EXPECT_FALSE(other.pod_["spec"].contains("runtimeClassName"));
+  EXPECT_FALSE(other.pod()["spec"].contains("runtimeClassName"));
 
-  FakeEdit core(PodWith({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-core", "5"}}));
+  FakeEdit core = FakeEdit::ForPod(
+      PodWith({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-core", "5"}}));
   auto rejected = b3->MutateAdmission(core);
   ASSERT_FALSE(rejected);
   EXPECT_EQ(rejected.error(),
             "huawei.com/Ascend910B3-core is only supported in hami-core (soft split) mode");
 
-  FakeEdit soft(PodWith({{"huawei.com/Ascend910B3", "1"},
-                         {"huawei.com/Ascend910B3-core", "5"},
-                         {"huawei.com/Ascend910B3-memory", "9000"}},
-                        {{"huawei.com/vnpu-mode", "hami-core"}}));
+  FakeEdit soft = FakeEdit::ForPod(PodWith({{"huawei.com/Ascend910B3", "1"},
+                                            {"huawei.com/Ascend910B3-core", "5"},
+                                            {"huawei.com/Ascend910B3-memory", "9000"}},
+                                           {{"huawei.com/vnpu-mode", "hami-core"}}));
   ASSERT_TRUE(b3->MutateAdmission(soft));
   EXPECT_EQ(
-      soft.pod_["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910B3-memory"],
+      soft.pod()["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910B3-memory"],
       "9000");
 }
 

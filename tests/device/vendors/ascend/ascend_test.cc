@@ -4,9 +4,12 @@
 #include "device/vendors/ascend/ascend.h"
 
 #include <gtest/gtest.h>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::ascend {
 namespace {
+
+using vendor_test::Ids;
 
 VnpuConfig Ascend910A() {
   VnpuConfig c;
@@ -43,8 +46,9 @@ VnpuConfig Ascend910C(bool super_pod) {
   return c;
 }
 
+// The upstream vectors' container is "c".
 ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{.name = "c", .limits = std::move(limits), .requests = std::move(requests)};
+  return vendor_test::NamedCtr("c", std::move(limits), std::move(requests));
 }
 
 // ---- config ----
@@ -367,12 +371,6 @@ FitResult RunFit(const VnpuConfig& config, FitCase tc) {
   if (tc.request.type.empty()) tc.request.type = config.common_word;
   FitInput in{.pod_annotations = &tc.pod, .node_annotations = &tc.node, .mutex = tc.mutex};
   return Fit(config, cands, tc.request, in);
-}
-
-std::vector<std::string> Ids(const FitResult& r) {
-  std::vector<std::string> out;
-  for (const auto& d : r.devices) out.push_back(d.uuid);
-  return out;
 }
 
 DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores, int32_t pct = 0) {

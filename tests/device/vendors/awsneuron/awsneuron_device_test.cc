@@ -7,36 +7,16 @@
 #include "device/config.h"
 #include "device/device.h"
 #include "device/vendors/awsneuron/awsneuron.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::awsneuron {
 namespace {
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
+using vendor_test::FakeEdit;
+using vendor_test::Ptrs;
 
 Registry ChartRegistry(const std::string& section = "awsneuron: {}\n") {
-  auto config = LoadDeviceConfig("nvidia: {}\n" + section);
-  EXPECT_TRUE(config) << config.error();
-  return MakeRegistry(*config);
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
+  return vendor_test::ChartRegistry(section);
 }
 
 TEST(NeuronDevice, Section) {
@@ -78,7 +58,7 @@ TEST(NeuronDevice, EndToEnd) {
   EXPECT_NE(err.error().find("must be 1 or a multiple of 2, got 3"), std::string::npos);
   FakeEdit ok(nlohmann::json::parse(R"({"resources":{"limits":{"aws.amazon.com/neuron":2}}})"));
   EXPECT_TRUE(neuron.MutateAdmission(ok).value());
-  EXPECT_EQ(ok.edits, 0);
+  EXPECT_EQ(ok.Count(), 0);
 
   // Two whole devices on the Inferentia ring, then one core.
   PodView pod;

@@ -2,18 +2,16 @@
 #include "device/vendors/awsneuron/awsneuron.h"
 
 #include <gtest/gtest.h>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::awsneuron {
 namespace {
 
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
-}
+using vendor_test::Ptrs;
 
+// The upstream vectors' container is "c".
 ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{.name = "c", .limits = std::move(limits), .requests = std::move(requests)};
+  return vendor_test::NamedCtr("c", std::move(limits), std::move(requests));
 }
 
 // makeAWSDeviceUsage
@@ -294,9 +292,7 @@ TEST(AwsNeuron, FitTable) {  // TestDevices_Fit
     FitResult r = Fit(Ptrs(c.devices), c.request, ctx, "trn");
     EXPECT_EQ(r.fit, c.fit);
     EXPECT_EQ(r.Reason(), c.reason);
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    EXPECT_EQ(ids, c.ids);
+    EXPECT_EQ(vendor_test::Ids(r), c.ids);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/schedule.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::biren {
 namespace {
@@ -25,17 +26,14 @@ DeviceUsage Dev(std::string id, int32_t used, bool health = true, int32_t count 
 }
 
 DeviceRequest Req(int32_t nums, std::string type = "Biren") {
-  return DeviceRequest{.nums = nums, .type = std::move(type), .mem_percentage = 100};
+  return vendor_test::WholeReq(std::move(type), nums);
 }
 
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
-}
-
-NodeView Node(StringMap annotations) {
-  return NodeView{.name = "n", .annotations = std::move(annotations)};
-}
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
+using vendor_test::Node;
 
 TEST(BirenInfo, KeysAndConfig) {
   BirenDevice dev{BirenConfig{}};
@@ -82,29 +80,13 @@ TEST(BirenNodeDevices, Register) {
   }
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(const char* ctr) : ctr_(nlohmann::json::parse(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 TEST(BirenWebhook, MutateAdmission) {
   BirenDevice dev{BirenConfig{}};
   FakeEdit limits(R"({"resources":{"limits":{"birentech.com/gpu":"1"}}})");
   EXPECT_EQ(dev.MutateAdmission(limits).value(), true);
   FakeEdit requests(R"({"resources":{"requests":{"birentech.com/gpu":"1"}}})");
   EXPECT_EQ(dev.MutateAdmission(requests).value(), false);
-  EXPECT_EQ(limits.edits + requests.edits, 0);
+  EXPECT_EQ(limits.Count() + requests.Count(), 0);
 }
 
 TEST(BirenRequest, GenerateResourceRequests) {
@@ -123,17 +105,7 @@ TEST(BirenRequest, GenerateResourceRequests) {
 TEST(BirenFit, UpstreamVectors) {
   BirenDevice dev{BirenConfig{}};
   const std::string use = "birentech.com/use-gpuuuid", nouse = "birentech.com/nouse-gpuuuid";
-  struct Case {
-    const char* name;
-    std::vector<DeviceUsage> devices;
-    DeviceRequest request;
-    StringMap annos;
-    bool mutex;
-    bool want_fit;
-    std::vector<std::string> want_ids;
-    const char* want_reason;
-  };
-  std::vector<Case> cases = {
+  std::vector<FitCase> cases = {
       {"fit success", {Dev("dev-0", 0), Dev("dev-1", 0)}, Req(1), {}, false, true, {"dev-1"}, ""},
       {"type mismatch",
        {Dev("dev-0", 0)},
@@ -193,24 +165,7 @@ TEST(BirenFit, UpstreamVectors) {
        "2/2 AllocatedCardsInsufficientRequest"},
       {"not healthy", {Dev("dev-0", 0, false)}, Req(1), {}, false, false, {}, "1/1 CardNotHealth"},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    if (!c.want_fit) {
-      EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    }
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kWhenUnfit);
 }
 
 // Test_PatchAnnotations through the scheduler: whole devices, no memory held.
@@ -222,12 +177,8 @@ TEST(BirenSchedule, Keys) {
       {{"hami.io/node-biren-register",
         R"([{"id":"b-0","count":1,"devmem":32768,"type":"Biren","health":true},{"id":"b-1","index":1,"count":1,"devmem":32768,"type":"Biren","health":true}])"}});
   ASSERT_TRUE(node) << node.error();
-  PodView pod;
-  pod.containers = {Ctr({{"birentech.com/gpu", "2"}})};
-  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
-  ASSERT_TRUE(d) << d.error();
-  ASSERT_NE(d->Chosen(), nullptr);
-  auto annos = AllocationAnnotations(registry, *d);
+  StringMap annos = vendor_test::ScheduleAnnotations(
+      registry, *node, vendor_test::Pod({Ctr({{"birentech.com/gpu", "2"}})}));
   EXPECT_EQ(annos["hami.io/Biren-devices-to-allocate"], annos["hami.io/Biren-devices-allocated"]);
   EXPECT_NE(annos["hami.io/Biren-devices-allocated"].find("b-0,Biren,0,0:"), std::string::npos)
       << annos["hami.io/Biren-devices-allocated"];
@@ -236,14 +187,8 @@ TEST(BirenSchedule, Keys) {
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(BirenRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig("nvidia: {}\nbiren:\n  resourceCountName: birentech.com/gpu\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("Biren"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("Biren"), nullptr);
+  vendor_test::ExpectActiveWithSection("biren:\n  resourceCountName: birentech.com/gpu\n",
+                                       {"Biren"});
 }
 
 }  // namespace

@@ -7,37 +7,25 @@
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::cambricon {
 namespace {
 
 DeviceUsage Dev(std::string id, int32_t used, int32_t totalmem, int32_t usedcores,
                 bool health = true, int32_t count = 100) {
-  return DeviceUsage{.id = std::move(id),
-                     .type = "MLU",
-                     .vendor = "MLU",
-                     .health = health,
-                     .count = count,
-                     .used = used,
-                     .totalmem = totalmem,
-                     .usedmem = 0,
-                     .totalcore = 100,
-                     .usedcores = usedcores};
+  return vendor_test::ShareDev("MLU", std::move(id), used, totalmem, usedcores, health, count);
 }
 
 DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores, int32_t pct = 0,
                   std::string type = "MLU") {
-  return DeviceRequest{.nums = nums,
-                       .type = std::move(type),
-                       .memreq = mem,
-                       .mem_percentage = pct,
-                       .coresreq = cores};
+  return vendor_test::ShareReq(std::move(type), nums, mem, cores, pct);
 }
 
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
-}
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
 
 // The upstream tests configure the count resource as cambricon.com/mlu.
 CambriconConfig TestConfig() { return CambriconConfig{.resource_count_name = "cambricon.com/mlu"}; }
@@ -126,22 +114,6 @@ TEST(CambriconNodeDevices, RegistrationRoundTrip) {
   EXPECT_EQ((*back)[1].totalmem, 16384);
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 TEST(CambriconWebhook, MutateAdmission) {
   CambriconDevice dev{TestConfig()};
   FakeEdit yes(nlohmann::json::parse(R"({"resources":{"limits":{"cambricon.com/mlu":"1"}}})"));
@@ -150,7 +122,7 @@ TEST(CambriconWebhook, MutateAdmission) {
   EXPECT_EQ(dev.MutateAdmission(req).value(), false);
   FakeEdit none(nlohmann::json::parse(R"({"name":"c"})"));
   EXPECT_EQ(dev.MutateAdmission(none).value(), false);
-  EXPECT_EQ(yes.edits + req.edits + none.edits, 0);
+  EXPECT_EQ(yes.Count() + req.Count() + none.Count(), 0);
 }
 
 TEST(CambriconRequest, GenerateResourceRequests) {
@@ -221,17 +193,6 @@ TEST(CambriconAllocate, DsmluProfileCodec) {
                   bad + "\"");
   }
 }
-
-struct FitCase {
-  const char* name;
-  std::vector<DeviceUsage> devices;
-  DeviceRequest request;
-  StringMap annos;
-  bool mutex;
-  bool want_fit;
-  std::vector<std::string> want_ids;
-  const char* want_reason;
-};
 
 TEST(CambriconFit, UpstreamVectors) {
   CambriconDevice dev{TestConfig()};
@@ -367,22 +328,7 @@ TEST(CambriconFit, UpstreamVectors) {
        {"dev-0"},
        ""},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kAlways);
 }
 
 // TestDevices_Fit_ResourceQuotaWholeCardRequest: an implicit whole card (100 % of 40960 MiB)
@@ -403,16 +349,10 @@ TEST(CambriconFit, QuotaWholeCardRequest) {
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(CambriconRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig(
-      "nvidia: {}\ncambricon:\n  resourceCountName: cambricon.com/vmlu\n  resourceMemoryName: "
-      "cambricon.com/mlu.smlu.vmemory\n  resourceCoreName: cambricon.com/mlu.smlu.vcore\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("MLU"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("MLU"), nullptr);
+  vendor_test::ExpectActiveWithSection(
+      "cambricon:\n  resourceCountName: cambricon.com/vmlu\n  resourceMemoryName: "
+      "cambricon.com/mlu.smlu.vmemory\n  resourceCoreName: cambricon.com/mlu.smlu.vcore\n",
+      {"MLU"});
 }
 
 }  // namespace

@@ -8,41 +8,16 @@
 #include "device/config.h"
 #include "device/device.h"
 #include "device/vendors/enflame/enflame.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::enflame {
 namespace {
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    std::string key;
-    for (const auto& p : path) key += "/" + p;
-    sets[key] = value;
-  }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++others; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++others; }
-  std::map<std::string, nlohmann::json> sets;
-  int others = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
+using vendor_test::FakeEdit;
+using vendor_test::Ptrs;
 
 Registry ChartRegistry(const std::string& section = "enflame: {}\n") {
-  auto config = LoadDeviceConfig("nvidia: {}\n" + section);
-  EXPECT_TRUE(config) << config.error();
-  return MakeRegistry(*config);
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
+  return vendor_test::ChartRegistry(section);
 }
 
 constexpr const char* kDrsAnno =
@@ -171,19 +146,19 @@ TEST(EnflameDevice, DrsWebhookEdits) {
       nlohmann::json::parse(R"({"resources":{"requests":{"enflame.com/drs-gcu":"3"}}})"));
   EXPECT_EQ(drs.MutateAdmission(direct).value(), true);
   EXPECT_EQ(
-      direct.sets,
+      direct.Sets(),
       (std::map<std::string, nlohmann::json>{{"/resources/limits/enflame.com/drs-gcu", "3"}}));
   FakeEdit spec(nlohmann::json::parse(
       R"({"resources":{"limits":{"enflame.com/gcu-memory":"20480","enflame.com/gcu-core":50}}})"));
   EXPECT_EQ(drs.MutateAdmission(spec).value(), true);
-  EXPECT_EQ(spec.sets, (std::map<std::string, nlohmann::json>{
-                           {"/resources/requests/enflame.com/gcu-core", "50"},
-                           {"/resources/requests/enflame.com/gcu-memory", "20480"}}));
+  EXPECT_EQ(spec.Sets(), (std::map<std::string, nlohmann::json>{
+                             {"/resources/requests/enflame.com/gcu-core", "50"},
+                             {"/resources/requests/enflame.com/gcu-memory", "20480"}}));
   FakeEdit zero(nlohmann::json::parse(R"({"resources":{"limits":{"enflame.com/drs-gcu":"0"}}})"));
   auto err = drs.MutateAdmission(zero);
   ASSERT_FALSE(err);
   EXPECT_NE(err.error().find("enflame.com/drs-gcu must be greater than 0"), std::string::npos);
-  EXPECT_TRUE(zero.sets.empty());
+  EXPECT_TRUE(zero.Sets().empty());
   FakeEdit none(nlohmann::json::parse(R"({"name":"c"})"));
   EXPECT_EQ(drs.MutateAdmission(none).value(), false);
 }

@@ -9,15 +9,12 @@
 
 #include "common/json.h"
 #include "protocol/pod_devices.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::enflame {
 namespace {
 
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
-}
+using vendor_test::Ptrs;
 
 DeviceUsage Gcu(std::string id, int32_t used = 0, bool health = true) {
   return DeviceUsage{.id = std::move(id),
@@ -35,8 +32,9 @@ DeviceRequest GcuReq(int32_t nums, std::string type = "GCU") {
       .nums = nums, .type = std::move(type), .memreq = 100, .mem_percentage = 100, .coresreq = 100};
 }
 
+// The upstream vectors' container is "c".
 ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{.name = "c", .limits = std::move(limits), .requests = std::move(requests)};
+  return vendor_test::NamedCtr("c", std::move(limits), std::move(requests));
 }
 
 // ---- GCU ----
@@ -131,9 +129,7 @@ TEST(EnflameGcu, FitTable) {  // TestGCUDevices_Fit
     FitResult r = GcuFit(Ptrs(c.devices), c.request);
     EXPECT_EQ(r.fit, c.fit);
     EXPECT_EQ(r.Reason(), c.reason);
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    EXPECT_EQ(ids, c.ids);
+    EXPECT_EQ(vendor_test::Ids(r), c.ids);
     for (const auto& d : r.devices) {
       EXPECT_EQ(d.type, "GCU");
       EXPECT_EQ(d.usedmem, 100);

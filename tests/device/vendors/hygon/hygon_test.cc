@@ -10,37 +10,26 @@
 
 #include "device/schedule.h"
 #include "protocol/pod_devices.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::hygon {
 namespace {
 
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
+using vendor_test::Node;
+
 DeviceUsage Dev(std::string id, int32_t used, int32_t totalmem, int32_t usedcores,
                 bool health = true, int32_t count = 100) {
-  return DeviceUsage{.id = std::move(id),
-                     .type = "DCU",
-                     .vendor = "DCU",
-                     .health = health,
-                     .mode = "hami-core",
-                     .count = count,
-                     .used = used,
-                     .totalmem = totalmem,
-                     .usedmem = 0,
-                     .totalcore = 100,
-                     .usedcores = usedcores};
+  return vendor_test::ShareDev("DCU", std::move(id), used, totalmem, usedcores, health, count,
+                               "hami-core");
 }
 
 DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores, int32_t pct = 0,
                   std::string type = "DCU") {
-  return DeviceRequest{.nums = nums,
-                       .type = std::move(type),
-                       .memreq = mem,
-                       .mem_percentage = pct,
-                       .coresreq = cores};
-}
-
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
+  return vendor_test::ShareReq(std::move(type), nums, mem, cores, pct);
 }
 
 TEST(HygonInfo, SeedKeyWrittenOldKeyRead) {
@@ -126,10 +115,6 @@ TEST(HygonConfig, SelfRegistered) {
   auto bad = (*factory)(YAML::Load("memoryFactor: -1"), DeviceConfig{});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), "hygon.memoryFactor: want a positive integer, got \"-1\"");
-}
-
-NodeView Node(StringMap annotations) {
-  return NodeView{.name = "n", .annotations = std::move(annotations)};
 }
 
 TEST(HygonNodeDevices, Register) {
@@ -248,23 +233,6 @@ TEST(HygonRequest, OutOfRangeValuesAreErrors) {
   }
 }
 
-// A container under review, for MutateAdmission.
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 // Test_MutateAdmission: the count resource in limits admits; requests alone do not.
 TEST(HygonWebhook, MutateAdmission) {
   HygonDevice dev{HygonConfig{}};
@@ -284,20 +252,9 @@ TEST(HygonWebhook, MutateAdmission) {
     auto r = dev.MutateAdmission(edit);
     ASSERT_TRUE(r) << c.ctr;
     EXPECT_EQ(*r, c.want) << c.ctr;
-    EXPECT_EQ(edit.edits, 0) << c.ctr;
+    EXPECT_TRUE(edit.edits().empty()) << c.ctr;
   }
 }
-
-struct FitCase {
-  const char* name;
-  std::vector<DeviceUsage> devices;
-  DeviceRequest request;
-  StringMap annos;
-  bool mutex;
-  bool want_fit;
-  std::vector<std::string> want_ids;
-  const char* want_reason;
-};
 
 TEST(HygonFit, UpstreamVectors) {
   HygonDevice dev{HygonConfig{}};
@@ -440,22 +397,7 @@ TEST(HygonFit, UpstreamVectors) {
        {},
        "1/1 CardTypeMismatch"},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kAlways);
 }
 
 TEST(HygonFit, ChosenEntryCarriesMemoryAndCores) {
@@ -475,31 +417,22 @@ TEST(HygonSchedule, WritesTheSeedsKey) {
   auto node = NodeUsageFromAnnotations(
       registry, "node1", {{"hami.io/node-dcu-register", "dcu-0,4,16384,100,DCU-Z100,0,true:"}});
   ASSERT_TRUE(node) << node.error();
-  PodView pod;
-  pod.name = "p";
-  pod.containers = {
-      Ctr({{"hygon.com/dcunum", "1"}, {"hygon.com/dcumem", "2000"}, {"hygon.com/dcucores", "30"}})};
-  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
-  ASSERT_TRUE(d) << d.error();
-  ASSERT_NE(d->Chosen(), nullptr);
-  auto annos = AllocationAnnotations(registry, *d);
-  EXPECT_EQ(annos["hami.io/hcu-devices-to-allocate"], "dcu-0,DCU,2000,30:;");
-  EXPECT_EQ(annos["hami.io/dcu-devices-allocated"], "dcu-0,DCU,2000,30:;");
+  StringMap annos =
+      vendor_test::ScheduleAnnotations(registry, *node,
+                                       vendor_test::Pod({Ctr({{"hygon.com/dcunum", "1"},
+                                                              {"hygon.com/dcumem", "2000"},
+                                                              {"hygon.com/dcucores", "30"}})}));
+  vendor_test::ExpectAllocateKeys(annos, "hami.io/hcu-devices-to-allocate",
+                                  "hami.io/dcu-devices-allocated", "dcu-0,DCU,2000,30:;");
   EXPECT_EQ(annos.count("hami.io/dcu-devices-to-allocate"), 0u);
 }
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(HygonRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig(
-      "nvidia: {}\nhygon:\n  resourceCountName: hygon.com/dcunum\n  resourceMemoryName: "
-      "hygon.com/dcumem\n  resourceCoreName: hygon.com/dcucores\n  memoryFactor: 1\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("DCU"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("DCU"), nullptr);
+  vendor_test::ExpectActiveWithSection(
+      "hygon:\n  resourceCountName: hygon.com/dcunum\n  resourceMemoryName: "
+      "hygon.com/dcumem\n  resourceCoreName: hygon.com/dcucores\n  memoryFactor: 1\n",
+      {"DCU"});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/schedule.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::iluvatar {
 namespace {
@@ -18,30 +19,18 @@ IluvatarConfig MrV100() { return IluvatarConfig{.common_word = "MR-V100", .chip_
 
 DeviceUsage Dev(std::string id, int32_t used, int32_t totalmem, int32_t usedcores,
                 bool health = true, int32_t count = 100) {
-  return DeviceUsage{.id = std::move(id),
-                     .type = "MR-V100",
-                     .vendor = "MR-V100",
-                     .health = health,
-                     .count = count,
-                     .used = used,
-                     .totalmem = totalmem,
-                     .totalcore = 100,
-                     .usedcores = usedcores};
+  return vendor_test::ShareDev("MR-V100", std::move(id), used, totalmem, usedcores, health, count);
 }
 
 DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores, int32_t pct = 0,
                   std::string type = "MR-V100") {
-  return DeviceRequest{.nums = nums,
-                       .type = std::move(type),
-                       .memreq = mem,
-                       .mem_percentage = pct,
-                       .coresreq = cores};
+  return vendor_test::ShareReq(std::move(type), nums, mem, cores, pct);
 }
 
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
-}
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
 
 TEST(IluvatarInfo, KeysFromTheCommonWord) {
   IluvatarDevice dev{MrV100()};
@@ -119,7 +108,7 @@ TEST(IluvatarConfig, BadListsNameTheField) {
 }
 
 NodeView Node(StringMap annotations) {
-  return NodeView{.name = "node-01", .annotations = std::move(annotations)};
+  return vendor_test::Node(std::move(annotations), "node-01");
 }
 
 TEST(IluvatarNodeDevices, Register) {
@@ -147,48 +136,27 @@ TEST(IluvatarNodeDevices, Register) {
   EXPECT_EQ(bad.error().rfind("annotation hami.io/node-MR-V100-register: ", 0), 0u) << bad.error();
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    sets.emplace_back(path, value);
-  }
-  void Append(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    appends.emplace_back(path, value);
-  }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++pod_edits; }
-  std::vector<std::pair<std::vector<std::string>, nlohmann::json>> sets, appends;
-  int pod_edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 // Test_MutateAdmission, and what it edits.
 TEST(IluvatarWebhook, MutateAdmission) {
   IluvatarDevice dev{MrV100()};
   FakeEdit two(nlohmann::json::parse(
       R"({"name":"main","resources":{"limits":{"iluvatar.ai/MR-V100-vgpu":"2","iluvatar.ai/MR-V100.vCore":"1"}}})"));
   ASSERT_EQ(dev.MutateAdmission(two).value(), true);
-  ASSERT_EQ(two.sets.size(), 1u);
-  EXPECT_EQ(two.sets[0].first,
+  auto sets = two.Of(FakeEdit::kSet), appends = two.Of(FakeEdit::kAppend);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].path,
             (std::vector<std::string>{"resources", "limits", "iluvatar.ai/MR-V100.vCore"}));
-  EXPECT_EQ(two.sets[0].second, "200");
-  ASSERT_EQ(two.appends.size(), 1u);
-  EXPECT_EQ(two.appends[0].first, std::vector<std::string>{"env"});
-  EXPECT_EQ(two.appends[0].second,
-            (nlohmann::json{{"name", "SOL_CONTINER_NAME"}, {"value", "main"}}));
+  EXPECT_EQ(sets[0].value, "200");
+  ASSERT_EQ(appends.size(), 1u);
+  EXPECT_EQ(appends[0].path, std::vector<std::string>{"env"});
+  EXPECT_EQ(appends[0].value, (nlohmann::json{{"name", "SOL_CONTINER_NAME"}, {"value", "main"}}));
 
   // One card: no core edit; the env already there is kept as is; a number is read too.
   FakeEdit one(nlohmann::json::parse(
       R"({"name":"main","env":[{"name":"SOL_CONTINER_NAME","value":"x"}],"resources":{"limits":{"iluvatar.ai/MR-V100-vgpu":1}}})"));
   ASSERT_EQ(dev.MutateAdmission(one).value(), true);
-  EXPECT_TRUE(one.sets.empty());
-  EXPECT_TRUE(one.appends.empty());
+  EXPECT_EQ(one.Count(FakeEdit::kSet), 0);
+  EXPECT_EQ(one.Count(FakeEdit::kAppend), 0);
 
   // Requests alone, or another chip's resource: not this vendor's container, no edit.
   FakeEdit req(nlohmann::json::parse(
@@ -197,8 +165,8 @@ TEST(IluvatarWebhook, MutateAdmission) {
   FakeEdit other(nlohmann::json::parse(
       R"({"name":"main","resources":{"limits":{"iluvatar.ai/BI-V100-vgpu":"2"}}})"));
   EXPECT_EQ(dev.MutateAdmission(other).value(), false);
-  EXPECT_TRUE(req.sets.empty() && req.appends.empty() && other.sets.empty() &&
-              other.appends.empty());
+  EXPECT_TRUE(req.Count(FakeEdit::kSet) == 0 && req.Count(FakeEdit::kAppend) == 0 &&
+              other.Count(FakeEdit::kSet) == 0 && other.Count(FakeEdit::kAppend) == 0);
 
   FakeEdit bad(nlohmann::json::parse(
       R"({"name":"main","resources":{"limits":{"iluvatar.ai/MR-V100-vgpu":"two"}}})"));
@@ -227,17 +195,6 @@ TEST(IluvatarRequest, GenerateResourceRequests) {
     EXPECT_NE(r.error().find(mem), std::string::npos) << r.error();
   }
 }
-
-struct FitCase {
-  const char* name;
-  std::vector<DeviceUsage> devices;
-  DeviceRequest request;
-  StringMap annos;
-  bool mutex;
-  bool want_fit;
-  std::vector<std::string> want_ids;
-  const char* want_reason;
-};
 
 TEST(IluvatarFit, UpstreamVectors) {
   IluvatarDevice dev{MrV100()};
@@ -339,24 +296,7 @@ TEST(IluvatarFit, UpstreamVectors) {
        {},
        "1/1 AllocatedCardsInsufficientRequest"},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    if (!c.want_fit) {
-      EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    }
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kWhenUnfit);
 }
 
 // TestPatchAnnotations through the scheduler: two chips on one node; each pod lands on its own
@@ -371,30 +311,22 @@ TEST(IluvatarSchedule, EachChipItsOwnKeys) {
        {"hami.io/node-BI-V150-register", "k8s-gpu-iluvatar-1,10,32768,100,BI-V150,0,true:"}});
   ASSERT_TRUE(node) << node.error();
   ASSERT_EQ(node->devices.size(), 2u);
-  PodView pod;
-  pod.containers = {Ctr({{"iluvatar.ai/BI-V150-vgpu", "1"}, {"iluvatar.ai/BI-V150.vMem", "4"}})};
-  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
-  ASSERT_TRUE(d) << d.error();
-  ASSERT_NE(d->Chosen(), nullptr);
-  auto annos = AllocationAnnotations(registry, *d);
-  EXPECT_EQ(annos["hami.io/BI-V150-devices-to-allocate"], "k8s-gpu-iluvatar-1,BI-V150,1024,0:;");
-  EXPECT_EQ(annos["hami.io/BI-V150-devices-allocated"], "k8s-gpu-iluvatar-1,BI-V150,1024,0:;");
+  StringMap annos = vendor_test::ScheduleAnnotations(
+      registry, *node,
+      vendor_test::Pod(
+          {Ctr({{"iluvatar.ai/BI-V150-vgpu", "1"}, {"iluvatar.ai/BI-V150.vMem", "4"}})}));
+  vendor_test::ExpectAllocateKeys(annos, "hami.io/BI-V150-devices-to-allocate",
+                                  "hami.io/BI-V150-devices-allocated",
+                                  "k8s-gpu-iluvatar-1,BI-V150,1024,0:;");
   EXPECT_EQ(annos.count("hami.io/MR-V100-devices-to-allocate"), 0u);
 }
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(IluvatarRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig(
-      "nvidia: {}\niluvatars:\n  - {chipName: MR-V100, commonWord: MR-V100}\n  - {chipName: "
-      "BI-V150, commonWord: BI-V150}\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("MR-V100"), nullptr);
-  EXPECT_NE(registry->Find("BI-V150"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("MR-V100"), nullptr);
+  vendor_test::ExpectActiveWithSection(
+      "iluvatars:\n  - {chipName: MR-V100, commonWord: MR-V100}\n  - {chipName: "
+      "BI-V150, commonWord: BI-V150}\n",
+      {"MR-V100", "BI-V150"});
 }
 
 }  // namespace

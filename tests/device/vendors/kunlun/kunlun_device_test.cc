@@ -7,40 +7,16 @@
 #include "device/config.h"
 #include "device/device.h"
 #include "device/vendors/kunlun/kunlun.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::kunlun {
 namespace {
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(nlohmann::json ctr) : ctr_(std::move(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    std::string key;
-    for (const auto& p : path) key += "/" + p;
-    sets[key] = value;
-  }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override {}
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override {}
-  std::map<std::string, nlohmann::json> sets;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
+using vendor_test::FakeEdit;
+using vendor_test::Ptrs;
 
 Registry ChartRegistry(const std::string& section = "kunlun: {}\n") {
-  auto config = LoadDeviceConfig("nvidia: {}\n" + section);
-  EXPECT_TRUE(config) << config.error();
-  return MakeRegistry(*config);
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
+  return vendor_test::ChartRegistry(section);
 }
 
 TEST(KunlunDevice, SectionRegistersBoth) {
@@ -70,7 +46,7 @@ TEST(KunlunDevice, WholeDevicesEndToEnd) {
   EXPECT_TRUE(xpu.NodeDevices(NodeView{.name = "n"})->empty());
   FakeEdit yes(nlohmann::json::parse(R"({"resources":{"limits":{"kunlunxin.com/xpu":"2"}}})"));
   EXPECT_TRUE(xpu.MutateAdmission(yes).value());
-  EXPECT_TRUE(yes.sets.empty());
+  EXPECT_TRUE(yes.Sets().empty());
 
   (*devs)[5].used = 1;
   auto req =
@@ -117,9 +93,9 @@ TEST(KunlunDevice, VirtualEndToEnd) {
   FakeEdit edit(nlohmann::json::parse(
       R"({"resources":{"limits":{"kunlunxin.com/vxpu":"1","kunlunxin.com/vxpu-memory":"30000"}}})"));
   EXPECT_TRUE(vxpu.MutateAdmission(edit).value());
-  EXPECT_EQ(edit.sets, (std::map<std::string, nlohmann::json>{
-                           {"/resources/limits/kunlunxin.com/vxpu-memory", "49152"},
-                           {"/resources/requests/kunlunxin.com/vxpu-memory", "49152"}}));
+  EXPECT_EQ(edit.Sets(), (std::map<std::string, nlohmann::json>{
+                             {"/resources/limits/kunlunxin.com/vxpu-memory", "49152"},
+                             {"/resources/requests/kunlunxin.com/vxpu-memory", "49152"}}));
   FakeEdit none(nlohmann::json::parse(R"({"resources":{"requests":{"kunlunxin.com/vxpu":"1"}}})"));
   EXPECT_FALSE(vxpu.MutateAdmission(none).value());
 

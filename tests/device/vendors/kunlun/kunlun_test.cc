@@ -3,15 +3,12 @@
 #include "device/vendors/kunlun/kunlun.h"
 
 #include <gtest/gtest.h>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::kunlun {
 namespace {
 
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
-}
+using vendor_test::Ptrs;
 
 // Eight healthy devices "xpu-<i>" with index i; `used` lists the busy ones.
 std::vector<DeviceUsage> Eight(std::vector<int> used = {}, std::string type = "kunlun") {
@@ -35,8 +32,9 @@ std::vector<DeviceUsage> Eight(std::vector<int> used = {}, std::string type = "k
 
 bool Idle(const DeviceUsage& d) { return d.used == 0 && d.health; }
 
+// The upstream vectors' container is "c".
 ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{.name = "c", .limits = std::move(limits), .requests = std::move(requests)};
+  return vendor_test::NamedCtr("c", std::move(limits), std::move(requests));
 }
 
 // ---- topology ----

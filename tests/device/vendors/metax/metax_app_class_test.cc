@@ -10,9 +10,12 @@
 #include "device/device.h"
 #include "device/usage_index.h"
 #include "device/vendors/metax/metax.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::metax {
 namespace {
+
+using vendor_test::Ptrs;
 
 // A device with `used` slots taken, `online` and `offline` of them by such pods.
 struct Dev {
@@ -39,12 +42,6 @@ DeviceUsage Row(const Dev& d) {
 std::vector<DeviceUsage> Rows(const std::vector<Dev>& devs) {
   std::vector<DeviceUsage> out;
   for (const Dev& d : devs) out.push_back(Row(d));
-  return out;
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& rows) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& r : rows) out.push_back(&r);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/config.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::metax {
 namespace {
@@ -25,28 +26,8 @@ Registry Load() {
   return std::move(*registry);
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(json pod) : pod_(std::move(pod)) {}
-  const json& Pod() const override { return pod_; }
-  const json& Container() const override { return pod_["spec"]["containers"][0]; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const json&) override { ++container_edits_; }
-  void Append(const std::vector<std::string>&, const json&) override { ++container_edits_; }
-  void SetPod(const std::vector<std::string>& path, const json& value) override {
-    json* at = &pod_;
-    for (const auto& k : path) at = &(*at)[k];
-    *at = value;
-  }
-  json pod_;
-  int container_edits_ = 0;
-};
-
-json PodWith(json limits, json annotations = json::object()) {
-  return {{"metadata", {{"name", "p"}, {"annotations", std::move(annotations)}}},
-          {"spec",
-           {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", limits}}}}})}}}};
-}
+using vendor_test::FakeEdit;
+using vendor_test::PodWith;
 
 TEST(MetaxDevice, SectionRegistersBoth) {
   Registry r = Load();
@@ -83,13 +64,15 @@ TEST(MetaxDevice, GpuFromCapacity) {
 TEST(MetaxDevice, GpuAdmissionReadsLimitsOnly) {
   Registry r = Load();
   const Device* gpu = r.Find("Metax-GPU");
-  FakeEdit asks(PodWith({{"metax-tech.com/gpu", "1"}}));
+  FakeEdit asks = FakeEdit::ForPod(PodWith({{"metax-tech.com/gpu", "1"}}));
   EXPECT_TRUE(*gpu->MutateAdmission(asks));
   json requests_only = PodWith(json::object());
   requests_only["spec"]["containers"][0]["resources"]["requests"] = {{"metax-tech.com/gpu", "1"}};
-  FakeEdit no(requests_only);
+  FakeEdit no = FakeEdit::ForPod(requests_only);
   EXPECT_FALSE(*gpu->MutateAdmission(no));
-  EXPECT_EQ(asks.container_edits_ + no.container_edits_, 0);
+  EXPECT_EQ((asks.Count(FakeEdit::kSet) + asks.Count(FakeEdit::kAppend)) +
+                (no.Count(FakeEdit::kSet) + no.Count(FakeEdit::kAppend)),
+            0);
 }
 
 TEST(MetaxDevice, SgpuNodeAndAdmission) {
@@ -117,10 +100,11 @@ TEST(MetaxDevice, SgpuNodeAndAdmission) {
   EXPECT_EQ(bad.error(),
             "annotation metax-tech.com/node-gpu-devices: device 0: want an object, got \"1\"");
 
-  FakeEdit edit(PodWith({{"metax-tech.com/sgpu", "1"}}));
+  FakeEdit edit = FakeEdit::ForPod(PodWith({{"metax-tech.com/sgpu", "1"}}));
   EXPECT_TRUE(*sgpu->MutateAdmission(edit));
-  EXPECT_EQ(edit.pod_["metadata"]["annotations"]["metax-tech.com/sgpu-qos-policy"], "best-effort");
-  FakeEdit wrong(PodWith({{"metax-tech.com/sgpu", "1"}}, {{"metax-tech.com/sgpu-app-class", "x"}}));
+  EXPECT_EQ(edit.pod()["metadata"]["annotations"]["metax-tech.com/sgpu-qos-policy"], "best-effort");
+  FakeEdit wrong = FakeEdit::ForPod(
+      PodWith({{"metax-tech.com/sgpu", "1"}}, {{"metax-tech.com/sgpu-app-class", "x"}}));
   auto rejected = sgpu->MutateAdmission(wrong);
   ASSERT_FALSE(rejected);
   EXPECT_EQ(rejected.error(), "metax-tech.com/sgpu-app-class must be set one of [online, offline]");

@@ -5,24 +5,17 @@
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::metax {
 namespace {
 
+using vendor_test::Ids;
+using vendor_test::Ptrs;
+
+// The upstream vectors' container is "c".
 ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{.name = "c", .limits = std::move(limits), .requests = std::move(requests)};
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
-}
-
-std::vector<std::string> Ids(const FitResult& r) {
-  std::vector<std::string> out;
-  for (const auto& d : r.devices) out.push_back(d.uuid);
-  return out;
+  return vendor_test::NamedCtr("c", std::move(limits), std::move(requests));
 }
 
 // ---- config ----

@@ -9,36 +9,25 @@
 #include <chrono>
 
 #include <nlohmann/json.hpp>
+#include "support/vendor_test_util.h"
 
 namespace hami::device::mthreads {
 namespace {
 
 DeviceUsage Dev(std::string id, int32_t used, int32_t totalmem, int32_t usedcores,
                 bool health = true, int32_t count = 100) {
-  return DeviceUsage{.id = std::move(id),
-                     .type = "Mthreads",
-                     .vendor = "Mthreads",
-                     .health = health,
-                     .count = count,
-                     .used = used,
-                     .totalmem = totalmem,
-                     .totalcore = 100,
-                     .usedcores = usedcores};
+  return vendor_test::ShareDev("Mthreads", std::move(id), used, totalmem, usedcores, health, count);
 }
 
 DeviceRequest Req(int32_t nums, int32_t mem, int32_t cores, int32_t pct = 0,
                   std::string type = "Mthreads") {
-  return DeviceRequest{.nums = nums,
-                       .type = std::move(type),
-                       .memreq = mem,
-                       .mem_percentage = pct,
-                       .coresreq = cores};
+  return vendor_test::ShareReq(std::move(type), nums, mem, cores, pct);
 }
 
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
-}
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
 
 TEST(MthreadsInfo, KeysAndConfig) {
   MthreadsDevice dev{MthreadsConfig{}};
@@ -97,27 +86,6 @@ TEST(MthreadsNodeDevices, FromCapacity) {
   EXPECT_EQ(bad.error().rfind("capacity mthreads.com/sgpu-core: ", 0), 0u) << bad.error();
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(const char* ctr) : ctr_(nlohmann::json::parse(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    sets[path.back()] = value;
-  }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++appends; }
-  void SetPod(const std::vector<std::string>& path, const nlohmann::json& value) override {
-    pod_sets[path.back()] = value;
-  }
-  std::map<std::string, nlohmann::json> sets, pod_sets;
-  int appends = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 TEST(MthreadsWebhook, MutateAdmission) {
   MthreadsDevice dev{MthreadsConfig{}};
   struct Case {
@@ -155,13 +123,19 @@ TEST(MthreadsWebhook, MutateAdmission) {
        {},
        {}},
   };
+  // The edits of a kind by the last key of their path.
+  auto by_key = [](const FakeEdit& edit, FakeEdit::Kind kind) {
+    std::map<std::string, nlohmann::json> out;
+    for (const auto& e : edit.Of(kind)) out[e.path.back()] = e.value;
+    return out;
+  };
   for (const auto& c : cases) {
     FakeEdit edit(c.ctr);
     auto r = dev.MutateAdmission(edit);
     ASSERT_TRUE(r) << c.name << ": " << r.error();
     EXPECT_EQ(*r, c.want) << c.name;
-    EXPECT_EQ(edit.sets, c.sets) << c.name;
-    EXPECT_EQ(edit.pod_sets, c.pod_sets) << c.name;
+    EXPECT_EQ(by_key(edit, FakeEdit::kSet), c.sets) << c.name;
+    EXPECT_EQ(by_key(edit, FakeEdit::kSetPod), c.pod_sets) << c.name;
   }
   struct Bad {
     const char* ctr;
@@ -259,17 +233,6 @@ TEST(MthreadsAllocate, PatchAnnotations) {
   ASSERT_TRUE(served->has_value());
   EXPECT_EQ((**served)[1].size(), 2u);
 }
-
-struct FitCase {
-  const char* name;
-  std::vector<DeviceUsage> devices;
-  DeviceRequest request;
-  StringMap annos;
-  bool mutex;
-  bool want_fit;
-  std::vector<std::string> want_ids;
-  const char* want_reason;
-};
 
 TEST(MthreadsFit, UpstreamVectors) {
   MthreadsDevice dev{MthreadsConfig{}};
@@ -396,24 +359,7 @@ TEST(MthreadsFit, UpstreamVectors) {
        {},
        "1/1 CardNotHealth"},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    if (!c.want_fit) {
-      EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    }
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kWhenUnfit);
 }
 
 // Test_CustomFilterRule: a pod's later container may only use the device its earlier
@@ -433,14 +379,8 @@ TEST(MthreadsFit, CustomFilterRule) {
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(MthreadsRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig("nvidia: {}\nmthreads:\n  resourceCountName: mthreads.com/vgpu\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("Mthreads"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("Mthreads"), nullptr);
+  vendor_test::ExpectActiveWithSection("mthreads:\n  resourceCountName: mthreads.com/vgpu\n",
+                                       {"Mthreads"});
 }
 
 }  // namespace

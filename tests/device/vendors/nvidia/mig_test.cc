@@ -7,9 +7,12 @@
 
 #include "device/vendors/nvidia/nvidia.h"
 #include "protocol/keys.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::nvidia {
 namespace {
+
+using vendor_test::Ptrs;
 
 using protocol::MigPlacement;
 using protocol::MigProfile;
@@ -43,12 +46,6 @@ DeviceUsage MigGpu(std::string id, std::vector<MigProfile> profiles) {
 
 MigInstance In(std::string profile, uint32_t start, uint32_t size) {
   return MigInstance{std::move(profile), {start, size}, std::nullopt};
-}
-
-std::vector<const DeviceUsage*> Ptrs(const std::vector<DeviceUsage>& devs) {
-  std::vector<const DeviceUsage*> out;
-  for (const auto& d : devs) out.push_back(&d);
-  return out;
 }
 
 FitResult Fit(const std::vector<DeviceUsage>& devs, const DeviceRequest& req,

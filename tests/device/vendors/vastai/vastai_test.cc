@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/schedule.h"
+#include "support/vendor_test_util.h"
 
 namespace hami::device::vastai {
 namespace {
@@ -28,17 +29,14 @@ DeviceUsage Dev(std::string id, int32_t used, bool health = true, int32_t count 
 }
 
 DeviceRequest Req(int32_t nums, std::string type = "Vastai") {
-  return DeviceRequest{.nums = nums, .type = std::move(type), .mem_percentage = 100};
+  return vendor_test::WholeReq(std::move(type), nums);
 }
 
-ContainerView Ctr(StringMap limits, StringMap requests = {}) {
-  return ContainerView{
-      .name = "main", .limits = std::move(limits), .requests = std::move(requests)};
-}
-
-NodeView Node(StringMap annotations) {
-  return NodeView{.name = "n", .annotations = std::move(annotations)};
-}
+using vendor_test::Ctr;
+using vendor_test::ExpectFits;
+using vendor_test::FakeEdit;
+using vendor_test::FitCase;
+using vendor_test::Node;
 
 TEST(VastaiInfo, KeysAndConfig) {
   VastaiDevice dev{VastaiConfig{}};
@@ -94,29 +92,13 @@ TEST(VastaiNodeDevices, Register) {
   }
 }
 
-class FakeEdit : public AdmissionEdit {
- public:
-  explicit FakeEdit(const char* ctr) : ctr_(nlohmann::json::parse(ctr)) {}
-  const nlohmann::json& Pod() const override { return pod_; }
-  const nlohmann::json& Container() const override { return ctr_; }
-  bool IsInitContainer() const override { return false; }
-  void Set(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void Append(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  void SetPod(const std::vector<std::string>&, const nlohmann::json&) override { ++edits; }
-  int edits = 0;
-
- private:
-  nlohmann::json pod_ = nlohmann::json::object();
-  nlohmann::json ctr_;
-};
-
 TEST(VastaiWebhook, MutateAdmission) {
   VastaiDevice dev{VastaiConfig{}};
   FakeEdit limits(R"({"resources":{"limits":{"vastaitech.com/va":"1"}}})");
   EXPECT_EQ(dev.MutateAdmission(limits).value(), true);
   FakeEdit requests(R"({"resources":{"requests":{"vastaitech.com/va":"1"}}})");
   EXPECT_EQ(dev.MutateAdmission(requests).value(), false);
-  EXPECT_EQ(limits.edits + requests.edits, 0);
+  EXPECT_EQ(limits.Count() + requests.Count(), 0);
 }
 
 TEST(VastaiRequest, GenerateResourceRequests) {
@@ -134,17 +116,7 @@ TEST(VastaiRequest, GenerateResourceRequests) {
 TEST(VastaiFit, UpstreamVectors) {
   VastaiDevice dev{VastaiConfig{}};
   const std::string use = "vastaitech.com/use-gpuuuid", nouse = "vastaitech.com/nouse-gpuuuid";
-  struct Case {
-    const char* name;
-    std::vector<DeviceUsage> devices;
-    DeviceRequest request;
-    StringMap annos;
-    bool mutex;
-    bool want_fit;
-    std::vector<std::string> want_ids;
-    const char* want_reason;
-  };
-  std::vector<Case> cases = {
+  std::vector<FitCase> cases = {
       {"fit success", {Dev("dev-0", 0), Dev("dev-1", 0)}, Req(1), {}, false, true, {"dev-1"}, ""},
       {"type mismatch",
        {Dev("dev-0", 0)},
@@ -239,24 +211,7 @@ TEST(VastaiFit, UpstreamVectors) {
        {"b1"},
        ""},
   };
-  for (const auto& c : cases) {
-    PodView pod;
-    pod.annotations = c.annos;
-    GpuPolicy policy;
-    policy.mutex = c.mutex;
-    std::vector<const DeviceUsage*> ptrs;
-    for (const auto& d : c.devices) ptrs.push_back(&d);
-    FitResult r = dev.Fit(ptrs, c.request, FitContext{.pod = &pod, .policy = policy});
-    EXPECT_EQ(r.fit, c.want_fit) << c.name;
-    if (!c.want_fit) {
-      EXPECT_EQ(r.Reason(), c.want_reason) << c.name;
-    }
-    std::vector<std::string> ids;
-    for (const auto& d : r.devices) ids.push_back(d.uuid);
-    if (c.want_fit) {
-      EXPECT_EQ(ids, c.want_ids) << c.name;
-    }
-  }
+  ExpectFits(dev, cases, vendor_test::ReasonCheck::kWhenUnfit);
 }
 
 TEST(VastaiFit, ComputeBestCombination) {
@@ -281,26 +236,16 @@ TEST(VastaiSchedule, Keys) {
       registry, "n1",
       {{"hami.io/node-va-register", R"([{"id":"va-0","count":1,"type":"Vastai","health":true}])"}});
   ASSERT_TRUE(node) << node.error();
-  PodView pod;
-  pod.containers = {Ctr({{"vastaitech.com/va", "1"}})};
-  auto d = Schedule(registry, pod, {*node}, {}, ScheduleOptions{});
-  ASSERT_TRUE(d) << d.error();
-  ASSERT_NE(d->Chosen(), nullptr);
-  auto annos = AllocationAnnotations(registry, *d);
-  EXPECT_EQ(annos["hami.io/Vastai-devices-to-allocate"], "va-0,Vastai,0,0:;");
-  EXPECT_EQ(annos["hami.io/Vastai-devices-allocated"], "va-0,Vastai,0,0:;");
+  StringMap annos = vendor_test::ScheduleAnnotations(
+      registry, *node, vendor_test::Pod({Ctr({{"vastaitech.com/va", "1"}})}));
+  vendor_test::ExpectAllocateKeys(annos, "hami.io/Vastai-devices-to-allocate",
+                                  "hami.io/Vastai-devices-allocated", "va-0,Vastai,0,0:;");
 }
 
 // The scheduler's way in: the section in device-config.yaml makes the backend active.
 TEST(VastaiRegistry, ActiveWhenTheSectionIsPresent) {
-  auto config = LoadDeviceConfig("nvidia: {}\nvastai:\n  resourceCountName: vastaitech.com/va\n");
-  ASSERT_TRUE(config) << config.error();
-  auto registry = BuildRegistry(*config);
-  ASSERT_TRUE(registry) << registry.error();
-  EXPECT_NE(registry->Find("Vastai"), nullptr);
-  auto without = BuildRegistry(*LoadDeviceConfig("nvidia: {}\n"));
-  ASSERT_TRUE(without) << without.error();
-  EXPECT_EQ(without->Find("Vastai"), nullptr);
+  vendor_test::ExpectActiveWithSection("vastai:\n  resourceCountName: vastaitech.com/va\n",
+                                       {"Vastai"});
 }
 
 }  // namespace
