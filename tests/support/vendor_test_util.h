@@ -246,6 +246,39 @@ inline void ExpectFits(const Device& dev, const std::vector<FitCase>& cases, Rea
   }
 }
 
+// ---- register errors ----
+
+// A register annotation value a decoder must refuse, and its whole error.
+struct RegisterErrorCase {
+  const char* name;
+  const char* value;
+  std::string error;
+};
+
+// `decode(value)` (a Result) fails with exactly each case's error.
+template <typename Decode>
+void ExpectRegisterErrors(const Decode& decode, const std::vector<RegisterErrorCase>& cases) {
+  for (const auto& c : cases) {
+    auto r = decode(std::string(c.value));
+    ASSERT_FALSE(r) << c.name;
+    EXPECT_EQ(r.error(), c.error) << c.name;
+  }
+}
+
+// The id rule of the JSON register decoder (DecodeVendorRegister in src/device/vendor_support.h):
+// an entry without an id, with a null or an empty one, and an id listed twice, each refused with
+// the decoder's error after `prefix` (the vendor's own, e.g. "annotation <register key>: ").
+inline std::vector<RegisterErrorCase> IdRuleCases(const std::string& prefix) {
+  const std::string at = prefix + "node register: device ";
+  return {
+      {"missing id", R"([{"id":"a","count":1},{"count":1}])", at + R"(1: field "id": missing)"},
+      {"null id", R"([{"ID":null,"count":1}])", at + R"(0: field "id": missing)"},
+      {"empty id", R"([{"id":"","count":1}])", at + R"(0: field "id": must not be empty, got "")"},
+      {"duplicate id", R"([{"id":"a"},{"Id":"a"}])",
+       at + R"(1: field "id": duplicate "a" (a GPU listed twice))"},
+  };
+}
+
 // ---- configuration ----
 
 // The registry MakeRegistry builds from "nvidia: {}\n" + `sections` (a load error fails the

@@ -5,6 +5,7 @@
 
 #include "common/json.h"
 #include "common/strings.h"
+#include "device/vendor_support.h"
 #include "protocol/node_register.h"
 #include "protocol/quantity.h"
 
@@ -189,11 +190,11 @@ std::pair<int64_t, std::string> TrimMemory(const VnpuConfig& config, int64_t mem
 }
 
 Result<std::vector<RegisteredDevice>> DecodeRegister(std::string_view value) {
-  auto infos = protocol::DecodeNodeRegister(value);
+  auto infos = DecodeVendorRegister(value);
   if (!infos) return std::move(infos).take_error();
   std::vector<RegisteredDevice> out;
   for (auto& info : *infos) out.push_back({std::move(info), std::nullopt});
-  // DecodeNodeRegister accepted the text, so it is a JSON list (or null) of objects.
+  // The decoder accepted the text, so it is a JSON list (or null) of objects.
   auto doc = ParseJson(value);
   if (!doc || !doc->is_array()) return out;
   for (size_t i = 0; i < doc->size() && i < out.size(); ++i) {

@@ -126,9 +126,10 @@ struct SDeviceInfo {
 
 // Reads the annotation as Go's encoding/json reads it into []*MetaxSDeviceInfo: exact keys first,
 // then case-insensitive; unknown keys ignored; null values and "null" keep zero values. A value of
-// the wrong type or out of int32 range, a negative count/compute/VRAM, or a device UUID listed
-// twice is an error naming the device and field, e.g. `device 1: field "totalVRam": want an
-// int32, got "x"`. (HAMi also fails an empty list; here it holds no devices.)
+// the wrong type or out of int32 range, a negative count/compute/VRAM, a device without a UUID
+// (missing, or "") or a UUID listed twice is an error naming the device and field, e.g.
+// `device 1: field "totalVRam": want an int32, got "x"`, `device 0: field "uuid": missing`.
+// (HAMi also fails an empty list; here it holds no devices.)
 Result<std::vector<SDeviceInfo>> DecodeSDevices(std::string_view value);
 
 // The encoding the MetaX plugin writes (Go's encoding/json of the list, keys in the order above).

@@ -143,10 +143,17 @@ Result<std::vector<SDeviceInfo>> DecodeSDevices(std::string_view value) {
     }
     SDeviceInfo d;
     std::vector<Field> fields = Fields(d);
+    bool has_uuid = false;  // a non-null member read into uuid
     for (auto it = item.begin(); it != item.end(); ++it) {
       if (Field* f = Match(fields, it.key())) {
         if (Status s = Assign(*f, it.value(), i); !s) return std::move(s).take_error();
+        if (f->s == &d.uuid && !it.value().is_null()) has_uuid = true;
       }
+    }
+    // Two devices without a uuid would be one device, picked twice.
+    if (d.uuid.empty()) {
+      return Error{"device " + std::to_string(i) + ": field \"uuid\": " +
+                   (has_uuid ? "must not be empty, got " + Quote("") : std::string("missing"))};
     }
     for (auto [name, v] : {std::pair{"totalDevCount", d.total_dev_count},
                            {"totalCompute", d.total_compute},

@@ -99,18 +99,12 @@ Result<std::vector<DeviceUsage>> VastaiDevice::NodeDevices(const NodeView& node)
   std::vector<DeviceUsage> out;
   const std::string* value = FindValue(node.annotations, info_.register_key);
   if (!value) return out;
-  auto devices = protocol::DecodeNodeRegister(*value);
+  auto devices = DecodeVendorRegister(*value);
   if (!devices) return Error{"annotation " + info_.register_key + ": " + devices.error()};
   // The decoder keeps no custominfo; the value decoded, so it is a JSON list (or null).
   nlohmann::json list = ParseJsonOrNull(*value);
   for (size_t i = 0; i < devices->size(); ++i) {
     protocol::DeviceInfo info = (*devices)[i];
-    // The decoder refuses a duplicate id but lets an empty one through; two devices without an
-    // id would be one device picked twice (found by vastai_register_fuzz).
-    if (info.id.empty()) {
-      return Error{"annotation " + info_.register_key + ": device " + std::to_string(i) +
-                   ": field \"id\": empty"};
-    }
     info.devcore = 100;
     DeviceUsage row = UsageFromDeviceInfo(info, info_.vendor_key);
     const nlohmann::json* custom =

@@ -120,6 +120,12 @@ TEST(AmdNodeDevices, Register) {
       dev.NodeDevices(NodeView{.name = "n", .annotations = {{"hami.io/node-amd-register", "x"}}});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().rfind("annotation hami.io/node-amd-register: ", 0), 0u) << bad.error();
+  // Every device needs an id of its own (two without one would be one device, picked twice).
+  vendor_test::ExpectRegisterErrors(
+      [&](const std::string& v) {
+        return dev.NodeDevices(vendor_test::Node({{"hami.io/node-amd-register", v}}));
+      },
+      vendor_test::IdRuleCases("annotation hami.io/node-amd-register: "));
 }
 
 TEST(AmdHealth, CountCapacityDecides) {

@@ -143,6 +143,9 @@ TEST(AscendRegister, Decodes) {  // Test_GetNodeDevices
   EXPECT_EQ((*devs)[0].network_id, std::nullopt);
   EXPECT_TRUE(DecodeRegister("[]")->empty());  // "no device"
   EXPECT_FALSE(DecodeRegister(""));            // "failed to unmarshal node devices"
+  // Every device needs an id of its own (two without one would be one device, picked twice).
+  vendor_test::ExpectRegisterErrors([](const std::string& v) { return DecodeRegister(v); },
+                                    vendor_test::IdRuleCases(""));
 }
 
 TEST(AscendRegister, NetworkId) {

@@ -78,6 +78,12 @@ TEST(BirenNodeDevices, Register) {
     ASSERT_FALSE(bad) << value;
     EXPECT_EQ(bad.error().rfind("annotation hami.io/node-biren-register: ", 0), 0u) << bad.error();
   }
+  // Every device needs an id of its own (two without one would be one device, picked twice).
+  vendor_test::ExpectRegisterErrors(
+      [&](const std::string& v) {
+        return dev.NodeDevices(vendor_test::Node({{"hami.io/node-biren-register", v}}));
+      },
+      vendor_test::IdRuleCases("annotation hami.io/node-biren-register: "));
 }
 
 TEST(BirenWebhook, MutateAdmission) {

@@ -297,6 +297,12 @@ TEST(KunlunVxpu, NodeDevices) {  // Test_GetNodeDevices
   EXPECT_EQ((*ok)[0].vendor, "XPU");
   EXPECT_EQ((*ok)[0].count, 4);
   EXPECT_EQ((*ok)[0].totalmem, 98304);
+  // Every device needs an id of its own (two without one would be one device, picked twice).
+  vendor_test::ExpectRegisterErrors(
+      [](const std::string& v) {
+        return VxpuNodeDevices("n", {{"hami.io/node-register-xpu", v}});
+      },
+      vendor_test::IdRuleCases("node \"n\": annotation hami.io/node-register-xpu: "));
 }
 
 TEST(KunlunVxpu, FitVxpuDirect) {  // Test_FitVXPU_direct

@@ -1,7 +1,7 @@
 // Fuzzes the Metax sGPU register decoder (metax-tech.com/node-gpu-devices) and what reads its
 // result: never throws or crashes; whatever decodes re-encodes to text that decodes to the same
-// devices, has unique UUIDs and non-negative totals, and its rows feed an sGPU fit that keeps its
-// promises (no more devices than asked, only candidates chosen).
+// devices, has non-empty unique UUIDs and non-negative totals, and its rows feed an sGPU fit that
+// keeps its promises (no more devices than asked, only candidates chosen).
 #include <cstdint>
 #include <cstdlib>
 #include <set>
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!again || !(*again == *devices)) std::abort();
   std::set<std::string> ids;
   for (const auto& d : *devices) {
-    if (!ids.insert(d.uuid).second) std::abort();
+    if (d.uuid.empty() || !ids.insert(d.uuid).second) std::abort();
     if (d.total_dev_count < 0 || d.total_compute < 0 || d.total_vram < 0) std::abort();
   }
   std::vector<DeviceUsage> rows = metax::SgpuRows(*devices);

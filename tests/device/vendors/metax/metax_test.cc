@@ -215,6 +215,18 @@ TEST(MetaxSgpu, DecodeErrorsNameTheField) {
   EXPECT_EQ(err(R"({"uuid":"a"})"), "want a JSON list, got \"{\\\"uuid\\\":\\\"a\\\"}\"");
   EXPECT_EQ(err(R"([{"healthy":"yes"}])"),
             "device 0: field \"healthy\": want a boolean, got \"\\\"yes\\\"\"");
+  // Every device needs a uuid of its own (two without one would be one device, picked twice).
+  vendor_test::ExpectRegisterErrors(
+      [](const std::string& v) { return DecodeSDevices(v); },
+      {
+          {"missing uuid", R"([{"uuid":"a"},{"totalDevCount":1}])",
+           "device 1: field \"uuid\": missing"},
+          {"null uuid", R"([{"UUID":null}])", "device 0: field \"uuid\": missing"},
+          {"empty uuid", R"([{"uuid":""}])",
+           "device 0: field \"uuid\": must not be empty, got \"\""},
+          {"duplicate uuid", R"([{"uuid":"a"},{"Uuid":"a"}])",
+           "device 1: uuid \"a\" is listed twice"},
+      });
 }
 
 TEST(MetaxSgpu, EncodeRoundTripsAndRows) {

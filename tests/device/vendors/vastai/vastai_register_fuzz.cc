@@ -1,7 +1,8 @@
 // Fuzzes VastAI's register annotation (hami.io/node-va-register: JSON with custominfo die
 // strategy and AIC card) through VastaiDevice::NodeDevices and Fit: never throws or crashes;
-// a device without an id is refused; whatever decodes lists the devices the common decoder lists,
-// with cores 100; Fit keeps its promises (exactly the devices asked for, each a candidate, none
+// it refuses exactly what the common decoder refuses and a device without an id; whatever
+// decodes lists the devices the common decoder lists, each with a non-empty id of its own and
+// cores 100; Fit keeps its promises (exactly the devices asked for, each a candidate, none
 // twice) in whole-card and die mode, with and without mutex.
 #include <algorithm>
 #include <cstdint>
@@ -19,21 +20,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   NodeView node{.name = "n", .annotations = {{"hami.io/node-va-register", std::string(in)}}};
   auto rows = dev.NodeDevices(node);
   auto common = hami::protocol::DecodeNodeRegister(in);
+  bool empty_id = common && std::any_of(common->begin(), common->end(),
+                                        [](const auto& d) { return d.id.empty(); });
   if (!rows) {
-    // The backend refuses what the common decoder refuses, and a device without an id.
-    bool empty_id = common && std::any_of(common->begin(), common->end(),
-                                          [](const auto& d) { return d.id.empty(); });
     if (rows.error().empty() || (common && !empty_id)) std::abort();
     return 0;
   }
-  if (!common || common->size() != rows->size()) std::abort();
+  if (!common || empty_id || common->size() != rows->size()) std::abort();
   std::vector<const DeviceUsage*> cands;
   std::set<std::string> ids;
   for (size_t i = 0; i < rows->size(); ++i) {
     const DeviceUsage& r = (*rows)[i];
     if (r.id != (*common)[i].id || r.totalcore != 100 || r.vendor != "Vastai") std::abort();
     cands.push_back(&r);
-    ids.insert(r.id);
+    if (r.id.empty() || !ids.insert(r.id).second) std::abort();
   }
   for (bool mutex : {false, true}) {
     for (int32_t nums : {1, 2, 3}) {
