@@ -80,6 +80,32 @@ Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& reso
   return count;
 }
 
+Result<std::vector<DeviceUsage>> CapacityCardRows(const NodeView& node,
+                                                  const CapacityCards& cards) {
+  std::vector<DeviceUsage> out;
+  auto cores = CapacityCount(node.capacity, cards.core_resource);
+  if (!cores) return std::move(cores).take_error();
+  if (*cores == 0) return out;
+  auto memory_units = CapacityCount(node.capacity, cards.memory_resource);
+  if (!memory_units) return std::move(memory_units).take_error();
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  int64_t memory = *memory_units;
+  int64_t devmem =
+      std::min<int64_t>(memory * cards.memory_factor * cards.cores_per_card / *cores, kInt32Max);
+  for (int64_t i = 0; i * cards.cores_per_card < *cores; ++i) {
+    out.push_back(
+        DeviceUsage{.id = node.name + "-" + std::string(cards.id_infix) + "-" + std::to_string(i),
+                    .index = static_cast<uint64_t>(i),
+                    .type = std::string(cards.vendor),
+                    .vendor = std::string(cards.vendor),
+                    .health = true,
+                    .count = 100,
+                    .totalmem = static_cast<int32_t>(devmem),
+                    .totalcore = static_cast<int32_t>(cards.cores_per_card)});
+  }
+  return out;
+}
+
 std::optional<std::string_view> CheckQuota(const FitContext& ctx, const protocol::VendorInfo& info,
                                            int64_t memory_factor,
                                            const protocol::ContainerDevices& picked,

@@ -51,6 +51,24 @@ bool LimitsContain(const nlohmann::json& container, const std::string& resource)
 // a device count is `capacity <resource>: <why>`.
 Result<int32_t> CapacityCount(const StringMap& capacity, const std::string& resource);
 
+// How a vendor that registers through status.capacity alone (cambricon, mthreads) turns two
+// counts into cards: `core_resource` counts core units, `cores_per_card` of them per card;
+// `memory_resource` counts memory units of `memory_factor` MiB, shared evenly by the cards.
+struct CapacityCards {
+  const std::string& core_resource;
+  const std::string& memory_resource;
+  int64_t cores_per_card;
+  int64_t memory_factor;
+  std::string_view id_infix;  // a card's id is `<node>-<id_infix>-<i>`
+  std::string_view vendor;    // the rows' type and vendor
+};
+
+// One healthy row per card (core units / cores_per_card, rounded up; none without core units):
+// index i, count 100, totalcore cores_per_card, totalmem memory units x memory_factor x
+// cores_per_card / core units (at most INT32_MAX). A count that is not one is CapacityCount's
+// error.
+Result<std::vector<DeviceUsage>> CapacityCardRows(const NodeView& node, const CapacityCards& cards);
+
 // The quota step of a Fit (HAMi fitQuota): with ctx.quota, the pod's total (the earlier
 // containers, this container's `picked` and `candidate`, collapsed as the usage index collapses a
 // pod) must fit the namespace's quota on `info`'s memory and core resources

@@ -151,5 +151,48 @@ TEST(DecodeVendorRegister, EveryDeviceHasItsOwnId) {
   }
 }
 
+// Two capacity counts become one row per card: ids with the infix, the memory shared evenly, a
+// last card for the core units left over; no core units, no cards; a bad count names the resource.
+TEST(CapacityCardRows, OneRowPerCardFromTheCounts) {
+  const std::string cores = "x.com/cores", memory = "x.com/mem";
+  const CapacityCards cards{.core_resource = cores,
+                            .memory_resource = memory,
+                            .cores_per_card = 16,
+                            .memory_factor = 512,
+                            .id_infix = "x-gpu",
+                            .vendor = "X"};
+  auto rows =
+      CapacityCardRows(NodeView{.name = "n1", .capacity = {{cores, "40"}, {memory, "30"}}}, cards);
+  ASSERT_TRUE(rows) << rows.error();
+  ASSERT_EQ(rows->size(), 3u);  // 16 + 16 + 8 core units
+  for (size_t i = 0; i < rows->size(); ++i) {
+    EXPECT_EQ((*rows)[i], (DeviceUsage{.id = "n1-x-gpu-" + std::to_string(i),
+                                       .index = i,
+                                       .type = "X",
+                                       .vendor = "X",
+                                       .health = true,
+                                       .count = 100,
+                                       .totalmem = 30 * 512 * 16 / 40,
+                                       .totalcore = 16}))
+        << i;
+  }
+  auto capped = CapacityCardRows(
+      NodeView{.name = "n1", .capacity = {{cores, "1"}, {memory, "2000000000"}}}, cards);
+  ASSERT_TRUE(capped) << capped.error();
+  ASSERT_EQ(capped->size(), 1u);
+  EXPECT_EQ((*capped)[0].totalmem, std::numeric_limits<int32_t>::max());
+
+  auto none = CapacityCardRows(NodeView{.name = "n1", .capacity = {{memory, "30"}}}, cards);
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_TRUE(none->empty());
+  auto bad_cores = CapacityCardRows(NodeView{.name = "n1", .capacity = {{cores, "x"}}}, cards);
+  ASSERT_FALSE(bad_cores);
+  EXPECT_EQ(bad_cores.error().rfind("capacity x.com/cores: ", 0), 0u) << bad_cores.error();
+  auto bad_memory =
+      CapacityCardRows(NodeView{.name = "n1", .capacity = {{cores, "16"}, {memory, "-1"}}}, cards);
+  ASSERT_FALSE(bad_memory);
+  EXPECT_EQ(bad_memory.error().rfind("capacity x.com/mem: ", 0), 0u) << bad_memory.error();
+}
+
 }  // namespace
 }  // namespace hami::device

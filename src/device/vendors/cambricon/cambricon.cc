@@ -76,25 +76,12 @@ CambriconDevice::CambriconDevice(CambriconConfig config)
     : config_(std::move(config)), info_(MakeInfo(config_)) {}
 
 Result<std::vector<DeviceUsage>> CambriconDevice::NodeDevices(const NodeView& node) const {
-  std::vector<DeviceUsage> out;
-  auto cards = CapacityCount(node.capacity, config_.resource_core_name);
-  if (!cards) return std::move(cards).take_error();
-  if (*cards == 0) return out;
-  auto memory_units = CapacityCount(node.capacity, config_.resource_memory_name);
-  if (!memory_units) return std::move(memory_units).take_error();
-  int64_t memory = *memory_units;
-  int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * 100 / *cards, kInt32Max);
-  for (int64_t i = 0; i * 100 < *cards; ++i) {
-    out.push_back(DeviceUsage{.id = node.name + "-cambricon-mlu-" + std::to_string(i),
-                              .index = static_cast<uint64_t>(i),
-                              .type = std::string(kVendorKey),
-                              .vendor = info_.vendor_key,
-                              .health = true,
-                              .count = 100,
-                              .totalmem = static_cast<int32_t>(devmem),
-                              .totalcore = 100});
-  }
-  return out;
+  return CapacityCardRows(node, CapacityCards{.core_resource = config_.resource_core_name,
+                                              .memory_resource = config_.resource_memory_name,
+                                              .cores_per_card = 100,
+                                              .memory_factor = kMemoryFactor,
+                                              .id_infix = "cambricon-mlu",
+                                              .vendor = info_.vendor_key});
 }
 
 Health CambriconDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {

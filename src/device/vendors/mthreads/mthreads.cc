@@ -92,25 +92,12 @@ MthreadsDevice::MthreadsDevice(MthreadsConfig config)
     : config_(std::move(config)), info_(MakeInfo(config_)) {}
 
 Result<std::vector<DeviceUsage>> MthreadsDevice::NodeDevices(const NodeView& node) const {
-  std::vector<DeviceUsage> out;
-  auto cores = CapacityCount(node.capacity, config_.resource_core_name);
-  if (!cores) return std::move(cores).take_error();
-  if (*cores == 0) return out;
-  auto memory_units = CapacityCount(node.capacity, config_.resource_memory_name);
-  if (!memory_units) return std::move(memory_units).take_error();
-  int64_t memory = *memory_units;
-  int64_t devmem = std::min<int64_t>(memory * kMemoryFactor * kCoresPerGpu / *cores, kInt32Max);
-  for (int64_t i = 0; i * kCoresPerGpu < *cores; ++i) {
-    out.push_back(DeviceUsage{.id = node.name + "-mthreads-" + std::to_string(i),
-                              .index = static_cast<uint64_t>(i),
-                              .type = std::string(kVendorKey),
-                              .vendor = info_.vendor_key,
-                              .health = true,
-                              .count = 100,
-                              .totalmem = static_cast<int32_t>(devmem),
-                              .totalcore = kCoresPerGpu});
-  }
-  return out;
+  return CapacityCardRows(node, CapacityCards{.core_resource = config_.resource_core_name,
+                                              .memory_resource = config_.resource_memory_name,
+                                              .cores_per_card = kCoresPerGpu,
+                                              .memory_factor = kMemoryFactor,
+                                              .id_infix = "mthreads",
+                                              .vendor = info_.vendor_key});
 }
 
 Health MthreadsDevice::CheckHealth(const NodeView& /*node*/, Health /*handshake*/) const {
