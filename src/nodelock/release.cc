@@ -50,18 +50,16 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
       HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
       return OkStatus();
     }
-    // The resourceVersion makes the write conditional: a lock re-taken since the GET gets 409.
-    Json patch;
-    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*n);
-    patch["metadata"]["annotations"][std::string(protocol::kNodeLockKey)] = nullptr;
-    auto r = k8s::RetryTransient<Json>(
-        retry, [&] { return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch); });
+    // Conditional on the lock's value, not on the node's resourceVersion: the node's other
+    // writers (the handshake, kubelet's status, labels) never make the release fail, and a lock
+    // re-taken since the GET fails the `test` op (422) and is read again.
+    auto r = RemoveIfUnchanged(client, node, *lock, retry);
     if (r) return OkStatus();
-    if (!k8s::IsConflict(r.error())) {
+    if (!k8s::IsInvalid(r.error()) && !k8s::IsConflict(r.error())) {
       return Error{"release lock on " + Quote(node) + ": " + internal::Describe(r.error(), retry)};
     }
   }
-  return Error{"release lock on " + Quote(node) + ": 409 Conflict " +
+  return Error{"release lock on " + Quote(node) + ": the lock changed " +
                std::to_string(kConflictRounds) + " times in a row"};
 }
 

@@ -18,8 +18,9 @@ namespace hami::nodelock {
 //    JSON patch removes the lock only while it still reads `seen` (its `test` op is the owner
 //    check, so no GET).
 //  - Otherwise, or when that patch fails (the lock changed, or the server refused it): GET the
-//    node, check the owner, and a merge patch conditional on the resourceVersion read; a 409
-//    Conflict re-reads, up to 5 rounds.
+//    node, check the owner, and the same JSON patch conditional on the value just read; a lock
+//    that changed again meanwhile (the `test` fails: 422) re-reads, up to 5 rounds. Writes to
+//    the node that leave the lock alone (the handshake, kubelet's status) do not interfere.
 // Each API call is retried on a transient error under `retry` (default: k8s::RetryTransient's
 // default policy).
 // OK when the lock is gone afterwards or is not ns/pod's to release (logged as a warning); an
