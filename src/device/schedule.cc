@@ -1,7 +1,10 @@
 #include "device/schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "common/strings.h"
 #include "protocol/keys.h"
@@ -9,13 +12,56 @@
 namespace hami::device {
 namespace {
 
+char LowerAscii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// ToLower(haystack).find(ToLower(needle)) != npos, without the two copies.
+bool ContainsIgnoreCase(std::string_view haystack, std::string_view needle) {
+  if (needle.size() > haystack.size()) return false;
+  for (size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
+    size_t j = 0;
+    while (j < needle.size() && LowerAscii(haystack[i + j]) == LowerAscii(needle[j])) ++j;
+    if (j == needle.size()) return true;
+  }
+  return false;
+}
+
 bool IsCandidate(const DeviceUsage& d, const std::string& vendor) {
-  return d.vendor == vendor || ToLower(d.type).find(ToLower(vendor)) != std::string::npos;
+  return d.vendor == vendor || ContainsIgnoreCase(d.type, vendor);
 }
 
 // Lists reused across the containers and nodes of one Schedule call, so that a filter over
 // many nodes does not allocate them per node.
 struct Scratch {
+  // Every backend with its vendor key (SetBackends), looked up by Backend().
+  std::vector<std::pair<std::string_view, const Device*>> backends;
+  // Bit n: some vendor key is n bytes long (n < 64); `long_keys`: one is longer. A device type
+  // of another length is no key, so neither the keys nor the (cold, heap-held) type text are
+  // read for it: a model name such as "NVIDIA-NVIDIA A100-SXM4-80GB" never matches.
+  uint64_t key_lengths = 0;
+  bool long_keys = false;
+
+  void SetBackends(const Registry& registry) {
+    for (const Device* d : registry.All()) {
+      std::string_view key = d->VendorKey();
+      backends.emplace_back(key, d);
+      if (key.size() < 64) {
+        key_lengths |= uint64_t{1} << key.size();
+      } else {
+        long_keys = true;
+      }
+    }
+  }
+  bool MayBeKey(size_t length) const {
+    return length < 64 ? (key_lengths >> length) & 1 : long_keys;
+  }
+  // registry.Find(vendor) over `backends`: lengths first, so most keys' text is never compared.
+  const Device* Backend(std::string_view vendor) const {
+    if (!MayBeKey(vendor.size())) return nullptr;
+    for (const auto& [key, backend] : backends) {
+      if (key.size() == vendor.size() && key == vendor) return backend;
+    }
+    return nullptr;
+  }
   std::vector<double> scores;
   std::vector<ScoredDevice> sorted;
   std::vector<const DeviceUsage*> candidates;
@@ -64,11 +110,10 @@ std::optional<MigInstance> AddUsage(const Device& backend, std::vector<DeviceUsa
 // Fits container `index` onto `devices` and records the picks in `alloc`; with `record` the
 // picks are also added to the devices' usage (later containers see them) and the MIG instances
 // they reserve to `mig` (when not null). Returns the reason on failure.
-std::optional<std::string> FitContainer(const Registry& registry, const PodView& pod,
-                                        const PodRequests& requests, size_t index,
-                                        const NodeUsage& node, const PodPolicy& policy,
-                                        const NamespaceQuota* quota, bool record,
-                                        WorkingDevices* devices, Scratch* s,
+std::optional<std::string> FitContainer(const PodView& pod, const PodRequests& requests,
+                                        size_t index, const NodeUsage& node,
+                                        const PodPolicy& policy, const NamespaceQuota* quota,
+                                        bool record, WorkingDevices* devices, Scratch* s,
                                         std::map<std::string, protocol::PodDevices>* alloc,
                                         std::vector<protocol::MigAllocation>* mig) {
   const ContainerRequests& reqs = requests.containers[index];
@@ -79,7 +124,7 @@ std::optional<std::string> FitContainer(const Registry& registry, const PodView&
   for (const auto& [vendor, req] : reqs) {
     if (req.nums <= 0) continue;
     --vendors_left;
-    const Device* backend = registry.Find(vendor);
+    const Device* backend = s->Backend(vendor);
     if (!backend) return "Device type not found";
     const std::vector<DeviceUsage>& current = devices->Get();
     s->sorted.clear();
@@ -151,7 +196,7 @@ void KeepMigInstances(const std::vector<DeviceUsage>& fitted, WorkingDevices* ba
 // HAMi OverrideScore's device part: ScoreNode of every backend the pod took devices from (its
 // picks) and of every backend whose vendor key is the type of a device on the node (HAMi scores
 // the node's device types too, with empty picks), summed in vendor-key order.
-double VendorScores(const Registry& registry, const PodView& pod, const NodeUsage& node,
+double VendorScores(const PodView& pod, const NodeUsage& node,
                     const std::map<std::string, protocol::PodDevices>& picks, size_t total,
                     NodePolicy policy, Scratch* s) {
   s->scored.clear();
@@ -161,14 +206,10 @@ double VendorScores(const Registry& registry, const PodView& pod, const NodeUsag
     }
   };
   for (const auto& [vendor, devices] : picks) {
-    if (devices.size() == total) add(registry.Find(vendor));
+    if (devices.size() == total) add(s->Backend(vendor));
   }
-  const std::string* last = nullptr;
-  for (const DeviceUsage& d : node.devices) {
-    if (last && *last == d.type) continue;
-    last = &d.type;
-    add(registry.Find(d.type));
-  }
+  // registry.Find(d.type) for every device (add() keeps each backend once).
+  for (const DeviceUsage& d : node.devices) add(s->Backend(d.type));
   if (s->scored.empty()) return 0;
   std::sort(s->scored.begin(), s->scored.end(),
             [](const Device* a, const Device* b) { return a->VendorKey() < b->VendorKey(); });
@@ -184,13 +225,14 @@ double VendorScores(const Registry& registry, const PodView& pod, const NodeUsag
   return sum;
 }
 
-// FitPodOnNode. Only with `complete` does the result carry the picks (`devices`) and
-// usage_after: Schedule reads them for the chosen node only, so its pass over the candidates
-// keeps the picks in the reused scratch map and fits the chosen node once more, completely.
-NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
-                  const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota,
-                  bool complete, Scratch* s) {
-  NodeFit out;
+// FitPodOnNode into `*result` (default-constructed: Schedule builds it in place in its list).
+// Only with `complete` does the result carry the picks (`devices`) and usage_after: Schedule
+// reads them for the chosen node only, so its pass over the candidates keeps the picks in the
+// reused scratch map and fits the chosen node once more, completely.
+void FitOnNode(const PodView& pod, const PodRequests& requests, const NodeUsage& node,
+               const PodPolicy& policy, const NamespaceQuota* quota, bool complete, Scratch* s,
+               NodeFit* result) {
+  NodeFit& out = *result;
   out.node = node.name;
   out.score = NodeScore(node.devices);
   size_t total = requests.containers.size();
@@ -204,7 +246,6 @@ NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequest
     out.devices.clear();
     out.mig_allocations.clear();
     out.reason = std::move(reason);
-    return std::move(out);
   };
   // Init containers run one after another, so each sees only the node's current usage; their
   // peak only matters to usage_after. Their MIG instances, though, live as long as the pod (the
@@ -214,7 +255,7 @@ NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequest
   WorkingDevices base(node.devices);
   for (size_t i = 0; i < requests.init_count && i < total; ++i) {
     WorkingDevices scratch(base.Get());
-    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota,
+    if (auto reason = FitContainer(pod, requests, i, node, policy, quota,
                                    /*record=*/true, &scratch, s, &picks, mig)) {
       return fail(std::move(*reason));
     }
@@ -224,8 +265,8 @@ NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequest
   WorkingDevices running(base.Get());
   for (size_t i = requests.init_count; i < total; ++i) {
     bool record = complete || i + 1 < total;
-    if (auto reason = FitContainer(registry, pod, requests, i, node, policy, quota, record,
-                                   &running, s, &picks, mig)) {
+    if (auto reason =
+            FitContainer(pod, requests, i, node, policy, quota, record, &running, s, &picks, mig)) {
       return fail(std::move(*reason));
     }
   }
@@ -233,9 +274,8 @@ NodeFit FitOnNode(const Registry& registry, const PodView& pod, const PodRequest
     out.usage_after = running.Get();
     MaxInto(peak ? *peak : node.devices, &out.usage_after);
   }
-  out.score += VendorScores(registry, pod, node, picks, total, policy.node_policy, s);
+  out.score += VendorScores(pod, node, picks, total, policy.node_policy, s);
   out.fit = true;
-  return out;
 }
 
 }  // namespace
@@ -284,8 +324,10 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota) {
   Scratch s;
-  return FitOnNode(registry, pod, requests, node, policy, quota,
-                   /*complete=*/true, &s);
+  s.SetBackends(registry);
+  NodeFit out;
+  FitOnNode(pod, requests, node, policy, quota, /*complete=*/true, &s, &out);
+  return out;
 }
 
 Result<ScheduleOptions> ScheduleOptionsFromConfig(const SchedulerPolicyConfig& config) {
@@ -312,6 +354,27 @@ std::map<std::string, std::string> ScheduleDecision::FailedNodes() const {
 
 namespace {
 
+// Prefetches for the pass over the candidates. Their rows are spread over the heap (5,000 nodes
+// x 8 devices: ~13 MB with the devices' strings, among the pods' allocations), so the pass is
+// bound by memory latency, not by its arithmetic: while one node is fitted, the next nodes'
+// rows are fetched, in three steps because each needs the pointers the step before brought in.
+void PrefetchNode(const NodeUsage* node) {
+  const char* p = reinterpret_cast<const char*>(node);
+  __builtin_prefetch(p);
+  __builtin_prefetch(p + sizeof(NodeUsage) - 1);  // `devices` may lie in the next line
+}
+void PrefetchDevices(const NodeUsage* node) {
+  __builtin_prefetch(node->name.data());  // copied into NodeFit::node (a long name is on the heap)
+  const char* begin = reinterpret_cast<const char*>(node->devices.data());
+  const char* end = begin + node->devices.size() * sizeof(DeviceUsage);
+  for (const char* p = begin; p < end; p += 64) __builtin_prefetch(p);
+}
+// The device ids: the fitted device's is copied into the pick (ids are longer than the
+// in-place buffer of a string).
+void PrefetchIds(const NodeUsage* node) {
+  for (const DeviceUsage& d : node->devices) __builtin_prefetch(d.id.data());
+}
+
 Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& pod,
                                       const std::vector<const NodeUsage*>& nodes,
                                       const std::vector<std::string>& unregistered,
@@ -327,10 +390,14 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   auto policy = ResolvePodPolicy(pod, options.node_policy, options.gpu_policy);
   if (!policy) return std::move(policy).take_error();
   Scratch s;
+  s.SetBackends(registry);
   decision.nodes.reserve(nodes.size() + unregistered.size());
-  for (const NodeUsage* node : nodes) {
-    decision.nodes.push_back(FitOnNode(registry, pod, decision.requests, *node, *policy,
-                                       options.quota, /*complete=*/false, &s));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i + 3 < nodes.size()) PrefetchNode(nodes[i + 3]);
+    if (i + 2 < nodes.size()) PrefetchDevices(nodes[i + 2]);
+    if (i + 1 < nodes.size()) PrefetchIds(nodes[i + 1]);
+    FitOnNode(pod, decision.requests, *nodes[i], *policy, options.quota, /*complete=*/false, &s,
+              &decision.nodes.emplace_back());
   }
   for (const auto& name : unregistered) {
     decision.nodes.push_back(NodeFit{.node = name, .reason = std::string(kNodeUnregistered)});
@@ -350,9 +417,10 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   // Only the chosen node's picks and usage_after are read: fit it once more, completely (same
   // inputs, same picks). Unregistered names never fit, so the chosen index is a row's.
   if (decision.chosen) {
-    decision.nodes[*decision.chosen] =
-        FitOnNode(registry, pod, decision.requests, *nodes[*decision.chosen], *policy,
-                  options.quota, /*complete=*/true, &s);
+    NodeFit& chosen = decision.nodes[*decision.chosen];
+    chosen = NodeFit{};
+    FitOnNode(pod, decision.requests, *nodes[*decision.chosen], *policy, options.quota,
+              /*complete=*/true, &s, &chosen);
   }
   return decision;
 }

@@ -324,6 +324,33 @@ TEST(Schedule, NumaBindKeepsAContainerOnOneNuma) {
 namespace hami::device {
 namespace {
 
+// A device registered by another backend is a candidate when its type contains the vendor key,
+// whatever the case (HAMi: "nvidia" in "NVIDIA A100"); one whose type does not is not.
+TEST(Schedule, CandidatesByTypeIgnoreCase) {
+  Fixture f;
+  PodView one = Pod({{"containers", {Container("main", "1000", "20")}}});
+  auto gpu = [](std::string id, std::string type) {
+    DeviceUsage d = Gpu(std::move(id), 0, 0, 0, 0);
+    d.vendor = "other";
+    d.type = std::move(type);
+    return d;
+  };
+  std::vector<NodeUsage> nodes = {
+      NodeUsage{.name = "lower", .devices = {gpu("d-lower", "a100 (nvidia)")}},
+      NodeUsage{.name = "mixed", .devices = {gpu("d-mixed", "NviDia-A100-SXM4-80GB")}},
+      NodeUsage{.name = "other", .devices = {gpu("d-other", "NVIDI-A100")}},
+  };
+  auto d = Schedule(f.registry, one, nodes, {}, Options(NodePolicy::kBinpack, "spread"));
+  ASSERT_TRUE(d) << d.error();
+  ASSERT_NE(d->Chosen(), nullptr);
+  EXPECT_EQ(d->Chosen()->node, "lower");  // the two that fit tie at score 0: first name wins
+  EXPECT_EQ(d->Chosen()->devices.at("NVIDIA")[0][0].uuid, "d-lower");
+  auto failed = d->FailedNodes();
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed.at("other"), "NodeInsufficientDevice");
+  EXPECT_TRUE(d->nodes[1].fit);
+}
+
 TEST(ScheduleOptionsFromConfig, ParsesOrNamesTheBadValue) {
   auto o = ScheduleOptionsFromConfig(SchedulerPolicyConfig{});
   ASSERT_TRUE(o) << o.error();
