@@ -1,6 +1,7 @@
 #include "device/vendors/nvidia/nvidia.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
 
@@ -29,21 +30,62 @@ protocol::VendorInfo MakeInfo(const NvidiaConfig& config) {
 // The trimmed, non-empty items of a CSV annotation value.
 std::vector<std::string_view> Items(std::string_view csv) { return SplitNonEmpty(csv, ','); }
 
+// A use/nouse list pair, given the two annotation values (null = absent).
 template <typename Match>
-bool CheckLists(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
-                Match match) {
-  if (const std::string* nouse = FindValue(annotations, nouse_key)) {
+bool CheckListValues(const std::string* use, const std::string* nouse, Match match) {
+  if (nouse) {
     for (std::string_view item : Items(*nouse)) {
       if (match(item)) return false;
     }
   }
-  if (const std::string* use = FindValue(annotations, use_key)) {
+  if (use) {
     auto items = Items(*use);
     if (items.empty()) return true;
     return std::any_of(items.begin(), items.end(), match);
   }
   return true;
 }
+
+bool TypeInLists(const std::string* use, const std::string* nouse, std::string_view device_type) {
+  std::string type;  // lower-cased on first use: most pods name no type at all
+  return CheckListValues(use, nouse, [&](std::string_view item) {
+    if (type.empty()) type = ToLower(device_type);
+    return type.find(ToLower(item)) != std::string::npos;
+  });
+}
+
+bool UuidInLists(const std::string* use, const std::string* nouse, std::string_view uuid) {
+  return CheckListValues(use, nouse, [&](std::string_view item) { return item == uuid; });
+}
+
+// The rejections of one Fit by reason (protocol constants), counted in place instead of with a
+// key string and a map node per rejection; Flush adds them to `out` (one key per reason).
+class ReasonTally {
+ public:
+  explicit ReasonTally(protocol::ReasonCounts* out) : out_(out) {}
+  void Add(std::string_view reason, int n = 1) {
+    for (size_t i = 0; i < size_; ++i) {
+      if (counts_[i].first == reason) {
+        counts_[i].second += n;
+        return;
+      }
+    }
+    if (size_ == counts_.size()) {
+      (*out_)[std::string(reason)] += n;
+      return;
+    }
+    counts_[size_++] = {reason, n};
+  }
+  void Flush() {
+    for (size_t i = 0; i < size_; ++i) (*out_)[std::string(counts_[i].first)] += counts_[i].second;
+    size_ = 0;
+  }
+
+ private:
+  protocol::ReasonCounts* out_;
+  std::array<std::pair<std::string_view, int>, 16> counts_{};
+  size_t size_ = 0;
+};
 
 // Percentage: a whole number; above 100 (even beyond int32) is clamped to 100, zero and negative
 // values are "not given" (kPercentUnset).
@@ -73,17 +115,13 @@ int64_t PairScore(const protocol::PairScores& scores, const std::string& a, cons
 
 bool CheckUuid(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
                std::string_view uuid) {
-  return CheckLists(annotations, use_key, nouse_key,
-                    [&](std::string_view item) { return item == uuid; });
+  return UuidInLists(FindValue(annotations, use_key), FindValue(annotations, nouse_key), uuid);
 }
 
 bool CheckType(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
                std::string_view device_type) {
-  std::string type;  // lower-cased on first use: most pods name no type at all
-  return CheckLists(annotations, use_key, nouse_key, [&](std::string_view item) {
-    if (type.empty()) type = ToLower(device_type);
-    return type.find(ToLower(item)) != std::string::npos;
-  });
+  return TypeInLists(FindValue(annotations, use_key), FindValue(annotations, nouse_key),
+                     device_type);
 }
 
 std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed, int32_t nums,
@@ -195,15 +233,23 @@ Result<DeviceRequest> NvidiaDevice::NormalizeRequest(const ContainerView& contai
 }
 
 // Checks 1-3 of docs/protocol.md#nvidias-fit, which come before the numa-bind restart.
+NvidiaDevice::PodSelection NvidiaDevice::Selection(const StringMap& annos) const {
+  return PodSelection{.vgpu_mode = FindValue(annos, protocol::kVgpuModeKey),
+                      .use_type = FindValue(annos, info_.use_type_key),
+                      .nouse_type = FindValue(annos, info_.nouse_type_key),
+                      .use_uuid = FindValue(annos, info_.use_uuid_key),
+                      .nouse_uuid = FindValue(annos, info_.nouse_uuid_key)};
+}
+
 std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& dev,
                                                             const DeviceRequest& request,
                                                             const FitContext& ctx,
-                                                            const StringMap& annos) const {
+                                                            const PodSelection& sel) const {
   if (!dev.health || dev.mig_inconsistent) return protocol::kCardNotHealth;
   if (ctx.node && ctx.node->cordoned.count(dev.id)) return protocol::kCardCordoned;
-  const std::string* vgpu_mode = FindValue(annos, protocol::kVgpuModeKey);
-  if (!CheckType(annos, info_.use_type_key, info_.nouse_type_key, dev.type) ||
-      (vgpu_mode && vgpu_mode->find(dev.mode) == std::string::npos) || request.type != kVendorKey) {
+  if (!TypeInLists(sel.use_type, sel.nouse_type, dev.type) ||
+      (sel.vgpu_mode && sel.vgpu_mode->find(dev.mode) == std::string::npos) ||
+      request.type != kVendorKey) {
     return protocol::kCardTypeMismatch;
   }
   return std::nullopt;
@@ -213,11 +259,9 @@ std::optional<std::string_view> NvidiaDevice::CheckIdentity(const DeviceUsage& d
 // allocate.
 std::optional<std::string_view> NvidiaDevice::CheckCapacity(
     const DeviceUsage& dev, const DeviceRequest& request, const FitContext& ctx,
-    const StringMap& annos, const protocol::ContainerDevices& picked,
+    const PodSelection& sel, const protocol::ContainerDevices& picked,
     protocol::ContainerDevice* chosen) const {
-  if (!CheckUuid(annos, info_.use_uuid_key, info_.nouse_uuid_key, dev.id)) {
-    return protocol::kCardUuidMismatch;
-  }
+  if (!UuidInLists(sel.use_uuid, sel.nouse_uuid, dev.id)) return protocol::kCardUuidMismatch;
   if (dev.count <= dev.used) return protocol::kCardTimeSlicingExhausted;
   if (ctx.policy.mutex && dev.used > 0) return protocol::kExclusiveDeviceAllocateConflict;
   int32_t cores = std::min(request.coresreq, 100);
@@ -226,8 +270,12 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
     memreq =
         static_cast<int32_t>(static_cast<int64_t>(dev.totalmem) * request.mem_percentage / 100);
   }
-  *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
-  if (auto reason = CheckQuota(ctx, info_, config_.memory_factor, picked, *chosen)) return reason;
+  // The pick is built (its id copied) only when the quota needs it or the device fits: most
+  // rejected devices never copy their id.
+  if (ctx.quota) {
+    *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
+    if (auto reason = CheckQuota(ctx, info_, config_.memory_factor, picked, *chosen)) return reason;
+  }
   if (dev.totalmem - dev.usedmem < memreq) return protocol::kCardInsufficientMemory;
   if (dev.totalcore - dev.usedcores < cores) return protocol::kCardInsufficientCore;
   if (dev.totalcore == 100 && cores == 100 && dev.used > 0) {
@@ -241,6 +289,7 @@ std::optional<std::string_view> NvidiaDevice::CheckCapacity(
   if (dev.mode == kMigMode && !MigFits(dev, picked, memreq)) {
     return protocol::kCardMigTopologyInfeasible;
   }
+  if (!ctx.quota) *chosen = protocol::ContainerDevice{dev.id, request.type, memreq, cores};
   return std::nullopt;
 }
 
@@ -266,34 +315,37 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   const StringMap& annos = ctx.pod ? ctx.pod->annotations : kNone;
   const std::string* numa_value = FindValue(annos, protocol::kNumaBindKey);
   bool numa_bind = numa_value && ParseBool(*numa_value).value_or(false);
+  const PodSelection sel = Selection(annos);
+  ReasonTally tally(&r.reasons);
   int32_t remaining = request.nums;
   std::optional<int64_t> numa;  // the NUMA node of the current numa-bind group
   std::vector<const DeviceUsage*> passed;
   protocol::ContainerDevices picked;
   for (size_t k = candidates.size(); k-- > 0;) {
     const DeviceUsage& dev = *candidates[k];
-    if (auto reason = CheckIdentity(dev, request, ctx, annos)) {
-      r.reasons[std::string(*reason)] += 1;
+    if (auto reason = CheckIdentity(dev, request, ctx, sel)) {
+      tally.Add(*reason);
       continue;
     }
     if (numa_bind && numa != dev.numa) {
       // A new NUMA node: picks on the previous one cannot be completed there.
-      if (!picked.empty()) r.reasons[std::string(protocol::kNumaNotFit)] += picked.size();
+      if (!picked.empty()) tally.Add(protocol::kNumaNotFit, static_cast<int>(picked.size()));
       picked.clear();
       passed.clear();
       remaining = request.nums;
       numa = dev.numa;
     }
     protocol::ContainerDevice chosen;
-    if (auto reason = CheckCapacity(dev, request, ctx, annos, picked, &chosen)) {
-      r.reasons[std::string(*reason)] += 1;
+    if (auto reason = CheckCapacity(dev, request, ctx, sel, picked, &chosen)) {
+      tally.Add(*reason);
       continue;
     }
-    passed.push_back(&dev);
+    if (ctx.policy.topology_aware) passed.push_back(&dev);  // only PickByTopology reads it
     picked.push_back(std::move(chosen));
     if (!ctx.policy.topology_aware && --remaining == 0) {
       r.fit = true;
       r.devices = std::move(picked);
+      tally.Flush();
       return r;
     }
     // A MIG GPU may give this container another instance: visit it again (HAMi does the same),
@@ -307,11 +359,13 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
       r.devices.push_back(picked[pos]);
     }
     r.fit = true;
+    tally.Flush();
     return r;
   }
   if (!picked.empty()) {
-    r.reasons[std::string(protocol::kAllocatedCardsInsufficientRequest)] += picked.size();
+    tally.Add(protocol::kAllocatedCardsInsufficientRequest, static_cast<int>(picked.size()));
   }
+  tally.Flush();
   return r;
 }
 

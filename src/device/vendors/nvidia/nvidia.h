@@ -92,12 +92,21 @@ class NvidiaDevice : public Device {
                                         protocol::ContainerDevice* chosen) const override;
 
  private:
+  // The pod's selection annotations (null = absent), looked up once per Fit, not per device.
+  struct PodSelection {
+    const std::string* vgpu_mode = nullptr;  // nvidia.com/vgpu-mode
+    const std::string* use_type = nullptr;   // use/nouse-gputype
+    const std::string* nouse_type = nullptr;
+    const std::string* use_uuid = nullptr;  // use/nouse-gpuuuid
+    const std::string* nouse_uuid = nullptr;
+  };
+  PodSelection Selection(const StringMap& annos) const;
   std::optional<std::string_view> CheckIdentity(const DeviceUsage& dev,
                                                 const DeviceRequest& request, const FitContext& ctx,
-                                                const StringMap& annos) const;
+                                                const PodSelection& sel) const;
   std::optional<std::string_view> CheckCapacity(const DeviceUsage& dev,
                                                 const DeviceRequest& request, const FitContext& ctx,
-                                                const StringMap& annos,
+                                                const PodSelection& sel,
                                                 const protocol::ContainerDevices& picked,
                                                 protocol::ContainerDevice* chosen) const;
 
