@@ -138,6 +138,7 @@ int RunScenario(const RunFlags& f) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  options.serving = f.serve;
   if (f.serve) pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (!scenario->description.empty()) std::cout << scenario->description << "\n";
   hami::sim::Runner runner(std::move(*scenario), options);

@@ -378,6 +378,7 @@ Status Runner::Impl::StartCluster() {
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(scheduler_token), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
   if (auto st = CreateNamespaces(*admin_); !st) return st;
+  if (!RunsMonitors(scenario_, options_.serving)) return OkStatus();
   Progress("starting hami-vgpu-monitor on every node");
   std::vector<SimNode> monitored;
   // hami-vgpu-monitor reads HAMi-core's regions: NVIDIA nodes only (a vendor node's generic

@@ -33,6 +33,9 @@ struct RunOptions {
   std::optional<std::chrono::milliseconds> kubelet_latency;
   // Unix sockets of the device plugins go under a fresh directory here, removed at Stop().
   std::string temp_root = "/tmp";
+  // A --serve run (the cluster stays up for kubectl): with the scenario's `monitors: auto` the
+  // nodes get their hami-vgpu-monitor, so that `kubectl hami top` has something to read.
+  bool serving = false;
   // Progress lines for a human ("starting 100 kubelets ..."); may be empty.
   std::function<void(const std::string&)> progress;
   // `--manifests`: the API server enforces RBAC (docs/RBAC.md). The RBAC objects are created

@@ -633,9 +633,10 @@ Status CheckUniqueNames(const Scenario& s) {
 }
 
 Status ParseRoot(const YAML::Node& root, Scenario* s) {
-  if (auto st = CheckKeys(root, "",
-                          {"name", "description", "timing", "policies", "faults", "deviceConfig",
-                           "schedulerReplicas", "leaderElection", "nodes", "workloads"});
+  if (auto st =
+          CheckKeys(root, "",
+                    {"name", "description", "timing", "policies", "faults", "deviceConfig",
+                     "schedulerReplicas", "leaderElection", "monitors", "nodes", "workloads"});
       !st) {
     return st;
   }
@@ -663,6 +664,19 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
   }
   if (root["leaderElection"]) {
     if (auto st = ParseLeaderElection(root["leaderElection"], s); !st) return st;
+  }
+  if (root["monitors"]) {
+    std::string m;
+    if (auto st = ReadString(root["monitors"], "monitors", &m); !st) return st;
+    if (m == "auto") {
+      s->monitors = Scenario::Monitors::kAuto;
+    } else if (m == "on") {
+      s->monitors = Scenario::Monitors::kOn;
+    } else if (m == "off") {
+      s->monitors = Scenario::Monitors::kOff;
+    } else {
+      return FieldError("monitors", "auto, on or off", m);
+    }
   }
   if (s->process_faults.kill_scheduler_target != KillTarget::kAny && s->scheduler_replicas < 2) {
     return FieldError(
@@ -800,6 +814,24 @@ std::vector<PlannedPod> ExpandPods(const Scenario& scenario) {
   std::stable_sort(out.begin(), out.end(),
                    [](const PlannedPod& a, const PlannedPod& b) { return a.arrival < b.arrival; });
   return out;
+}
+
+bool RunsMonitors(const Scenario& scenario, bool serving) {
+  switch (scenario.monitors) {
+    case Scenario::Monitors::kOn:
+      return true;
+    case Scenario::Monitors::kOff:
+      return false;
+    case Scenario::Monitors::kAuto:
+      break;
+  }
+  if (serving) return true;
+  for (const Workload& w : scenario.workloads) {
+    for (const auto& c : w.containers) {
+      if (c.usage) return true;
+    }
+  }
+  return false;
 }
 
 Result<deviceplugin::PluginConfig> PluginConfigFor(const Scenario& scenario) {

@@ -20,6 +20,10 @@
 //              # `every` period from `start` (from the first pod creation) up to `count` times
 //              # (0 = until the end); `down`: how long the component stays away
 //   schedulerReplicas: 2            # hami-scheduler instances; > 1 elect a leader on a Lease
+//   monitors: auto                  # hami-vgpu-monitor on every NVIDIA node: on, off, or auto
+//                                   # (default: on when a container declares `usage:` or the
+//                                   # run --serve's; each monitor watches pods, so 1,000 of them
+//                                   # cost the scale scenario more than the rest of the sim)
 //   leaderElection: {leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
 //   deviceConfig: {nvidia: {deviceSplitCount: 10}}    # device-config.yaml text, inline
 //   nodes:
@@ -177,6 +181,9 @@ struct Scenario {
   int fault_drop_watch_every = 0;
   ProcessFaults process_faults;
   int scheduler_replicas = 1;  // 1..3
+  // `monitors`: hami-vgpu-monitor on every NVIDIA node.
+  enum class Monitors { kAuto, kOn, kOff };
+  Monitors monitors = Monitors::kAuto;
   LeaderElectionTiming leader_election;
   // The device config both the scheduler and the device plugins run with: the chart defaults
   // with `deviceConfig` applied; the `deviceConfig` text itself (empty when absent).
@@ -218,6 +225,10 @@ std::string GpuUuid(std::string_view node, uint64_t index);
 std::vector<ExpandedNode> ExpandNodes(const Scenario& scenario);
 // The pods sorted by arrival (stable: declaration order within one instant).
 std::vector<PlannedPod> ExpandPods(const Scenario& scenario);
+
+// Whether the run starts a hami-vgpu-monitor on every NVIDIA node: `monitors: on`, or `auto`
+// when some container declares `usage:` or `serving` (a --serve run, for kubectl hami top).
+bool RunsMonitors(const Scenario& scenario, bool serving);
 
 // The device plugin's configuration for this scenario (split count, scalings, ...).
 Result<deviceplugin::PluginConfig> PluginConfigFor(const Scenario& scenario);

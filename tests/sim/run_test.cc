@@ -120,6 +120,7 @@ workloads:
   ASSERT_TRUE(scenario.ok()) << scenario.error();
   Runner runner(std::move(*scenario), RunOptions{});
   auto report = runner.Run();
+  EXPECT_TRUE(runner.monitors().empty());  // no container declares usage: no monitor to read
   runner.Stop();
   ASSERT_TRUE(report.ok()) << report.error();
   const Report& r = *report;

@@ -209,6 +209,8 @@ TEST(ScenarioTest, RejectsMalformedInputNamingFieldAndValue) {
        "faults.killScheduler.target: want any with schedulerReplicas 1, got \"leader\""},
       {"clock skew", kNodes + kWork + "faults: {clockSkew: {scheduler: ahead}}",
        "faults.clockSkew.scheduler: want a duration like 30s or -2m, got \"ahead\""},
+      {"monitors", kNodes + kWork + "monitors: sometimes",
+       "monitors: want auto, on or off, got \"sometimes\""},
       {"replicas", kNodes + kWork + "schedulerReplicas: 4",
        "schedulerReplicas: want an integer in [1, 3], got \"4\""},
       {"lease seconds", kNodes + kWork + "leaderElection: {leaseDuration: 1500ms}",
@@ -267,6 +269,32 @@ TEST(ScenarioTest, NoProcessFaultsByDefault) {
   EXPECT_FALSE(s->process_faults.any());
   EXPECT_EQ(s->scheduler_replicas, 1);
   EXPECT_EQ(s->leader_election.lease_duration, std::chrono::seconds(15));
+}
+
+// The monitors (one pod informer each) run where someone reads them: a container's `usage:`, a
+// --serve run, or `monitors: on`; 1,000 of them made examples/scale.yaml several times slower.
+TEST(ScenarioTest, MonitorsRunWhereSomethingReadsThem) {
+  const std::string used =
+      "workloads: [{name: p, containers: [{name: c, usage: {memory: 100, utilization: 5}}]}]\n";
+  struct Case {
+    std::string yaml;
+    bool serving;
+    bool want;
+  };
+  const Case cases[] = {
+      {kNodes + kWork, false, false},
+      {kNodes + kWork, true, true},
+      {kNodes + used, false, true},
+      {kNodes + kWork + "monitors: auto\n", false, false},
+      {kNodes + kWork + "monitors: on\n", false, true},
+      {kNodes + used + "monitors: off\n", true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml + (c.serving ? " (serving)" : ""));
+    auto s = ParseScenario(c.yaml);
+    ASSERT_TRUE(s.ok()) << s.error();
+    EXPECT_EQ(RunsMonitors(*s, c.serving), c.want);
+  }
 }
 
 TEST(ScenarioTest, LoadFileNamesThePath) {
