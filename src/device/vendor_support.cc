@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <limits>
 
-#include "common/json.h"
 #include "common/strings.h"
 #include "device/quota.h"
 #include "device/usage.h"
 #include "device/yaml_error.h"
-#include "protocol/go_json.h"
 #include "protocol/quantity.h"
 #include "protocol/reason.h"
 
@@ -34,33 +32,6 @@ Status ReadVendorSection(const YAML::Node& section, std::string_view name, std::
   return ReadResourceNames(
       section, std::string(name),
       {{"resourceCountName", count}, {"resourceMemoryName", memory}, {"resourceCoreName", core}});
-}
-
-namespace {
-
-// Whether register entry `index` of `value` (a text DecodeNodeRegister accepted) has a non-null
-// member that Go would decode into DeviceInfo.ID: "id" exactly, else any case of it.
-bool HasIdMember(std::string_view value, size_t index) {
-  nlohmann::json list = ParseJsonOrNull(value);
-  if (!list.is_array() || index >= list.size() || !list[index].is_object()) return false;
-  for (const auto& [key, member] : list[index].items()) {
-    if (protocol::gojson::EqualFoldAscii(key, "id") && !member.is_null()) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-Result<std::vector<protocol::DeviceInfo>> DecodeVendorRegister(std::string_view value) {
-  auto devices = protocol::DecodeNodeRegister(value);
-  if (!devices) return devices;
-  for (size_t i = 0; i < devices->size(); ++i) {
-    if (!(*devices)[i].id.empty()) continue;
-    std::string where = "node register: device " + std::to_string(i) + ": field \"id\": ";
-    if (!HasIdMember(value, i)) return Error{where + "missing"};
-    return Error{where + "must not be empty, got " + Quote("")};
-  }
-  return devices;
 }
 
 bool LimitsContain(const nlohmann::json& container, const std::string& resource) {

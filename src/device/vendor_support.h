@@ -19,7 +19,6 @@
 #include "common/result.h"
 #include "device/device.h"
 #include "device/pod_view.h"
-#include "protocol/node_register.h"
 #include "protocol/pod_devices.h"
 
 namespace hami::device {
@@ -35,14 +34,6 @@ Status ReadResourceNames(const YAML::Node& section, const std::string& path,
 // resourceCountName, resourceMemoryName and resourceCoreName go through ReadResourceNames.
 Status ReadVendorSection(const YAML::Node& section, std::string_view name, std::string* count,
                          std::string* memory, std::string* core);
-
-// The JSON register annotations' decoder (AMD, Ascend, Biren, Kunlun vXPU, VastAI): the value as
-// protocol::DecodeNodeRegister reads it, and every device with an id of its own. An entry without
-// one is `node register: device <i>: field "id": missing`, one whose id is "" is
-// `node register: device <i>: field "id": must not be empty, got ""` (two such entries would be
-// one device, picked twice); an id listed twice is refused by the decoder itself
-// (`device <i>: field "id": duplicate "<id>" ...`). Callers prefix the annotation's key.
-Result<std::vector<protocol::DeviceInfo>> DecodeVendorRegister(std::string_view value);
 
 // Whether the container JSON's resources.limits is an object holding `resource`.
 bool LimitsContain(const nlohmann::json& container, const std::string& resource);

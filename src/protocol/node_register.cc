@@ -280,9 +280,14 @@ Status ReadMigProfile(const Json& v, const std::string& where, const std::string
   return ReadObject(v, fields, where, path);
 }
 
-Status ReadDevice(const Json& v, const std::string& where, DeviceInfo* d) {
+// *id_given: the entry has a non-null member read into the id.
+Status ReadDevice(const Json& v, const std::string& where, DeviceInfo* d, bool* id_given) {
   const FieldSpec fields[] = {
-      {"id", [&](const Json& j, const std::string& w) { return ReadString(j, w, &d->id); }},
+      {"id",
+       [&](const Json& j, const std::string& w) {
+         *id_given = *id_given || !j.is_null();
+         return ReadString(j, w, &d->id);
+       }},
       {"index",
        [&](const Json& j, const std::string& w) { return ReadInt(j, w, "uint", &d->index); }},
       {"count",
@@ -330,7 +335,7 @@ Status CheckDevices(const std::vector<DeviceInfo>& devices) {
 
 }  // namespace
 
-Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value) {
+Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value, RegisterRules rules) {
   try {
     Result<Json> parsed = ParseJson<Json>(value);
     if (!parsed) return Error{"node register: " + parsed.error() + ": " + Quote(value)};
@@ -339,11 +344,19 @@ Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value) {
     if (j.is_null()) return out;
     if (!j.is_array()) return Error{"node register: want a JSON list, got " + Describe(j)};
     out.reserve(j.size());
+    std::vector<bool> id_given(j.size(), false);
     for (size_t i = 0; i < j.size(); ++i) {
-      Status s = ReadDevice(j[i], "device " + std::to_string(i), &out.emplace_back());
+      bool given = false;
+      Status s = ReadDevice(j[i], "device " + std::to_string(i), &out.emplace_back(), &given);
       if (!s) return std::move(s).take_error();
+      id_given[i] = given;
     }
     if (Status s = CheckDevices(out); !s) return Error{"node register: " + s.error()};
+    for (size_t i = 0; rules.require_id && i < out.size(); ++i) {
+      if (!out[i].id.empty()) continue;
+      return Error{"node register: device " + std::to_string(i) + ": field \"id\": " +
+                   (id_given[i] ? "must not be empty, got " + Quote("") : std::string("missing"))};
+    }
     return out;
   } catch (const std::exception& e) {
     // Not expected: every access above is type-checked first. Kept so nothing escapes.

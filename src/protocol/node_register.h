@@ -73,7 +73,17 @@ std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices);
 // that name the device and field, e.g. `device 1: field "devmem": want an integer, got "abc"`.
 // One difference from Go: invalid UTF-8 inside a JSON string is rejected rather than replaced by
 // U+FFFD (no Go encoder writes it).
-Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value);
+//
+// `require_id`: also refuse a device without an id of its own, as the vendors other than NVIDIA
+// do (two such entries would be one device, picked twice): an entry with no non-null id member
+// is `node register: device <i>: field "id": missing`, one whose id is "" is
+// `node register: device <i>: field "id": must not be empty, got ""`. Checked after the other
+// device checks, so their errors come first.
+struct RegisterRules {
+  bool require_id = false;
+};
+Result<std::vector<DeviceInfo>> DecodeNodeRegister(std::string_view value,
+                                                   RegisterRules rules = {});
 
 // --- legacy colon encoding ---
 

@@ -121,36 +121,6 @@ TEST(VendorSupport, ReadVendorSection) {
   EXPECT_EQ(bad.error(), R"(hygon.resourceMemoryName: want a resource name, got " ")");
 }
 
-// Every device of a JSON register needs an id of its own: a missing, null or empty id and an id
-// listed twice are refused naming the entry and the field; what the common decoder refuses stays
-// refused; otherwise the devices are the common decoder's.
-TEST(DecodeVendorRegister, EveryDeviceHasItsOwnId) {
-  struct Case {
-    const char* value;
-    const char* error;
-  };
-  const Case cases[] = {
-      {R"([{"id":"a"},{"count":1}])", R"(node register: device 1: field "id": missing)"},
-      {R"([{"id":null}])", R"(node register: device 0: field "id": missing)"},
-      {R"([{"ID":""}])", R"(node register: device 0: field "id": must not be empty, got "")"},
-      {R"([{"id":"a"},{"id":"b"},{"iD":"a"}])",
-       R"(node register: device 2: field "id": duplicate "a" (a GPU listed twice))"},
-      {R"([{"id":"a","count":-1}])",
-       R"(node register: device 0: field "count": must not be negative, got -1)"},
-      {"[null]", R"(node register: device 0: field "id": missing)"},
-  };
-  for (const auto& c : cases) {
-    auto r = DecodeVendorRegister(c.value);
-    ASSERT_FALSE(r) << c.value;
-    EXPECT_EQ(r.error(), c.error) << c.value;
-  }
-  for (const char* ok : {"null", "[]", R"([{"id":"a","count":2},{"Id":"b"}])"}) {
-    auto r = DecodeVendorRegister(ok);
-    ASSERT_TRUE(r) << ok << ": " << r.error();
-    EXPECT_EQ(*r, *protocol::DecodeNodeRegister(ok)) << ok;
-  }
-}
-
 // Two capacity counts become one row per card: ids with the infix, the memory shared evenly, a
 // last card for the core units left over; no core units, no cards; a bad count names the resource.
 TEST(CapacityCardRows, OneRowPerCardFromTheCounts) {

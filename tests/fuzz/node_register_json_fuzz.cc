@@ -1,7 +1,6 @@
 // Fuzzes the JSON node register decoder: never crashes; whatever decodes lists no non-empty id
-// twice (an empty id is Go's zero value; the vendor backends refuse it, DecodeVendorRegister in
-// src/device) and re-encodes to a value that decodes to the same devices and encodes to the same
-// bytes again.
+// twice (an empty id is Go's zero value; the vendor backends refuse it with require_id) and
+// re-encodes to a value that decodes to the same devices and encodes to the same bytes again.
 #include <cstdint>
 #include <cstdlib>
 #include <set>

@@ -359,5 +359,35 @@ TEST(NodeRegister, RejectsNegativeSizesAndDuplicateIds) {
   EXPECT_NE(legacy.error().find(R"(duplicate "GPU-a")"), std::string::npos) << legacy.error();
 }
 
+// With require_id (the vendors other than NVIDIA) every device needs an id of its own: a missing,
+// null or empty id and an id listed twice are refused naming the entry and the field; what the
+// decoder refuses without it stays refused; otherwise the devices are the same.
+TEST(NodeRegisterJson, RequireIdGivesEveryDeviceAnIdOfItsOwn) {
+  struct Case {
+    const char* value;
+    const char* error;
+  };
+  const Case cases[] = {
+      {R"([{"id":"a"},{"count":1}])", R"(node register: device 1: field "id": missing)"},
+      {R"([{"id":null}])", R"(node register: device 0: field "id": missing)"},
+      {R"([{"ID":""}])", R"(node register: device 0: field "id": must not be empty, got "")"},
+      {R"([{"id":"a"},{"id":"b"},{"iD":"a"}])",
+       R"(node register: device 2: field "id": duplicate "a" (a GPU listed twice))"},
+      {R"([{"id":"a","count":-1}])",
+       R"(node register: device 0: field "count": must not be negative, got -1)"},
+      {"[null]", R"(node register: device 0: field "id": missing)"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeNodeRegister(c.value, {.require_id = true});
+    ASSERT_FALSE(r) << c.value;
+    EXPECT_EQ(r.error(), c.error) << c.value;
+  }
+  for (const char* ok : {"null", "[]", R"([{"id":"a","count":2},{"Id":"b"}])"}) {
+    auto r = DecodeNodeRegister(ok, {.require_id = true});
+    ASSERT_TRUE(r) << ok << ": " << r.error();
+    EXPECT_EQ(*r, *DecodeNodeRegister(ok)) << ok;
+  }
+}
+
 }  // namespace
 }  // namespace hami::protocol

@@ -265,7 +265,7 @@ void ExpectRegisterErrors(const Decode& decode, const std::vector<RegisterErrorC
   }
 }
 
-// The id rule of the JSON register decoder (DecodeVendorRegister in src/device/vendor_support.h):
+// The id rule of the JSON register decoder (protocol::DecodeNodeRegister with require_id):
 // an entry without an id, with a null or an empty one, and an id listed twice, each refused with
 // the decoder's error after `prefix` (the vendor's own, e.g. "annotation <register key>: ").
 inline std::vector<RegisterErrorCase> IdRuleCases(const std::string& prefix) {

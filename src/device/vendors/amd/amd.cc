@@ -86,7 +86,7 @@ Result<std::vector<DeviceUsage>> AmdDevice::NodeDevices(const NodeView& node) co
   std::vector<DeviceUsage> out;
   const std::string* value = FindValue(node.annotations, info_.register_key);
   if (!value) return out;
-  auto devices = DecodeVendorRegister(*value);
+  auto devices = protocol::DecodeNodeRegister(*value, {.require_id = true});
   if (!devices) return Error{"annotation " + info_.register_key + ": " + devices.error()};
   for (const auto& info : *devices) out.push_back(UsageFromDeviceInfo(info, info_.vendor_key));
   return out;

@@ -5,7 +5,6 @@
 
 #include "common/json.h"
 #include "common/strings.h"
-#include "device/vendor_support.h"
 #include "protocol/node_register.h"
 #include "protocol/quantity.h"
 
@@ -190,7 +189,7 @@ std::pair<int64_t, std::string> TrimMemory(const VnpuConfig& config, int64_t mem
 }
 
 Result<std::vector<RegisteredDevice>> DecodeRegister(std::string_view value) {
-  auto infos = DecodeVendorRegister(value);
+  auto infos = protocol::DecodeNodeRegister(value, {.require_id = true});
   if (!infos) return std::move(infos).take_error();
   std::vector<RegisteredDevice> out;
   for (auto& info : *infos) out.push_back({std::move(info), std::nullopt});

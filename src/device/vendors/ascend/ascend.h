@@ -57,10 +57,10 @@ struct RegisteredDevice {
   bool operator==(const RegisteredDevice&) const = default;
 };
 
-// Decodes the register annotation value: the DeviceInfo list (DecodeVendorRegister, so Go's
-// case-insensitive keys "ID", "Count", ... are read and every device has an id of its own) plus
-// each device's customInfo.NetworkID. A customInfo that is present but not an object is an error
-// naming the device.
+// Decodes the register annotation value: the DeviceInfo list (protocol::DecodeNodeRegister with
+// require_id, so Go's case-insensitive keys "ID", "Count", ... are read and every device has an
+// id of its own) plus each device's customInfo.NetworkID. A customInfo that is present but not an
+// object is an error naming the device.
 Result<std::vector<RegisteredDevice>> DecodeRegister(std::string_view value);
 
 // Container request (HAMi GenerateResourceRequests): count from limits else requests; 0 = none.

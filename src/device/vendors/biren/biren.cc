@@ -49,7 +49,7 @@ Result<std::vector<DeviceUsage>> BirenDevice::NodeDevices(const NodeView& node) 
   std::vector<DeviceUsage> out;
   const std::string* value = FindValue(node.annotations, info_.register_key);
   if (!value) return out;
-  auto devices = DecodeVendorRegister(*value);
+  auto devices = protocol::DecodeNodeRegister(*value, {.require_id = true});
   if (!devices) return Error{"annotation " + info_.register_key + ": " + devices.error()};
   for (auto info : *devices) {
     info.devcore = 100;

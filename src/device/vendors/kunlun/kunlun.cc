@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
-#include "device/vendor_support.h"
 #include "device/vendors/nvidia/nvidia.h"
 #include "device/yaml_error.h"
 #include "protocol/node_register.h"
@@ -338,7 +337,7 @@ Result<std::vector<DeviceUsage>> VxpuNodeDevices(std::string_view node_name,
   auto fail = [&](const std::string& why) {
     return Error{"node " + Quote(node_name) + ": annotation " + info.register_key + ": " + why};
   };
-  auto devices = DecodeVendorRegister(*value);
+  auto devices = protocol::DecodeNodeRegister(*value, {.require_id = true});
   if (!devices) return fail(devices.error());
   if (devices->empty()) return fail("no device found on node (value " + Quote(*value) + ")");
   std::vector<DeviceUsage> out;

@@ -99,7 +99,7 @@ Result<std::vector<DeviceUsage>> VastaiDevice::NodeDevices(const NodeView& node)
   std::vector<DeviceUsage> out;
   const std::string* value = FindValue(node.annotations, info_.register_key);
   if (!value) return out;
-  auto devices = DecodeVendorRegister(*value);
+  auto devices = protocol::DecodeNodeRegister(*value, {.require_id = true});
   if (!devices) return Error{"annotation " + info_.register_key + ": " + devices.error()};
   // The decoder keeps no custominfo; the value decoded, so it is a JSON list (or null).
   nlohmann::json list = ParseJsonOrNull(*value);
