@@ -183,9 +183,7 @@ std::string NodeWords(const std::string& reason, const device::Registry& registr
         if (req.nums <= 0) continue;
         int64_t have = 0;
         for (const auto& d : node.devices) {
-          if (d.vendor == vendor || ToLower(d.type).find(ToLower(vendor)) != std::string::npos) {
-            ++have;
-          }
+          if (device::IsCandidateDevice(d, vendor)) ++have;
         }
         if (req.nums > have) {
           parts.push_back("wants " + std::to_string(req.nums) + " " + vendor + " device(s), has " +
@@ -224,9 +222,7 @@ std::string NodeWords(const std::string& reason, const device::Registry& registr
                                .earlier = nullptr,
                                .init_count = 0};
         for (const auto& d : node.devices) {
-          if (!(d.vendor == vendor || ToLower(d.type).find(ToLower(vendor)) != std::string::npos)) {
-            continue;
-          }
+          if (!device::IsCandidateDevice(d, vendor)) continue;
           device::FitResult r = backend->Fit({&d}, one, ctx);
           if (!r.fit && r.reasons.count(name) != 0) hit.push_back(&d);
         }

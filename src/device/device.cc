@@ -68,14 +68,23 @@ std::string FitResult::Reason() const {
 
 void Registry::Register(std::unique_ptr<Device> device) {
   std::string key = device->VendorKey();
+  if (key.size() < 64) {
+    key_lengths_ |= uint64_t{1} << key.size();
+  } else {
+    long_keys_ = true;
+  }
   devices_[key] = std::move(device);
 }
 
 std::map<std::string, std::unique_ptr<Device>, std::less<>> Registry::Release() {
+  key_lengths_ = 0;
+  long_keys_ = false;
   return std::move(devices_);
 }
 
 const Device* Registry::Find(std::string_view vendor_key) const {
+  const size_t n = vendor_key.size();
+  if (n < 64 ? ((key_lengths_ >> n) & 1) == 0 : !long_keys_) return nullptr;
   auto it = devices_.find(vendor_key);
   return it == devices_.end() ? nullptr : it->second.get();
 }

@@ -8,6 +8,7 @@
 #ifndef HAMI_DEVICE_DEVICE_H_
 #define HAMI_DEVICE_DEVICE_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -299,6 +300,9 @@ class Registry {
 
   // Adds `device`, replacing a backend with the same vendor key.
   void Register(std::unique_ptr<Device> device);
+  // The backend whose vendor key is `vendor_key`, or null. A length no key has is answered
+  // without reading `vendor_key`'s text: the filter asks this for every device type of every
+  // candidate (model names such as "NVIDIA A100-SXM4-80GB", cold heap text at 5,000 nodes).
   const Device* Find(std::string_view vendor_key) const;
   // Every backend, sorted by vendor key (the order HAMi uses for multi-vendor work).
   std::vector<const Device*> All() const;
@@ -307,6 +311,9 @@ class Registry {
 
  private:
   std::map<std::string, std::unique_ptr<Device>, std::less<>> devices_;
+  // Bit n: some key is n bytes long (n < 64); `long_keys_`: some key is longer.
+  uint64_t key_lengths_ = 0;
+  bool long_keys_ = false;
 };
 
 // --- Self-registration (docs/VENDORS.md) ---

@@ -25,43 +25,10 @@ bool ContainsIgnoreCase(std::string_view haystack, std::string_view needle) {
   return false;
 }
 
-bool IsCandidate(const DeviceUsage& d, const std::string& vendor) {
-  return d.vendor == vendor || ContainsIgnoreCase(d.type, vendor);
-}
-
 // Lists reused across the containers and nodes of one Schedule call, so that a filter over
 // many nodes does not allocate them per node.
 struct Scratch {
-  // Every backend with its vendor key (SetBackends), looked up by Backend().
-  std::vector<std::pair<std::string_view, const Device*>> backends;
-  // Bit n: some vendor key is n bytes long (n < 64); `long_keys`: one is longer. A device type
-  // of another length is no key, so neither the keys nor the (cold, heap-held) type text are
-  // read for it: a model name such as "NVIDIA-NVIDIA A100-SXM4-80GB" never matches.
-  uint64_t key_lengths = 0;
-  bool long_keys = false;
-
-  void SetBackends(const Registry& registry) {
-    for (const Device* d : registry.All()) {
-      std::string_view key = d->VendorKey();
-      backends.emplace_back(key, d);
-      if (key.size() < 64) {
-        key_lengths |= uint64_t{1} << key.size();
-      } else {
-        long_keys = true;
-      }
-    }
-  }
-  bool MayBeKey(size_t length) const {
-    return length < 64 ? (key_lengths >> length) & 1 : long_keys;
-  }
-  // registry.Find(vendor) over `backends`: lengths first, so most keys' text is never compared.
-  const Device* Backend(std::string_view vendor) const {
-    if (!MayBeKey(vendor.size())) return nullptr;
-    for (const auto& [key, backend] : backends) {
-      if (key.size() == vendor.size() && key == vendor) return backend;
-    }
-    return nullptr;
-  }
+  const Registry* registry = nullptr;  // the backends, for Find
   std::vector<double> scores;
   std::vector<ScoredDevice> sorted;
   std::vector<const DeviceUsage*> candidates;
@@ -124,7 +91,7 @@ std::optional<std::string> FitContainer(const PodView& pod, const PodRequests& r
   for (const auto& [vendor, req] : reqs) {
     if (req.nums <= 0) continue;
     --vendors_left;
-    const Device* backend = s->Backend(vendor);
+    const Device* backend = s->registry->Find(vendor);
     if (!backend) return "Device type not found";
     const std::vector<DeviceUsage>& current = devices->Get();
     s->sorted.clear();
@@ -135,7 +102,7 @@ std::optional<std::string> FitContainer(const PodView& pod, const PodRequests& r
     SortDevices(policy.gpu_policy, policy.numa_bind, &s->sorted);
     s->candidates.clear();
     for (const auto& sd : s->sorted) {
-      if (IsCandidate(*sd.device, vendor)) s->candidates.push_back(sd.device);
+      if (IsCandidateDevice(*sd.device, vendor)) s->candidates.push_back(sd.device);
     }
     // A MIG GPU may give one container several instances (docs/protocol.md#mig).
     if (static_cast<size_t>(req.nums) > s->candidates.size() &&
@@ -206,10 +173,10 @@ double VendorScores(const PodView& pod, const NodeUsage& node,
     }
   };
   for (const auto& [vendor, devices] : picks) {
-    if (devices.size() == total) add(s->Backend(vendor));
+    if (devices.size() == total) add(s->registry->Find(vendor));
   }
-  // registry.Find(d.type) for every device (add() keeps each backend once).
-  for (const DeviceUsage& d : node.devices) add(s->Backend(d.type));
+  // Every device type that is a vendor key (add() keeps each backend once).
+  for (const DeviceUsage& d : node.devices) add(s->registry->Find(d.type));
   if (s->scored.empty()) return 0;
   std::sort(s->scored.begin(), s->scored.end(),
             [](const Device* a, const Device* b) { return a->VendorKey() < b->VendorKey(); });
@@ -321,10 +288,14 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
   return policy;
 }
 
+bool IsCandidateDevice(const DeviceUsage& d, std::string_view vendor) {
+  return d.vendor == vendor || ContainsIgnoreCase(d.type, vendor);
+}
+
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
                      const NodeUsage& node, const PodPolicy& policy, const NamespaceQuota* quota) {
   Scratch s;
-  s.SetBackends(registry);
+  s.registry = &registry;
   NodeFit out;
   FitOnNode(pod, requests, node, policy, quota, /*complete=*/true, &s, &out);
   return out;
@@ -390,7 +361,7 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   auto policy = ResolvePodPolicy(pod, options.node_policy, options.gpu_policy);
   if (!policy) return std::move(policy).take_error();
   Scratch s;
-  s.SetBackends(registry);
+  s.registry = &registry;
   decision.nodes.reserve(nodes.size() + unregistered.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (i + 3 < nodes.size()) PrefetchNode(nodes[i + 3]);

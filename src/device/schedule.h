@@ -66,6 +66,10 @@ struct NodeFit {
   std::vector<protocol::MigAllocation> mig_allocations{};
 };
 
+// HAMi's candidate rule: device `d` serves a request of `vendor` when it was registered by that
+// vendor or its type contains the vendor key case-insensitively ("nvidia" in "NVIDIA A100").
+bool IsCandidateDevice(const DeviceUsage& d, std::string_view vendor);
+
 // Fits every container of the pod on one node (docs/protocol.md#filter-and-scores, step 3): init
 // containers each against the node's current usage (they run one after another), then regular
 // containers in order, each seeing the usage of those before it. Per container and vendor (in

@@ -17,8 +17,8 @@ namespace {
 using k8s::Json;
 namespace res = k8s::resources;
 
-// Rounds of GET + conditional patch before giving up on a node whose annotations keep changing.
-constexpr int kConflictRounds = 5;
+// Rounds of GET + conditional patch before giving up on a lock that keeps changing.
+constexpr int kLockChangeRounds = 5;
 
 // One JSON patch that removes the lock only while it still reads `seen`.
 k8s::ApiResult<Json> RemoveIfUnchanged(k8s::Client& client, std::string_view node,
@@ -41,7 +41,7 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
     HAMI_VLOG(2, "node {}: conditional lock release: {}; re-reading the node", node,
               r.error().ToString());
   }
-  for (int round = 0; round < kConflictRounds; ++round) {
+  for (int round = 0; round < kLockChangeRounds; ++round) {
     auto n = internal::GetNode(client, node, retry);
     if (!n) return std::move(n).take_error();
     std::optional<std::string> lock = k8s::Annotation(*n, protocol::kNodeLockKey);
@@ -60,7 +60,7 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
     }
   }
   return Error{"release lock on " + Quote(node) + ": the lock changed " +
-               std::to_string(kConflictRounds) + " times in a row"};
+               std::to_string(kLockChangeRounds) + " times in a row"};
 }
 
 }  // namespace hami::nodelock

@@ -351,6 +351,23 @@ TEST(Schedule, CandidatesByTypeIgnoreCase) {
   EXPECT_TRUE(d->nodes[1].fit);
 }
 
+// The filter asks the registry for every device type of every candidate; a type whose length
+// no key has is answered before any text is compared, with the same answers as before.
+TEST(Registry, FindAnswersByKeyAndLengthWithoutOthers) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  ASSERT_NE(registry.Find("NVIDIA"), nullptr);
+  EXPECT_EQ(registry.Find("NVIDIA")->VendorKey(), "NVIDIA");
+  const std::vector<std::string_view> others = {"", "nvidia", "NVIDIA A100-SXM4-80GB", "NVIDIAX",
+                                                std::string_view("NVIDIA\0", 7)};
+  for (std::string_view other : others) {
+    EXPECT_EQ(registry.Find(other), nullptr) << other;
+  }
+  for (const Device* d : registry.All()) EXPECT_EQ(registry.Find(d->VendorKey()), d);
+  auto released = registry.Release();
+  EXPECT_FALSE(released.empty());
+  EXPECT_EQ(registry.Find("NVIDIA"), nullptr);
+}
+
 TEST(ScheduleOptionsFromConfig, ParsesOrNamesTheBadValue) {
   auto o = ScheduleOptionsFromConfig(SchedulerPolicyConfig{});
   ASSERT_TRUE(o) << o.error();
