@@ -111,6 +111,15 @@ CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, void* pa
   return ChargedInstantiate(rt, exec, graph, [&] { return real(exec, graph, params); });
 }
 
+// What `--default-stream per-thread` builds call (cuda.h maps the name), and what
+// cuGetProcAddress hands out with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, void* params) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuGraphInstantiateWithParams_ptsz);
+  if (real == nullptr) return kNoDriver;
+  return ChargedInstantiate(rt, exec, graph, [&] { return real(exec, graph, params); });
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuGraphExecDestroy);

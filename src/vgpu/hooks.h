@@ -37,6 +37,11 @@
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
      unsigned long long flags))                                                                    \
   X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
+  X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle * handle, void* addr))    \
+  X(cuMemExportToShareableHandle, CUresult,                                                        \
+    (void* shareable, CUmemGenericAllocationHandle handle, int type, unsigned long long flags))    \
+  X(cuMemImportFromShareableHandle, CUresult,                                                      \
+    (CUmemGenericAllocationHandle * handle, void* os_handle, int type))                            \
   X(cuImportExternalMemory, CUresult,                                                              \
     (CUexternalMemory * ext, const CudaExternalMemoryHandleDesc* desc))                            \
   X(cuDestroyExternalMemory, CUresult, (CUexternalMemory ext))                                     \
@@ -52,6 +57,8 @@
   X(cuGraphInstantiateWithFlags, CUresult,                                                         \
     (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                                 \
   X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec * exec, CUgraph graph, void* params))     \
+  X(cuGraphInstantiateWithParams_ptsz, CUresult,                                                   \
+    (CUgraphExec * exec, CUgraph graph, void* params))                                             \
   X(cuGraphExecDestroy, CUresult, (CUgraphExec exec))                                              \
   X(cuGraphDestroy, CUresult, (CUgraph graph))                                                     \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
@@ -100,6 +107,13 @@
     (CUDA_LAUNCH_PARAMS_st * params, unsigned int num_devices, unsigned int flags))                \
   X(cuMemAlloc, CUresult, (unsigned int* dptr, unsigned int bytes))                                \
   X(cuMemFree, CUresult, (unsigned int dptr))                                                      \
+  X(cuMemAllocPitch, CUresult,                                                                     \
+    (unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height,             \
+     unsigned int elem))                                                                           \
+  X(cuArrayCreate, CUresult, (CUarray * array, const CUDA_ARRAY_DESCRIPTOR_st* desc))              \
+  X(cuArray3DCreate, CUresult, (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc))          \
+  X(cuCtxCreate, CUresult, (CUcontext * ctx, unsigned int flags, CUdevice dev))                    \
+  X(cuCtxDestroy, CUresult, (CUcontext ctx))                                                       \
   X(cuArrayCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY_DESCRIPTOR_st* desc))           \
   X(cuArray3DCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc))       \
   X(cuArrayDestroy, CUresult, (CUarray array))                                                     \

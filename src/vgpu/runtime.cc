@@ -74,7 +74,7 @@ void ForkChild() {
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
     for (AllocTable* t :
-         {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools,
+         {&g_rt->vmm_maps, &g_rt->vmm_allocs, &g_rt->vmm_handles, &g_rt->vmm_exports, &g_rt->pools,
           &g_rt->pool_kept, &g_rt->async_pool, &g_rt->graph_allocs, &g_rt->graph_execs}) {
       t->ResetLockAfterFork();
       t->Clear();
@@ -88,6 +88,8 @@ void ForkChild() {
     g_rt->watcher_started.store(false);
     std::memset(g_rt->ctx_charge, 0, sizeof(g_rt->ctx_charge));
     std::memset(g_rt->ctx_refs, 0, sizeof(g_rt->ctx_refs));
+    std::memset(g_rt->primary_ctx, 0, sizeof(g_rt->primary_ctx));
+    g_rt->live_contexts.store(0);
   }
   g_ready.store(false);
 }
@@ -185,12 +187,21 @@ void ConfigureLimiters(Runtime* rt) {
   }
 }
 
+bool ConfiguredMemoryLimit(const Runtime* rt) {
+  if (rt->limits_broken) return true;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (rt->config.memory_limit[d] != 0) return true;
+  }
+  return false;
+}
+
 void InitLocked(Runtime* rt) {
   const char* level = std::getenv("LIBCUDA_LOG_LEVEL");
   if (level != nullptr) SetLogThreshold(std::atoi(level));
   LoadLimits(rt);
   SetLogThreshold(rt->config.log_level);
   VGPU_MSG("Initializing.....");
+  ForceEagerModuleLoading(rt);
   LoadCudaTable();
   for (int d = 0; d < kMaxDevices; ++d) rt->cuda_to_nvml[d] = d;
   char err[640];
@@ -322,8 +333,9 @@ Runtime* Rt() {
       g_rt->vmm.Init(kVmmTableCapacity, max);
       g_rt->measured.Init(kVmmTableCapacity, max);
       g_rt->vmm_maps.Init(kVmmTableCapacity, max);
-      g_rt->vmm_map_counts.Init(kVmmTableCapacity, max);
-      g_rt->vmm_released.Init(kVmmTableCapacity, max);
+      g_rt->vmm_allocs.Init(kVmmTableCapacity, max);
+      g_rt->vmm_handles.Init(kVmmTableCapacity, max);
+      g_rt->vmm_exports.Init(kVmmTableCapacity, max);
       g_rt->pools.Init(kVmmTableCapacity, max);
       g_rt->pool_kept.Init(kVmmTableCapacity, max);
       g_rt->graph_allocs.Init(kVmmTableCapacity, max);
@@ -382,6 +394,15 @@ void EnsureNvml(Runtime* rt) {
   pthread_mutex_unlock(&g_nvml_mu);
 }
 
+void ForceEagerModuleLoading(Runtime* rt) {
+  if (!ConfiguredMemoryLimit(rt) && !(rt->accounting && AnyMemoryLimit(rt))) return;
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  if (mode != nullptr && std::strcmp(mode, "EAGER") == 0) return;
+  if (mode != nullptr)
+    VGPU_WARN("CUDA_MODULE_LOADING=%s replaced by EAGER under a memory limit", mode);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+}
+
 bool AnyMemoryLimit(Runtime* rt) {
   if (rt->limits_broken) return true;
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -400,7 +421,6 @@ bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes) {
   EnsureNvml(rt);
   auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
   auto list = VGPU_REAL_NVML(nvmlDeviceGetComputeRunningProcesses);
-  auto info = VGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
   nvmlDevice_t handle = nullptr;
   if (!rt->nvml_ready.load() || by_index == nullptr ||
       by_index(static_cast<unsigned>(dev), &handle) != NVML_SUCCESS) {
@@ -421,11 +441,19 @@ bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes) {
         return true;
       }
     }
+    if (rt->live_contexts.load(std::memory_order_relaxed) <= 0) {
+      *bytes = 0;  // not listed and no context: nothing of ours on the device
+      return true;
+    }
   }
-  nvmlMemory_t mem{};
-  if (info == nullptr || info(handle, &mem) != NVML_SUCCESS) return false;
-  *bytes = mem.used;
-  return true;
+  return false;
+}
+
+CUcontext CurrentContext() {
+  CUcontext ctx = nullptr;
+  auto get = VGPU_REAL_CUDA(cuCtxGetCurrent);
+  if (get == nullptr || get(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
 }
 
 int NvmlIndexOf(Runtime* rt, CUdevice dev) {
