@@ -3,6 +3,7 @@
 // their allocations, lazy module loading, reference-counted VMM handles, pools that keep freed
 // memory). argv[1] names a scenario, argv[2] is the container's limit in bytes; exit status 0 =
 // every check passed, failures are printed to stderr.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -59,6 +60,10 @@ CUresult cuArrayCreate_v2(void**, const void*);
 CUresult cuArrayDestroy(void*);
 CUresult cuLaunchCooperativeKernelMultiDevice(void*, unsigned int, unsigned int);
 unsigned long long fake_cuda_physical_used(int);
+CUresult cuGraphCreate(CUgraph*, unsigned int);
+CUresult cuGraphAddMemAllocNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                CudaMemAllocNodeParams*);
+CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, int*);
 }
 
 namespace {
@@ -358,6 +363,83 @@ void PidNamespace() {
   CHECK_HELD();
 }
 
+// legacy: the entries of finding 3, reached the ways applications reach them: the per-thread
+// graph instantiation through cuGetProcAddress, the CUDA 2.0 entries through dlsym and through
+// cuGetProcAddress(cudaVersion 2000). Each must be libvgpu's hook and refuse 2x the limit.
+void Legacy() {
+  UseDevice(0);
+  void* self = dlopen(std::getenv("VGPU_LIB_PATH"), RTLD_LAZY | RTLD_NOLOAD);
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  CHECK(self != nullptr && cuda != nullptr);
+  if (self == nullptr || cuda == nullptr) return;
+  auto hooked = [&](const char* what, const char* hook, void* fn) {
+    void* want = dlsym(self, hook);
+    if (fn == nullptr || fn != want) {
+      std::fprintf(stderr, "%s: %p is not libvgpu's %s (%p)\n", what, fn, hook, want);
+      ++g_failures;
+      return false;
+    }
+    return true;
+  };
+  void* fn = nullptr;
+  int status = 0;
+  CHECK_EQ(cuGetProcAddress_v2("cuGraphInstantiateWithParams", &fn, 12000,
+                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
+           CUDA_SUCCESS);
+  if (hooked("cuGraphInstantiateWithParams, per-thread", "cuGraphInstantiateWithParams_ptsz", fn)) {
+    CUgraph graph = nullptr;
+    CHECK_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+    CudaMemAllocNodeParams params{};
+    params.poolProps.allocType = 1;
+    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params.bytesize = 2 * g_limit;
+    CUgraphNode node = nullptr;
+    CHECK_EQ(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &params), CUDA_SUCCESS);
+    CUgraphExec exec = nullptr;
+    CHECK_EQ(
+        reinterpret_cast<CUresult (*)(CUgraphExec*, CUgraph, void*)>(fn)(&exec, graph, nullptr),
+        CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  struct V1 {
+    const char* name;
+    std::function<CUresult(void*)> call;
+  } v1[] = {
+      {"cuMemAllocPitch",
+       [](void* f) {
+         unsigned int p = 0, pitch = 0;
+         return reinterpret_cast<CUresult (*)(unsigned*, unsigned*, unsigned, unsigned, unsigned)>(
+             f)(&p, &pitch, 65536, static_cast<unsigned>(2 * g_limit / 65536), 4);
+       }},
+      {"cuArrayCreate",
+       [](void* f) {
+         struct {
+           unsigned int Width, Height;
+           int Format;
+           unsigned int NumChannels;
+         } desc{65536, static_cast<unsigned>(2 * g_limit / 65536 / 4), 3, 1};
+         void* array = nullptr;
+         return reinterpret_cast<CUresult (*)(void**, const void*)>(f)(&array, &desc);
+       }},
+      {"cuCtxCreate",
+       [](void* f) {
+         CUcontext ctx = nullptr;
+         CUresult r = reinterpret_cast<CUresult (*)(CUcontext*, unsigned, CUdevice)>(f)(&ctx, 0, 0);
+         if (r == CUDA_SUCCESS) cuCtxDestroy_v2(ctx);
+         return r == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : r;  // hooked is what matters
+       }},
+  };
+  for (const V1& entry : v1) {
+    void* by_dlsym = dlsym(cuda, entry.name);
+    void* by_resolver = nullptr;
+    cuGetProcAddress_v2(entry.name, &by_resolver, 2000, 0, &status);
+    for (void* f : {by_dlsym, by_resolver}) {
+      if (!hooked(entry.name, entry.name, f)) continue;
+      CHECK_EQ(entry.call(f), CUDA_ERROR_OUT_OF_MEMORY);
+      CHECK_HELD();
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -380,6 +462,7 @@ int main(int argc, char** argv) {
       {"multidevice", MultiDevice},
       {"racedestroy", RaceDestroy},
       {"pidns", PidNamespace},
+      {"legacy", Legacy},
   };
   for (const Scenario& sc : scenarios) {
     if (s == sc.name) {

@@ -50,6 +50,7 @@ class MemoryAuditTest : public ::testing::Test {
         "LD_LIBRARY_PATH=" + testing::FakesDir(),
         "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/vgpu.cache",
         "CUDA_DEVICE_MEMORY_LIMIT=1g",
+        "VGPU_LIB_PATH=" + Lib(),
         "PATH=/usr/bin:/bin",
     };
     env.insert(env.end(), extra.begin(), extra.end());
@@ -132,6 +133,11 @@ TEST_F(MemoryAuditTest, LazilyLoadedModuleGlobalsAreRefusedAtTheLoad) {
 TEST_F(MemoryAuditTest, LibraryLoadedBeforeAnyContextIsRefusedAtTheLoad) {
   EXPECT_SCENARIO(Run("precontext", {}));
   EXPECT_SCENARIO(Run("precontext", {"CUDA_MODULE_LOADING=EAGER"}));
+}
+
+// Finding 3: entries that were not hooked.
+TEST_F(MemoryAuditTest, PerThreadGraphInstantiationAndCuda2EntriesAreHooked) {
+  EXPECT_SCENARIO(Run("legacy", {}));
 }
 
 // Finding 9: crashes and hangs.
