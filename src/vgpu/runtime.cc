@@ -28,6 +28,7 @@ pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_nvml_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_process_hooks_registered = false;
 thread_local bool t_initialising = false;
+std::atomic<bool> g_guardian_started{false};
 
 constexpr std::size_t kAllocTableCapacity = 1 << 12;
 constexpr std::size_t kVmmTableCapacity = 1 << 10;
@@ -45,6 +46,18 @@ std::size_t MaxTracked() {
   unsigned long long value = std::strtoull(text, nullptr, 10);
   return value == 0 || value > AllocTable::kMaxCapacity ? AllocTable::kMaxCapacity
                                                         : static_cast<std::size_t>(value);
+}
+
+// Our threads take no asynchronous signal of the application's, but keep the synchronous ones: a
+// blocked SIGBUS from a fault kills the process, and the region's SIGBUS guard must see it.
+void BlockAsyncSignals() {
+  sigset_t set;
+  sigfillset(&set);
+  sigdelset(&set, SIGBUS);
+  sigdelset(&set, SIGSEGV);
+  sigdelset(&set, SIGFPE);
+  sigdelset(&set, SIGILL);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 void SleepNs(std::int64_t ns) {
@@ -86,6 +99,7 @@ void ForkChild() {
     for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
     pthread_mutex_init(&g_rt->ctx_mu, nullptr);
     g_rt->watcher_started.store(false);
+    g_guardian_started.store(false);
     std::memset(g_rt->ctx_charge, 0, sizeof(g_rt->ctx_charge));
     std::memset(g_rt->ctx_refs, 0, sizeof(g_rt->ctx_refs));
     std::memset(g_rt->primary_ctx, 0, sizeof(g_rt->primary_ctx));
@@ -174,6 +188,33 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
   return g_limiter_file;
 }
 
+// The region guardian (one per process while accounting): repairs the region file when someone
+// truncated or overwrote it, and re-publishes this process's slot (Region::Guard).
+
+void* GuardianMain(void* arg) {
+  BlockAsyncSignals();
+  auto* rt = static_cast<Runtime*>(arg);
+  for (;;) {
+    SleepNs(static_cast<std::int64_t>(kGuardPeriodMs) * 1'000'000);
+    if (g_ready.load(std::memory_order_acquire) && rt->accounting) rt->region.Guard();
+  }
+  return nullptr;
+}
+
+void StartGuardian(Runtime* rt) {
+  if (g_guardian_started.exchange(true)) return;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  if (pthread_create(&thread, &attr, GuardianMain, rt) != 0) {
+    g_guardian_started.store(false);
+    VGPU_WARN("cannot start the region guardian");
+  }
+  pthread_attr_destroy(&attr);
+}
+
 void ConfigureLimiters(Runtime* rt) {
   rt->any_sm_limit = false;
   LimiterFile* shared = rt->accounting ? OpenLimiterFile(rt->config.cache_path) : nullptr;
@@ -215,6 +256,7 @@ void InitLocked(Runtime* rt) {
                rt->config.cache_path);
   } else {
     rt->accounting = true;
+    StartGuardian(rt);
   }
   ConfigureLimiters(rt);
   if (!g_process_hooks_registered) {
@@ -266,9 +308,7 @@ double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_u
 }
 
 void* WatcherMain(void* arg) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  BlockAsyncSignals();
   Runtime* rt = static_cast<Runtime*>(arg);
   EnsureNvml(rt);
   auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -440,6 +441,37 @@ void Legacy() {
   }
 }
 
+// refused: with another process of the container holding 0.9x the limit, 0.5x is refused.
+void Refused() {
+  UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, g_limit / 2), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+// hold: holds 0.9x the limit until stdin closes, then frees it (exit status 0: it survived);
+// meanwhile a thread reads the region continuously (cuMemGetInfo), as a busy process does.
+void Hold() {
+  CUcontext ctx = UseDevice(0);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, g_limit * 9 / 10), CUDA_SUCCESS);
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    cuCtxSetCurrent(ctx);
+    while (!stop.load()) {
+      size_t free_bytes = 0, total = 0;
+      cuMemGetInfo_v2(&free_bytes, &total);
+    }
+  });
+  std::printf("holding\n");
+  std::fflush(stdout);
+  char buf[64];
+  while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
+  }
+  stop.store(true);
+  reader.join();
+  CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -463,6 +495,8 @@ int main(int argc, char** argv) {
       {"racedestroy", RaceDestroy},
       {"pidns", PidNamespace},
       {"legacy", Legacy},
+      {"refused", Refused},
+      {"hold", Hold},
   };
   for (const Scenario& sc : scenarios) {
     if (s == sc.name) {

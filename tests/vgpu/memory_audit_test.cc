@@ -42,6 +42,49 @@ class MemoryAuditTest : public ::testing::Test {
   }
   void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
 
+  // Starts mem_app <scenario> <1 GiB>; its stdin is *in (close it to end a "hold").
+  pid_t Start(const std::string& scenario, const std::vector<std::string>& extra, int* in,
+              int* out) {
+    int in_pipe[2], out_pipe[2];
+    EXPECT_EQ(pipe2(in_pipe, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
+    std::vector<std::string> env = Env(extra);
+    std::vector<std::string> argv = {VGPU_MEM_APP_FILE, scenario, std::to_string(kGiB)};
+    std::string err_path = dir_ + "/stderr.start." + scenario;
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(in_pipe[0], 0);
+      dup2(out_pipe[1], 1);
+      int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(err, 2);
+      std::vector<char*> cargv, cenv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      for (auto& e : env) cenv.push_back(e.data());
+      cenv.push_back(nullptr);
+      execve(cargv[0], cargv.data(), cenv.data());
+      _exit(127);
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    *in = in_pipe[1];
+    *out = out_pipe[0];
+    return pid;
+  }
+
+  std::vector<std::string> Env(const std::vector<std::string>& extra) {
+    std::vector<std::string> env = {
+        "LD_PRELOAD=" + Lib(),
+        "LD_LIBRARY_PATH=" + testing::FakesDir(),
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/vgpu.cache",
+        "CUDA_DEVICE_MEMORY_LIMIT=1g",
+        "VGPU_LIB_PATH=" + Lib(),
+        "PATH=/usr/bin:/bin",
+    };
+    env.insert(env.end(), extra.begin(), extra.end());
+    return env;
+  }
+
   // Runs mem_app <scenario> <1 GiB> with `extra` environment; killed after `timeout_s`.
   Outcome Run(const std::string& scenario, const std::vector<std::string>& extra,
               int timeout_s = 30) {
@@ -158,6 +201,59 @@ TEST_F(MemoryAuditTest, UnrecognisableProcessIsNeverMeasuredDeviceWide) {
   EXPECT_SCENARIO(Run("pidns", {"FAKE_NVML_HIDE_SELF=1", "FAKE_GPU_OTHER_USED=2147483648",
                                 "FAKE_GPU_OTHER_FREES_ON_CREATE=2147483648"}));
 }
+
+// Finding 5: the region file is writable from inside the container. A holder of 0.9 GiB keeps
+// its memory charged whatever happens to the file, and survives it; a new process is refused.
+class RegionTamperTest : public MemoryAuditTest,
+                         public ::testing::WithParamInterface<const char*> {};
+
+void Tamper(const std::string& path, const std::string& how) {
+  constexpr off_t kProcNum = 2008896;
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  if (how == "truncate") {
+    ASSERT_EQ(ftruncate(fd, 0), 0);
+  } else if (how == "magic") {
+    std::int32_t zero = 0;
+    ASSERT_EQ(pwrite(fd, &zero, sizeof(zero), 0), 4);
+  } else if (how == "procnum0" || how == "procnum-5") {
+    std::int32_t n = how == "procnum0" ? 0 : -5;
+    ASSERT_EQ(pwrite(fd, &n, sizeof(n), kProcNum), 4);
+  } else if (how == "garbage") {
+    std::vector<unsigned char> junk(2008953);
+    unsigned int seed = 29;
+    for (auto& b : junk) b = static_cast<unsigned char>(rand_r(&seed));
+    ASSERT_EQ(pwrite(fd, junk.data(), junk.size(), 0), static_cast<ssize_t>(junk.size()));
+  }
+  close(fd);
+}
+
+TEST_P(RegionTamperTest, HolderStaysChargedAndAlive) {
+  int in = -1, out = -1;
+  pid_t holder = Start("hold", {}, &in, &out);
+  char line[16] = {};
+  ASSERT_GT(read(out, line, sizeof(line) - 1), 0);  // "holding"
+  Tamper(dir_ + "/vgpu.cache", GetParam());
+  Outcome o = Run("refused", {});
+  EXPECT_SCENARIO(o);
+  close(in);
+  int status = 0;
+  waitpid(holder, &status, 0);
+  close(out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "holder status " << status
+      << (WIFSIGNALED(status) ? " signal " + std::to_string(WTERMSIG(status)) : std::string());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tampering, RegionTamperTest,
+                         ::testing::Values("truncate", "magic", "procnum0", "procnum-5", "garbage"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace hami::vgpu
