@@ -104,6 +104,7 @@ void UnlockDiscovery(int fd) {
 struct HookVersion {
   const char* name;
   int since;
+  int until = 1 << 30;  // the ABI applies below this cudaVersion
 };
 constexpr HookVersion kHookVersions[] = {
     {"cuMemAlloc", 2000},
@@ -124,20 +125,37 @@ constexpr HookVersion kHookVersions[] = {
     {"cuCtxCreate_v4", 12050},
     {"cuCtxDestroy", 2000},
     {"cuCtxDestroy_v2", 4000},
+    {"cuDevicePrimaryCtxRelease", 7000},
     {"cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuDevicePrimaryCtxReset", 7000},
     {"cuDevicePrimaryCtxReset_v2", 11000},
     {"cuGetProcAddress", 11030},
     {"cuGetProcAddress_v2", 12050},
     {"cuGraphAddNode", 12030},
     {"cuGraphAddNode_v2", 12040},
+    {"cuGraphInstantiate", 10000, 11000},
+    {"cuGraphInstantiate_v2", 11000, 12000},
 };
 
-int HookSince(const char* name) {
+// The cudaVersion hook `name` applies from; -1 when it does not apply to `cuda_version`.
+int HookSince(const char* name, int cuda_version) {
   for (const HookVersion& v : kHookVersions) {
-    if (std::strcmp(v.name, name) == 0) return v.since;
+    if (std::strcmp(v.name, name) != 0) continue;
+    return cuda_version >= v.since && cuda_version < v.until ? v.since : -1;
   }
   return 0;
 }
+
+// Names whose ABI moved to another entry point (cuda.h's #define): from `since` on, a request
+// for `symbol` means `target`.
+struct Renamed {
+  const char* symbol;
+  int since;
+  const char* target;
+};
+constexpr Renamed kRenamed[] = {
+    {"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"},
+};
 
 // True when hook `name` is `symbol` itself or one of its versioned / per-thread variants;
 // *ptsz tells which.
@@ -159,14 +177,17 @@ bool IsVariant(const char* name, const char* symbol, bool* ptsz) {
 
 void* HookByName(const char* symbol, int cuda_version, cuuint64_t flags) {
   if (symbol == nullptr) return nullptr;
+  for (const Renamed& r : kRenamed) {
+    if (cuda_version >= r.since && std::strcmp(symbol, r.symbol) == 0) symbol = r.target;
+  }
   const bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   int best = -1, best_since = -1;
   bool best_ptsz = false;
   for (int i = 0; i < kCudaHookCount; ++i) {
     bool ptsz = false;
     if (!IsVariant(kCudaNames[i], symbol, &ptsz) || (ptsz && !want_ptsz)) continue;
-    int since = HookSince(kCudaNames[i]);
-    if (since > cuda_version) continue;
+    int since = HookSince(kCudaNames[i], cuda_version);
+    if (since < 0 || since > cuda_version) continue;
     // A per-thread variant wins over the legacy one when asked for; then the newest ABI.
     if (best < 0 || (ptsz && !best_ptsz) || (ptsz == best_ptsz && since > best_since)) {
       best = i;
@@ -521,6 +542,54 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
   if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
   return r;
+}
+
+// The entries of CUDA 7.0-10.x (before their _v2), same semantics.
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxRelease);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(dev);
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, false);
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(dev);
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
+  return r;
+}
+
+// Sparse and mipmapped-array tile mappings reference cuMemCreate memory without a handle or a
+// mapping libvgpu can count: the memory could outlive its charge. Refused while a memory limit
+// is set (docs/vgpu.md "What is not enforced").
+constexpr CUresult kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+
+CUresult cuMemMapArrayAsync(void* map_info, unsigned int count, CUstream stream) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemMapArrayAsync);
+  if (real == nullptr) return kNoDriver;
+  if (AnyMemoryLimit(rt)) {
+    VGPU_ERROR("cuMemMapArrayAsync refused: sparse array mappings cannot be accounted");
+    return kNotSupported;
+  }
+  return real(map_info, count, stream);
+}
+
+CUresult cuMemMapArrayAsync_ptsz(void* map_info, unsigned int count, CUstream stream) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemMapArrayAsync_ptsz);
+  if (real == nullptr) return kNoDriver;
+  if (AnyMemoryLimit(rt)) {
+    VGPU_ERROR("cuMemMapArrayAsync refused: sparse array mappings cannot be accounted");
+    return kNotSupported;
+  }
+  return real(map_info, count, stream);
 }
 
 #define VGPU_LAUNCH_BODY(name, cost, ...) \

@@ -59,6 +59,10 @@
   X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec * exec, CUgraph graph, void* params))     \
   X(cuGraphInstantiateWithParams_ptsz, CUresult,                                                   \
     (CUgraphExec * exec, CUgraph graph, void* params))                                             \
+  X(cuGraphInstantiate, CUresult,                                                                  \
+    (CUgraphExec * exec, CUgraph graph, CUgraphNode * error_node, char* log, size_t log_size))     \
+  X(cuGraphInstantiate_v2, CUresult,                                                               \
+    (CUgraphExec * exec, CUgraph graph, CUgraphNode * error_node, char* log, size_t log_size))     \
   X(cuGraphExecDestroy, CUresult, (CUgraphExec exec))                                              \
   X(cuGraphDestroy, CUresult, (CUgraph graph))                                                     \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
@@ -67,6 +71,8 @@
   X(cuMemPoolTrimTo, CUresult, (CUmemoryPool pool, size_t keep))                                   \
   X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
   X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                             \
+  X(cuMemGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUmemLocation * location, int type))   \
+  X(cuMemGetMemPool, CUresult, (CUmemoryPool * pool, CUmemLocation * location, int type))          \
   X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \
   X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))           \
   X(cuMemAllocFromPoolAsync, CUresult,                                                             \
@@ -80,6 +86,10 @@
   X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * ctx, CUdevice dev))                           \
   X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev))                                        \
   X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev))                                          \
+  X(cuDevicePrimaryCtxRelease, CUresult, (CUdevice dev))                                           \
+  X(cuDevicePrimaryCtxReset, CUresult, (CUdevice dev))                                             \
+  X(cuMemMapArrayAsync, CUresult, (void* map_info, unsigned int count, CUstream stream))           \
+  X(cuMemMapArrayAsync_ptsz, CUresult, (void* map_info, unsigned int count, CUstream stream))      \
   X(cuLaunchKernel, CUresult,                                                                      \
     (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,         \

@@ -295,6 +295,33 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return GetDevicePool(k_cuDeviceGetMemPool, pool, dev);
 }
 
+// The pools of a location (CUDA 13): remembered on the location's device, or as host memory.
+CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool, CUmemLocation* location, int type) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemGetDefaultMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, location, type);
+  if (r == CUDA_SUCCESS && pool != nullptr && location != nullptr) {
+    RememberPool(rt, PoolKey(*pool),
+                 location->type == CU_MEM_LOCATION_TYPE_DEVICE ? NvmlIndexOf(rt, location->id)
+                                                               : kHostMemory);
+  }
+  return r;
+}
+
+CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, int type) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemGetMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, location, type);
+  if (r == CUDA_SUCCESS && pool != nullptr && location != nullptr) {
+    RememberPool(rt, PoolKey(*pool),
+                 location->type == CU_MEM_LOCATION_TYPE_DEVICE ? NvmlIndexOf(rt, location->id)
+                                                               : kHostMemory);
+  }
+  return r;
+}
+
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   return FreeAsyncCommon(k_cuMemFreeAsync, dptr, stream);
 }

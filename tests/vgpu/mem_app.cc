@@ -18,6 +18,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "vgpu/cuda_defs.h"
 
@@ -472,6 +473,67 @@ void Hold() {
   CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
+// resolver: for every entry point of VGPU_ENTRY_POINTS (its base name, without version or
+// per-thread suffix), at cudaVersion 2000, 3020, 11000, 12000 and 13000, with and without the
+// per-thread flag, what libvgpu's cuGetProcAddress_v2 hands out is never a driver entry point
+// libvgpu hooks (the fake driver resolves the families it implements).
+void Resolver() {
+  CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+  void* self = dlopen(std::getenv("VGPU_LIB_PATH"), RTLD_LAZY | RTLD_NOLOAD);
+  CHECK(self != nullptr);
+  std::FILE* f = std::fopen(std::getenv("VGPU_ENTRY_POINTS"), "r");
+  CHECK(f != nullptr);
+  if (f == nullptr || self == nullptr) return;
+  Dl_info lib{};
+  dladdr(dlsym(self, "cuMemAlloc_v2"), &lib);
+  std::vector<std::string> bases;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    std::string name(line);
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+    if (name.empty() || name[0] == '#') continue;
+    for (const char* suffix : {"_ptsz", "_ptds"}) {
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, suffix) == 0)
+        name.resize(name.size() - 5);
+    }
+    std::size_t v = name.rfind("_v");
+    if (v != std::string::npos && v + 2 < name.size() &&
+        name.find_first_not_of("0123456789", v + 2) == std::string::npos) {
+      name.resize(v);
+    }
+    if (bases.empty() || bases.back() != name) bases.push_back(name);
+  }
+  std::fclose(f);
+  int resolved = 0;
+  for (const std::string& base : bases) {
+    for (int version : {2000, 3020, 11000, 12000, 13000}) {
+      for (cuuint64_t flags : {cuuint64_t{0}, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
+        void* fn = nullptr;
+        int status = 0;
+        if (cuGetProcAddress_v2(base.c_str(), &fn, version, flags, &status) != CUDA_SUCCESS ||
+            fn == nullptr) {
+          continue;
+        }
+        ++resolved;
+        Dl_info where{};
+        if (dladdr(fn, &where) == 0 || where.dli_fbase == lib.dli_fbase ||
+            where.dli_sname == nullptr) {
+          continue;  // a hook, or an internal alias with no exported name
+        }
+        if (dlsym(self, where.dli_sname) != nullptr &&
+            dladdr(dlsym(self, where.dli_sname), &where) != 0 && where.dli_fbase == lib.dli_fbase) {
+          std::fprintf(stderr, "cuGetProcAddress(%s, %d, %llu) -> the driver's own %s\n",
+                       base.c_str(), version, static_cast<unsigned long long>(flags),
+                       where.dli_sname);
+          ++g_failures;
+        }
+      }
+    }
+  }
+  std::printf("%zu names, %d resolutions checked\n", bases.size(), resolved);
+  CHECK(resolved > 50);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -497,6 +559,7 @@ int main(int argc, char** argv) {
       {"legacy", Legacy},
       {"refused", Refused},
       {"hold", Hold},
+      {"resolver", Resolver},
   };
   for (const Scenario& sc : scenarios) {
     if (s == sc.name) {
