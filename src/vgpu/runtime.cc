@@ -443,6 +443,32 @@ void ForceEagerModuleLoading(Runtime* rt) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
 }
 
+// At load time (before the application's main, before cudart or the driver read their
+// environment): a memory limit in the environment, or the limits file beside this library,
+// switches module loading to EAGER. Rt() asserts it again once the limits are parsed.
+__attribute__((constructor)) void EagerModulesAtLoad() {
+  bool limited = false;
+  for (char** e = environ; e != nullptr && *e != nullptr && !limited; ++e) {
+    if (std::strncmp(*e, "CUDA_DEVICE_MEMORY_LIMIT", 24) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    limited = eq != nullptr && eq[1] != '\0' && std::strtoull(eq + 1, nullptr, 0) != 0;
+  }
+  Dl_info info{};
+  if (!limited && dladdr(reinterpret_cast<void*>(&EagerModulesAtLoad), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    const char* slash = std::strrchr(info.dli_fname, '/');
+    char path[1024];
+    std::snprintf(path, sizeof(path), "%.*s/%s",
+                  slash != nullptr ? static_cast<int>(slash - info.dli_fname) : 1,
+                  slash != nullptr ? info.dli_fname : ".", kLimitsFileName);
+    limited = access(path, F_OK) == 0;
+  }
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  if (limited && (mode == nullptr || std::strcmp(mode, "EAGER") != 0)) {
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  }
+}
+
 bool AnyMemoryLimit(Runtime* rt) {
   if (rt->limits_broken) return true;
   for (int d = 0; d < kMaxDevices; ++d) {
