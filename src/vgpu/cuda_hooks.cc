@@ -567,7 +567,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
 
 // Sparse and mipmapped-array tile mappings reference cuMemCreate memory without a handle or a
 // mapping libvgpu can count: the memory could outlive its charge. Refused while a memory limit
-// is set (docs/vgpu.md "What is not enforced").
+// is set (docs/vgpu.md "What cannot be stopped in-process").
 constexpr CUresult kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
 
 CUresult cuMemMapArrayAsync(void* map_info, unsigned int count, CUstream stream) {
