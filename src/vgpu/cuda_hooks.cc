@@ -215,9 +215,11 @@ CUresult GetProcAddressCommon(const char* symbol, void** pfn, int cuda_version, 
 
 // The last release of a primary context, or its reset, destroys it with everything it owns
 // (cudaDeviceReset): its estimate and the charges of its allocations, arrays and modules go.
-void UnchargeContext(Runtime* rt, int idx, bool reset) {
+// `primary`: the device's primary context when the caller knows it otherwise (a reset of a
+// context retained where no hook saw it, e.g. through cudart's private tables).
+void UnchargeContext(Runtime* rt, int idx, bool reset, CUcontext primary = nullptr) {
   pthread_mutex_lock(&rt->ctx_mu);
-  CUcontext gone = nullptr;
+  CUcontext gone = reset ? primary : nullptr;
   if (rt->ctx_refs[idx] > 0 && (reset || --rt->ctx_refs[idx] == 0)) {
     rt->ctx_refs[idx] = 0;
     rt->region.Uncharge(idx, rt->ctx_charge[idx], ChargeKind::kContext);
@@ -228,6 +230,19 @@ void UnchargeContext(Runtime* rt, int idx, bool reset) {
   }
   pthread_mutex_unlock(&rt->ctx_mu);
   if (gone != nullptr) ForgetContext(rt, gone);
+}
+
+// The primary context of CUDA device `dev` as far as this thread can tell before a reset: the
+// current context when it is on `dev` and is not one this process created.
+CUcontext CurrentPrimary(Runtime* rt, CUdevice dev) {
+  CUcontext ctx = CurrentContext();
+  CUdevice cur = -1;
+  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
+  if (ctx == nullptr || get_dev == nullptr || get_dev(&cur) != CUDA_SUCCESS || cur != dev) {
+    return nullptr;
+  }
+  AllocEntry created{};
+  return rt->measured.Find(ContextKey(ctx), &created) ? nullptr : ctx;
 }
 
 std::uint64_t LegacyGridCost(int grid_width, int grid_height) {
@@ -538,9 +553,10 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset_v2);
   if (real == nullptr) return kNoDriver;
-  CUresult r = real(dev);
   int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
-  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
+  CUcontext primary = idx >= 0 ? CurrentPrimary(rt, dev) : nullptr;
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true, primary);
   return r;
 }
 
@@ -559,9 +575,10 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset);
   if (real == nullptr) return kNoDriver;
-  CUresult r = real(dev);
   int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
-  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
+  CUcontext primary = idx >= 0 ? CurrentPrimary(rt, dev) : nullptr;
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true, primary);
   return r;
 }
 

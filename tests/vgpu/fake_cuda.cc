@@ -153,9 +153,13 @@ int fake_cuda_calls(const char* name) {
 }
 int fake_next_probe() { return 1; }
 extern std::atomic<unsigned long long> g_other_freed;
-// Bytes the other tenants use now (FAKE_GPU_OTHER_USED less what they freed since).
+// FAKE_GPU_OTHER_ALLOCS_ON_RETAIN: another tenant allocates that many bytes while this process
+// creates its primary context.
+std::atomic<unsigned long long> g_other_added{0};
+// Bytes the other tenants use now (FAKE_GPU_OTHER_USED plus what they allocated, less what they
+// freed since).
 unsigned long long fake_cuda_other_used() {
-  unsigned long long other = fake::EnvU64(fake::kOtherUsedEnv, 0);
+  unsigned long long other = fake::EnvU64(fake::kOtherUsedEnv, 0) + g_other_added.load();
   unsigned long long freed = g_other_freed.load();
   return other > freed ? other - freed : 0;
 }  // Also defined (returning 2) by the fake NVML.
@@ -226,11 +230,16 @@ void AnnounceContext() {
   }
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+static CUresult RetainPrimary(CUcontext* ctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) { return RetainPrimary(ctx, dev); }
+static CUresult RetainPrimary(CUcontext* ctx, CUdevice dev) {
   Count("cuDevicePrimaryCtxRetain");
   int phys = Physical(dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (fake_cuda_ctx_refs(phys) == 0) AnnounceContext();
+  if (fake_cuda_ctx_refs(phys) == 0) {
+    AnnounceContext();
+    g_other_added += fake::EnvU64("FAKE_GPU_OTHER_ALLOCS_ON_RETAIN", 0);
+  }
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev));
   bool created = false;
   {
@@ -824,6 +833,16 @@ const ProcEntry kProcTable[] = {
 CUresult AliasMemAlloc(CUdeviceptr* dptr, size_t bytes) {
   return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
 }
+CUresult AliasArrayCreate(void** array, const FakeArrayDesc* d) {
+  unsigned long long h = d->Height == 0 ? 1 : d->Height;
+  return CreateArray("cuArrayCreate_v2", array,
+                     d->Width * h * d->NumChannels * TexelBytes(d->Format));
+}
+CUresult AliasInstantiateWithParamsPtsz(CUgraphExec* exec, CUgraph, void*) {
+  Count("cuGraphInstantiateWithParams_ptsz");
+  *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x8e0000));
+  return CUDA_SUCCESS;
+}
 CUresult AliasLaunchPtsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, CUstream, void**, void**) {
   Count("cuLaunchKernel_ptsz");
@@ -849,6 +868,10 @@ CUresult Resolve(const char* symbol, void** pfn, int version, cuuint64_t flags, 
       *pfn = reinterpret_cast<void*>(&AliasMemAlloc);
     } else if (best->fn == reinterpret_cast<void*>(&cuLaunchKernel_ptsz)) {
       *pfn = reinterpret_cast<void*>(&AliasLaunchPtsz);
+    } else if (best->fn == reinterpret_cast<void*>(&cuArrayCreate_v2)) {
+      *pfn = reinterpret_cast<void*>(&AliasArrayCreate);
+    } else if (best->fn == reinterpret_cast<void*>(&cuGraphInstantiateWithParams_ptsz)) {
+      *pfn = reinterpret_cast<void*>(&AliasInstantiateWithParamsPtsz);
     }
   }
   return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
@@ -887,6 +910,10 @@ extern "C" void* fake_cuda_entry(const char* name) {
   if (std::strcmp(name, "cuMemAlloc_v2") == 0) return reinterpret_cast<void*>(&DirectAlloc);
   if (std::strcmp(name, "cuMemFree_v2") == 0) return reinterpret_cast<void*>(&DirectFree);
   if (std::strcmp(name, "cuLaunchKernel") == 0) return reinterpret_cast<void*>(&DirectLaunch);
+  // A retain no interposer sees (cudart reaches the driver through private tables too).
+  if (std::strcmp(name, "cuDevicePrimaryCtxRetain") == 0) {
+    return reinterpret_cast<void*>(&RetainPrimary);
+  }
   return nullptr;
 }
 

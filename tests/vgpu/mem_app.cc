@@ -62,6 +62,7 @@ CUresult cuArrayCreate_v2(void**, const void*);
 CUresult cuArrayDestroy(void*);
 CUresult cuLaunchCooperativeKernelMultiDevice(void*, unsigned int, unsigned int);
 unsigned long long fake_cuda_physical_used(int);
+void* fake_cuda_entry(const char* name);
 CUresult cuGraphCreate(CUgraph*, unsigned int);
 CUresult cuGraphAddMemAllocNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
                                 CudaMemAllocNodeParams*);
@@ -534,6 +535,60 @@ void Resolver() {
   CHECK(resolved > 50);
 }
 
+// aliases (FAKE_CUDA_PROC_ALIASES=1: the resolver hands out internal aliases): the by-name
+// fallback covers every hooked family, not only the counted and throttled ones of old.
+void Aliases() {
+  UseDevice(0);
+  void* self = dlopen(std::getenv("VGPU_LIB_PATH"), RTLD_LAZY | RTLD_NOLOAD);
+  CHECK(self != nullptr);
+  if (self == nullptr) return;
+  struct Case {
+    const char* symbol;
+    int version;
+    cuuint64_t flags;
+    const char* hook;
+  } cases[] = {
+      {"cuArrayCreate", 3020, 0, "cuArrayCreate_v2"},
+      {"cuGraphInstantiateWithParams", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+       "cuGraphInstantiateWithParams_ptsz"},
+  };
+  for (const Case& c : cases) {
+    void* fn = nullptr;
+    int status = 0;
+    CHECK_EQ(cuGetProcAddress_v2(c.symbol, &fn, c.version, c.flags, &status), CUDA_SUCCESS);
+    if (fn != dlsym(self, c.hook)) {
+      std::fprintf(stderr, "cuGetProcAddress(%s): %p, not libvgpu's %s\n", c.symbol, fn, c.hook);
+      ++g_failures;
+    }
+  }
+}
+
+// otherpod: another tenant allocates 0.9x the limit while this process creates its primary
+// context (FAKE_GPU_OTHER_ALLOCS_ON_RETAIN): it is not booked as our context (finding 8).
+void OtherPod() {
+  UseDevice(0);
+  MustFit("another tenant's allocation during our context creation");
+}
+
+// resetunseen: a primary context retained where no hook saw it (as cudart's private tables do)
+// and reset: its allocations' charges go with it.
+void ResetUnseen() {
+  CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+  auto retain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(
+      fake_cuda_entry("cuDevicePrimaryCtxRetain"));
+  CHECK(retain != nullptr);
+  if (retain == nullptr) return;
+  CUcontext ctx = nullptr;
+  CHECK_EQ(retain(&ctx, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  CHECK_EQ(cuMemAlloc_v2(&p, g_limit * 9 / 10), CUDA_SUCCESS);
+  CHECK_EQ(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+  CHECK_EQ(fake_cuda_physical_used(0), 0u);
+  UseDevice(0);
+  MustFit("a reset of a context retained unseen");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -560,6 +615,9 @@ int main(int argc, char** argv) {
       {"refused", Refused},
       {"hold", Hold},
       {"resolver", Resolver},
+      {"aliases", Aliases},
+      {"otherpod", OtherPod},
+      {"resetunseen", ResetUnseen},
   };
   for (const Scenario& sc : scenarios) {
     if (s == sc.name) {

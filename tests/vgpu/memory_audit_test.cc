@@ -154,6 +154,14 @@ TEST_F(MemoryAuditTest, OneUnmapOverTwoReleasedMappingsGivesBothBack) {
 
 TEST_F(MemoryAuditTest, HostPoolsAreNotChargedToTheDevice) { EXPECT_SCENARIO(Run("hostpool", {})); }
 
+TEST_F(MemoryAuditTest, ResetOfAPrimaryContextRetainedUnseenGivesItsAllocationsBack) {
+  EXPECT_SCENARIO(Run("resetunseen", {}));
+}
+
+TEST_F(MemoryAuditTest, AnotherTenantAllocatingDuringOurContextCreationIsNotOurs) {
+  EXPECT_SCENARIO(Run("otherpod", {"FAKE_GPU_OTHER_ALLOCS_ON_RETAIN=966367641"}));
+}
+
 // Finding 4: charges follow the memory's real lifetime.
 TEST_F(MemoryAuditTest, RetainedHandleKeepsTheChargeUntilItsRelease) {
   EXPECT_SCENARIO(Run("retain", {}));
@@ -181,6 +189,10 @@ TEST_F(MemoryAuditTest, LibraryLoadedBeforeAnyContextIsRefusedAtTheLoad) {
 // Finding 3: entries that were not hooked.
 TEST_F(MemoryAuditTest, PerThreadGraphInstantiationAndCuda2EntriesAreHooked) {
   EXPECT_SCENARIO(Run("legacy", {}));
+}
+
+TEST_F(MemoryAuditTest, ResolverAliasesOfEveryHookedFamilyAreHooked) {
+  EXPECT_SCENARIO(Run("aliases", {"FAKE_CUDA_PROC_ALIASES=1"}));
 }
 
 // Finding 9: crashes and hangs.
