@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,8 +127,9 @@ void InstallBusGuard(int fd, void* map) {
   sigaction(SIGBUS, &sa, &g_bus_previous);
 }
 
-// True when process `pid` maps the file with inode `inode` (reads /proc/<pid>/maps).
-bool MapsInode(std::int32_t pid, std::uint64_t inode) {
+// True when process `pid` maps the file `file` (device and inode; reads /proc/<pid>/maps).
+bool MapsFile(std::int32_t pid, const FileId& file) {
+  if (file.inode == 0) return false;
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/maps", pid);
   std::FILE* f = std::fopen(path, "re");
@@ -135,11 +137,12 @@ bool MapsInode(std::int32_t pid, std::uint64_t inode) {
   char line[512];
   bool found = false;
   while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned int dev_major = 0, dev_minor = 0;
     unsigned long long ino = 0;
-    if (std::sscanf(line, "%*s %*s %*s %*s %llu", &ino) == 1 && ino == inode && inode != 0) {
-      found = true;
-    }
     // A line longer than the buffer continues on the next read: its tail never parses as one.
+    if (std::sscanf(line, "%*s %*s %*s %x:%x %llu", &dev_major, &dev_minor, &ino) == 3) {
+      found = ino == file.inode && dev_major == file.dev_major && dev_minor == file.dev_minor;
+    }
   }
   std::fclose(f);
   return found;
@@ -169,7 +172,10 @@ bool ProcessAlive(std::int32_t pid) {
 bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   Close();
   pid_ = static_cast<std::int32_t>(getpid());
-  int fd = open(config.cache_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // Created here (O_EXCL) or found: only a found file can have lost the slots of live processes.
+  int fd = open(config.cache_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  const bool created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = open(config.cache_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     std::snprintf(err, errcap, "CUDA_DEVICE_MEMORY_SHARED_CACHE: cannot open \"%s\": %s",
                   config.cache_path, std::strerror(errno));
@@ -185,7 +191,9 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   }
   struct stat st;
   bool ok = fstat(fd, &st) == 0;
-  if (ok) inode_ = static_cast<std::uint64_t>(st.st_ino);
+  if (ok) {
+    file_ = FileId{static_cast<std::uint64_t>(st.st_ino), major(st.st_dev), minor(st.st_dev)};
+  }
   if (ok && st.st_size < HAMI_REGION_FILE_SIZE) {
     char zero = 0;
     ok = pwrite(fd, &zero, 1, sizeof(hami_shared_region_t)) == 1;
@@ -226,7 +234,7 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   seen_priority_ = Load(&region_->priority);
   RecordKernelTime(static_cast<std::uint64_t>(time(nullptr)));
   lockf(fd, F_ULOCK, 0);
-  if (rebuilt && OtherMappers()) {
+  if (rebuilt && !created && OtherMappers()) {
     // Processes of the container lost their slots with the header: their guardians re-publish
     // them from their own bookkeeping within a period; wait for that before charging anything.
     VGPU_WARN("shared region \"%s\" was invalid while in use; rebuilt, waiting for its processes",
@@ -246,7 +254,7 @@ bool Region::OtherMappers() const {
     if (e == nullptr) break;
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     std::int32_t pid = static_cast<std::int32_t>(std::strtol(e->d_name, nullptr, 10));
-    found = pid != pid_ && MapsInode(pid, inode_);
+    found = pid != pid_ && MapsFile(pid, file_);
   }
   closedir(proc);
   return found;
@@ -269,7 +277,7 @@ void Region::RebuildHeaderLocked() {
   for (int i = 0; i < HAMI_REGION_MAX_PROCS; ++i) {
     hami_proc_slot_t* slot = &r->procs[i];
     std::int32_t pid = Load(&slot->pid);
-    bool keep = pid > 0 && (pid == pid_ || (ProcessAlive(pid) && MapsInode(pid, inode_)));
+    bool keep = pid > 0 && (pid == pid_ || (ProcessAlive(pid) && MapsFile(pid, file_)));
     if (keep) {
       std::int32_t status = Load(&slot->status);
       if (status != HAMI_SLOT_RUNNING && status != HAMI_SLOT_SUSPENDED) {

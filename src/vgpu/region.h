@@ -23,6 +23,13 @@
 namespace hami::vgpu {
 
 enum class ChargeKind { kData, kContext, kModule };
+
+// The identity of the region file (as /proc/<pid>/maps shows a mapping of it).
+struct FileId {
+  std::uint64_t inode = 0;
+  unsigned int dev_major = 0;
+  unsigned int dev_minor = 0;
+};
 enum class ChargeResult { kOk, kOverLimit, kUnaccounted };
 
 inline constexpr int kDefaultLockTimeoutMs = 5000;
@@ -115,7 +122,7 @@ class Region {
 
   hami_shared_region_t* region_ = nullptr;
   int fd_ = -1;  // kept open: the guardian and the SIGBUS guard re-extend a truncated file
-  std::uint64_t inode_ = 0;
+  FileId file_;
   // This process's own bookkeeping (what it has charged), the source of truth for its slot.
   std::uint64_t own_[HAMI_REGION_MAX_DEVICES][3] = {};  // context, module, data
   // The header as this process knows it, for a rebuild.
