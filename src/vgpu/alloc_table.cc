@@ -6,6 +6,12 @@
 #include <cstring>
 
 namespace hami::vgpu {
+namespace {
+// Table locks this thread holds (0 or 1: no table operation takes a second table's lock). A
+// signal handler that allocates while its thread is inside a table must not spin on a lock that
+// thread will never release.
+thread_local int t_table_depth = 0;
+}  // namespace
 
 AllocTable::~AllocTable() {
   if (slots_ != nullptr) munmap(slots_, capacity_ * sizeof(AllocEntry));
@@ -28,14 +34,24 @@ bool AllocTable::Init(std::size_t capacity, std::size_t max_capacity) {
 }
 
 void AllocTable::Clear() {
-  LockTable();
+  if (!LockTable()) return;
   if (slots_ != nullptr) std::memset(static_cast<void*>(slots_), 0, capacity_ * sizeof(AllocEntry));
   size_ = 0;
   UnlockTable();
 }
 
-void AllocTable::LockTable() {
+bool AllocTable::LockTable() {
+  if (t_table_depth > 0) return false;
+  ++t_table_depth;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   while (lock_.test_and_set(std::memory_order_acquire)) sched_yield();
+  return true;
+}
+
+void AllocTable::UnlockTable() {
+  lock_.clear(std::memory_order_release);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --t_table_depth;
 }
 
 std::size_t AllocTable::Home(std::uint64_t key) const {
@@ -66,8 +82,7 @@ bool AllocTable::GrowLocked() {
 }
 
 bool AllocTable::Insert(const AllocEntry& entry) {
-  if (entry.key == 0 || slots_ == nullptr) return false;
-  LockTable();
+  if (entry.key == 0 || slots_ == nullptr || !LockTable()) return false;
   bool inserted = false;
   // Grow at 3/4 load; refuse only when growing is impossible and the table is 7/8 full.
   if (size_ >= capacity_ - capacity_ / 4) GrowLocked();
@@ -84,30 +99,71 @@ bool AllocTable::Insert(const AllocEntry& entry) {
   return inserted;
 }
 
+void AllocTable::EraseAtLocked(std::size_t i) {
+  // Backward-shift deletion: pull later members of the probe run into the hole.
+  std::size_t mask = capacity_ - 1;
+  std::size_t hole = i;
+  for (std::size_t j = (i + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
+    std::size_t home = Home(slots_[j].key);
+    bool movable = (j > hole) ? (home <= hole || home > j) : (home <= hole && home > j);
+    if (movable) {
+      slots_[hole] = slots_[j];
+      hole = j;
+    }
+  }
+  slots_[hole] = AllocEntry{};
+  --size_;
+}
+
 bool AllocTable::Erase(std::uint64_t key, AllocEntry* out) {
-  if (key == 0 || slots_ == nullptr) return false;
-  LockTable();
+  if (key == 0 || slots_ == nullptr || !LockTable()) return false;
   std::size_t mask = capacity_ - 1;
   std::size_t i = Home(key);
   while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask;
   bool found = slots_[i].key == key;
   if (found) {
     *out = slots_[i];
-    // Backward-shift deletion: pull later members of the probe run into the hole.
-    std::size_t hole = i;
-    for (std::size_t j = (i + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
-      std::size_t home = Home(slots_[j].key);
-      bool movable = (j > hole) ? (home <= hole || home > j) : (home <= hole && home > j);
-      if (movable) {
-        slots_[hole] = slots_[j];
-        hole = j;
-      }
-    }
-    slots_[hole] = AllocEntry{};
-    --size_;
+    EraseAtLocked(i);
   }
   UnlockTable();
   return found;
+}
+
+bool AllocTable::Find(std::uint64_t key, AllocEntry* out) {
+  if (key == 0 || slots_ == nullptr || !LockTable()) return false;
+  std::size_t mask = capacity_ - 1;
+  std::size_t i = Home(key);
+  while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask;
+  bool found = slots_[i].key == key;
+  if (found) *out = slots_[i];
+  UnlockTable();
+  return found;
+}
+
+std::size_t AllocTable::EraseWhere(bool (*match)(const AllocEntry&, const void*), const void* arg,
+                                   void (*done)(const AllocEntry&, void*), void* done_arg) {
+  if (slots_ == nullptr || size_ == 0) return 0;
+  // Matches are collected in batches (no allocation while locked), erased, and handed out after
+  // the unlock.
+  constexpr std::size_t kBatch = 256;
+  AllocEntry batch[kBatch];
+  std::size_t total = 0;
+  for (;;) {
+    if (!LockTable()) return total;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < capacity_ && n < kBatch;) {
+      if (slots_[i].key != 0 && match(slots_[i], arg)) {
+        batch[n++] = slots_[i];
+        EraseAtLocked(i);  // a later entry may have shifted into i: look at i again
+      } else {
+        ++i;
+      }
+    }
+    UnlockTable();
+    for (std::size_t k = 0; k < n; ++k) done(batch[k], done_arg);
+    total += n;
+    if (n < kBatch) return total;
+  }
 }
 
 }  // namespace hami::vgpu

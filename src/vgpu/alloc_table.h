@@ -18,6 +18,7 @@ struct AllocEntry {
   std::uint64_t bytes;
   std::int32_t dev;  // container (NVML) index the bytes were charged to
   std::int32_t kind;
+  std::uint64_t aux = 0;  // per table: the owning context, a mapping's size, ...
 };
 
 class AllocTable {
@@ -38,16 +39,26 @@ class AllocTable {
   void ResetLockAfterFork() { lock_.clear(std::memory_order_relaxed); }
 
   // Returns false when the key is 0, already present, or the table is full (7/8 of the maximum
-  // capacity).
+  // capacity). Also false, without waiting, when called from a signal handler that interrupted
+  // this thread inside the table (the caller refuses the allocation: no self-deadlock).
   bool Insert(const AllocEntry& entry);
-  // Removes the key and copies its entry to *out; false when absent.
+  // Removes the key and copies its entry to *out; false when absent (or re-entered, as above).
   bool Erase(std::uint64_t key, AllocEntry* out);
+  // Copies the entry of `key` to *out without removing it; false when absent.
+  bool Find(std::uint64_t key, AllocEntry* out);
+  // Removes every entry for which match(entry, arg) is true and hands each to done(entry,
+  // done_arg) after the table is unlocked. Returns how many. O(capacity): for rare events
+  // (context destroyed, range unmapped).
+  std::size_t EraseWhere(bool (*match)(const AllocEntry&, const void*), const void* arg,
+                         void (*done)(const AllocEntry&, void*), void* done_arg);
   std::size_t size() const { return size_; }
 
  private:
-  void LockTable();
+  // False when this thread already holds a table lock (a signal handler re-entered the table).
+  bool LockTable();
   bool GrowLocked();
-  void UnlockTable() { lock_.clear(std::memory_order_release); }
+  void UnlockTable();
+  void EraseAtLocked(std::size_t i);
   std::size_t Home(std::uint64_t key) const;
 
   AllocEntry* slots_ = nullptr;

@@ -35,14 +35,43 @@ CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged) {
 
 // Remembers the charge of `key`; false (after logging) when the table cannot hold it, in which
 // case the caller releases the allocation and refuses it.
-bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind) {
-  if (table->Insert(AllocEntry{key, bytes, dev, kind})) {
+bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind,
+            std::uint64_t aux) {
+  if (table->Insert(AllocEntry{key, bytes, dev, kind, aux})) {
     Rt()->exact_net[dev].fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
     return true;
   }
   VGPU_ERROR("allocation 0x%llx cannot be tracked (table full or duplicate); refused",
              static_cast<unsigned long long>(key));
   return false;
+}
+
+namespace {
+
+bool OwnedBy(const AllocEntry& entry, const void* ctx) {
+  return entry.aux != 0 && entry.aux == *static_cast<const std::uint64_t*>(ctx);
+}
+
+void GiveBack(const AllocEntry& entry, void* arg) {
+  auto* rt = static_cast<Runtime*>(arg);
+  rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+  rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
+                                     std::memory_order_relaxed);
+}
+
+void GiveBackMeasured(const AllocEntry& entry, void* arg) {
+  static_cast<Runtime*>(arg)->region.Uncharge(entry.dev, entry.bytes,
+                                              static_cast<ChargeKind>(entry.kind));
+}
+
+}  // namespace
+
+void ForgetContext(Runtime* rt, CUcontext ctx) {
+  if (ctx == nullptr) return;
+  const std::uint64_t key = ContextKey(ctx);
+  rt->allocs.EraseWhere(OwnedBy, &key, GiveBack, rt);
+  rt->measured.EraseWhere(OwnedBy, &key, GiveBackMeasured, rt);
+  ForgetContextLimits(rt, ctx);
 }
 
 void FreeNow(std::uint64_t ptr) {

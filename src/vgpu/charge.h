@@ -24,7 +24,21 @@ CUresult Precharge(Runtime* rt, int dev, std::uint64_t bytes, bool* charged);
 
 // Remembers the charge of `key`; false (after logging) when the table cannot hold it, in which
 // case the caller releases the allocation and refuses it.
-bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind);
+// `aux` is stored with it (the owning context of a device allocation).
+bool Record(AllocTable* table, std::uint64_t key, int dev, std::uint64_t bytes, int kind,
+            std::uint64_t aux = 0);
+
+// The key under which allocations owned by `ctx` are recorded (AllocEntry::aux).
+inline std::uint64_t ContextKey(CUcontext ctx) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ctx));
+}
+
+// An asynchronous allocation (`entry`, recorded in allocs) from pool `pooled.bytes` was freed:
+// gives its charge back, less what the pool keeps of it; pool_hooks.cc.
+void PoolPointerFreed(Runtime* rt, const AllocEntry& pooled, const AllocEntry& entry);
+
+// Gives back the charges of a destroyed context's limits (heap, stack, FIFO); measured_hooks.cc.
+void ForgetContextLimits(Runtime* rt, CUcontext ctx);
 
 // The real cuMemFree_v2 / cuMemFreeAsync, for undoing an allocation that cannot be tracked.
 void FreeNow(std::uint64_t ptr);
@@ -42,9 +56,11 @@ CUresult ChargedAlloc(Runtime* rt, AllocTable* table, int dev, std::uint64_t byt
   std::uint64_t key = 0;
   r = call(&key);
   if (!charged) return r;
+  // Device allocations belong to the current context: its destruction frees them.
+  const bool owned = table == &rt->allocs && kind != kAllocAsync;
   if (r != CUDA_SUCCESS) {
     rt->region.Uncharge(dev, bytes, ChargeKind::kData);
-  } else if (!Record(table, key, dev, bytes, kind)) {
+  } else if (!Record(table, key, dev, bytes, kind, owned ? ContextKey(CurrentContext()) : 0)) {
     release(key);
     rt->region.Uncharge(dev, bytes, ChargeKind::kData);
     return CUDA_ERROR_OUT_OF_MEMORY;

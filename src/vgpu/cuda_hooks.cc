@@ -29,19 +29,6 @@ std::uint64_t Threads(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsign
   return SatMul(SatMul(SatMul(gx, gy), gz), SatMul(SatMul(bx, by), bz));
 }
 
-std::uint64_t NvmlUsedBytes(int nvml_index) {
-  auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
-  auto info = VGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
-  nvmlDevice_t dev = nullptr;
-  nvmlMemory_t mem{};
-  if (by_index == nullptr || info == nullptr ||
-      by_index(static_cast<unsigned>(nvml_index), &dev) != NVML_SUCCESS ||
-      info(dev, &mem) != NVML_SUCCESS) {
-    return 0;
-  }
-  return mem.used;
-}
-
 // Host PIDs of the processes holding a context on container device `nvml_index`, sorted.
 struct PidSet {
   static constexpr unsigned kMax = 256;
@@ -110,45 +97,106 @@ void UnlockDiscovery(int fd) {
 
 // When the driver's resolver hands out a pointer that is not one of its exported entry points
 // (an internal alias), the hook is chosen by name: which ABI a (symbol, cudaVersion, flags)
-// request means is fixed by the driver API's versioning. Only the counted and throttled
-// families are listed; anything else stays the driver's.
-struct ProcRule {
+// request means is fixed by the driver API's versioning (cudaTypedefs.h: PFN_<name>_v<version>).
+// Every hooked family is covered: the candidates are the hooks named <symbol>, <symbol>_v<N>,
+// <symbol>_ptsz and <symbol>_ptds, each applying from the cudaVersion listed here (0 when only
+// one ABI exists).
+struct HookVersion {
+  const char* name;
+  int since;
+  int until = 1 << 30;  // the ABI applies below this cudaVersion
+};
+constexpr HookVersion kHookVersions[] = {
+    {"cuMemAlloc", 2000},
+    {"cuMemAlloc_v2", 3020},
+    {"cuMemFree", 2000},
+    {"cuMemFree_v2", 3020},
+    {"cuMemAllocPitch", 2000},
+    {"cuMemAllocPitch_v2", 3020},
+    {"cuMemGetInfo_v2", 3020},
+    {"cuDeviceTotalMem_v2", 3020},
+    {"cuArrayCreate", 2000},
+    {"cuArrayCreate_v2", 3020},
+    {"cuArray3DCreate", 2000},
+    {"cuArray3DCreate_v2", 3020},
+    {"cuCtxCreate", 2000},
+    {"cuCtxCreate_v2", 3020},
+    {"cuCtxCreate_v3", 11040},
+    {"cuCtxCreate_v4", 12050},
+    {"cuCtxDestroy", 2000},
+    {"cuCtxDestroy_v2", 4000},
+    {"cuDevicePrimaryCtxRelease", 7000},
+    {"cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuDevicePrimaryCtxReset", 7000},
+    {"cuDevicePrimaryCtxReset_v2", 11000},
+    {"cuGetProcAddress", 11030},
+    {"cuGetProcAddress_v2", 12050},
+    {"cuGraphAddNode", 12030},
+    {"cuGraphAddNode_v2", 12040},
+    {"cuGraphInstantiate", 10000, 11000},
+    {"cuGraphInstantiate_v2", 11000, 12000},
+};
+
+// The cudaVersion hook `name` applies from; -1 when it does not apply to `cuda_version`.
+int HookSince(const char* name, int cuda_version) {
+  for (const HookVersion& v : kHookVersions) {
+    if (std::strcmp(v.name, name) != 0) continue;
+    return cuda_version >= v.since && cuda_version < v.until ? v.since : -1;
+  }
+  return 0;
+}
+
+// Names whose ABI moved to another entry point (cuda.h's #define): from `since` on, a request
+// for `symbol` means `target`.
+struct Renamed {
   const char* symbol;
-  int min_version;  // the versioned ABI applies from this cudaVersion on
-  CudaFn legacy;    // chosen without the per-thread-default-stream flag
-  CudaFn ptsz;      // chosen with it
+  int since;
+  const char* target;
 };
-constexpr ProcRule kProcRules[] = {
-    {"cuMemAlloc", 3020, k_cuMemAlloc_v2, k_cuMemAlloc_v2},
-    {"cuMemFree", 3020, k_cuMemFree_v2, k_cuMemFree_v2},
-    {"cuMemAllocPitch", 3020, k_cuMemAllocPitch_v2, k_cuMemAllocPitch_v2},
-    {"cuMemGetInfo", 3020, k_cuMemGetInfo_v2, k_cuMemGetInfo_v2},
-    {"cuDeviceTotalMem", 3020, k_cuDeviceTotalMem_v2, k_cuDeviceTotalMem_v2},
-    {"cuMemAllocManaged", 0, k_cuMemAllocManaged, k_cuMemAllocManaged},
-    {"cuMemCreate", 0, k_cuMemCreate, k_cuMemCreate},
-    {"cuMemRelease", 0, k_cuMemRelease, k_cuMemRelease},
-    {"cuMemAllocAsync", 0, k_cuMemAllocAsync, k_cuMemAllocAsync_ptsz},
-    {"cuMemAllocFromPoolAsync", 0, k_cuMemAllocFromPoolAsync, k_cuMemAllocFromPoolAsync_ptsz},
-    {"cuMemFreeAsync", 0, k_cuMemFreeAsync, k_cuMemFreeAsync_ptsz},
-    {"cuDevicePrimaryCtxRetain", 0, k_cuDevicePrimaryCtxRetain, k_cuDevicePrimaryCtxRetain},
-    {"cuDevicePrimaryCtxRelease", 11000, k_cuDevicePrimaryCtxRelease_v2,
-     k_cuDevicePrimaryCtxRelease_v2},
-    {"cuDevicePrimaryCtxReset", 11000, k_cuDevicePrimaryCtxReset_v2, k_cuDevicePrimaryCtxReset_v2},
-    {"cuLaunchKernel", 0, k_cuLaunchKernel, k_cuLaunchKernel_ptsz},
-    {"cuLaunchKernelEx", 0, k_cuLaunchKernelEx, k_cuLaunchKernelEx_ptsz},
-    {"cuLaunchCooperativeKernel", 0, k_cuLaunchCooperativeKernel, k_cuLaunchCooperativeKernel_ptsz},
-    {"cuGraphLaunch", 0, k_cuGraphLaunch, k_cuGraphLaunch_ptsz},
+constexpr Renamed kRenamed[] = {
+    {"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"},
 };
+
+// True when hook `name` is `symbol` itself or one of its versioned / per-thread variants;
+// *ptsz tells which.
+bool IsVariant(const char* name, const char* symbol, bool* ptsz) {
+  std::size_t n = std::strlen(symbol);
+  if (std::strncmp(name, symbol, n) != 0) return false;
+  const char* rest = name + n;
+  *ptsz = false;
+  if (rest[0] == '_' && rest[1] == 'v' && rest[2] >= '0' && rest[2] <= '9') {
+    rest += 2;
+    while (*rest >= '0' && *rest <= '9') ++rest;
+  }
+  if (std::strcmp(rest, "_ptsz") == 0 || std::strcmp(rest, "_ptds") == 0) {
+    *ptsz = true;
+    return true;
+  }
+  return *rest == '\0';
+}
 
 void* HookByName(const char* symbol, int cuda_version, cuuint64_t flags) {
   if (symbol == nullptr) return nullptr;
-  for (const ProcRule& rule : kProcRules) {
-    if (std::strcmp(rule.symbol, symbol) != 0 || cuda_version < rule.min_version) continue;
-    bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-    CudaFn fn = ptsz ? rule.ptsz : rule.legacy;
-    return g_cuda_real[fn] != nullptr ? kCudaHooks[fn] : nullptr;
+  for (const Renamed& r : kRenamed) {
+    if (cuda_version >= r.since && std::strcmp(symbol, r.symbol) == 0) symbol = r.target;
   }
-  return nullptr;
+  const bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  int best = -1, best_since = -1;
+  bool best_ptsz = false;
+  for (int i = 0; i < kCudaHookCount; ++i) {
+    bool ptsz = false;
+    if (!IsVariant(kCudaNames[i], symbol, &ptsz) || (ptsz && !want_ptsz)) continue;
+    int since = HookSince(kCudaNames[i], cuda_version);
+    if (since < 0 || since > cuda_version) continue;
+    // A per-thread variant wins over the legacy one when asked for; then the newest ABI.
+    if (best < 0 || (ptsz && !best_ptsz) || (ptsz == best_ptsz && since > best_since)) {
+      best = i;
+      best_since = since;
+      best_ptsz = ptsz;
+    }
+  }
+  if (best < 0) return nullptr;
+  return g_cuda_real[best] != nullptr ? kCudaHooks[best] : nullptr;
 }
 
 CUresult GetProcAddressCommon(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
@@ -165,14 +213,36 @@ CUresult GetProcAddressCommon(const char* symbol, void** pfn, int cuda_version, 
   return r;
 }
 
-void UnchargeContext(Runtime* rt, int idx, bool reset) {
+// The last release of a primary context, or its reset, destroys it with everything it owns
+// (cudaDeviceReset): its estimate and the charges of its allocations, arrays and modules go.
+// `primary`: the device's primary context when the caller knows it otherwise (a reset of a
+// context retained where no hook saw it, e.g. through cudart's private tables).
+void UnchargeContext(Runtime* rt, int idx, bool reset, CUcontext primary = nullptr) {
   pthread_mutex_lock(&rt->ctx_mu);
+  CUcontext gone = reset ? primary : nullptr;
   if (rt->ctx_refs[idx] > 0 && (reset || --rt->ctx_refs[idx] == 0)) {
     rt->ctx_refs[idx] = 0;
     rt->region.Uncharge(idx, rt->ctx_charge[idx], ChargeKind::kContext);
     rt->ctx_charge[idx] = 0;
+    gone = rt->primary_ctx[idx];
+    rt->primary_ctx[idx] = nullptr;
+    rt->live_contexts.fetch_sub(1, std::memory_order_relaxed);
   }
   pthread_mutex_unlock(&rt->ctx_mu);
+  if (gone != nullptr) ForgetContext(rt, gone);
+}
+
+// The primary context of CUDA device `dev` as far as this thread can tell before a reset: the
+// current context when it is on `dev` and is not one this process created.
+CUcontext CurrentPrimary(Runtime* rt, CUdevice dev) {
+  CUcontext ctx = CurrentContext();
+  CUdevice cur = -1;
+  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
+  if (ctx == nullptr || get_dev == nullptr || get_dev(&cur) != CUDA_SUCCESS || cur != dev) {
+    return nullptr;
+  }
+  AllocEntry created{};
+  return rt->measured.Find(ContextKey(ctx), &created) ? nullptr : ctx;
 }
 
 std::uint64_t LegacyGridCost(int grid_width, int grid_height) {
@@ -181,10 +251,17 @@ std::uint64_t LegacyGridCost(int grid_width, int grid_height) {
   return SatMul(SatMul(w, h), 256);
 }
 
+// The list is read only when its length is one the driver accepts (at most the device count):
+// a longer count is the driver's error to report, and reading that many entries of a shorter
+// list would fault in here first.
 std::uint64_t MultiDeviceCost(const CUDA_LAUNCH_PARAMS_st* params, unsigned int num_devices) {
   const auto* p = reinterpret_cast<const CudaLaunchParams*>(params);
+  int devices = 0;
+  auto count = VGPU_REAL_CUDA(cuDeviceGetCount);
+  if (count == nullptr || count(&devices) != CUDA_SUCCESS || devices < 0) devices = 0;
+  if (num_devices > static_cast<unsigned int>(devices)) return 1;
   std::uint64_t cost = 0;
-  for (unsigned int i = 0; p != nullptr && i < num_devices && i < 64; ++i) {
+  for (unsigned int i = 0; p != nullptr && i < num_devices; ++i) {
     cost = SatAdd(cost, Threads(p[i].gridDimX, p[i].gridDimY, p[i].gridDimZ, p[i].blockDimX,
                                 p[i].blockDimY, p[i].blockDimZ));
   }
@@ -250,8 +327,21 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuMemFree_v2);
   if (real == nullptr) return kNoDriver;
+  // An asynchronous allocation freed with cuMemFree goes back to its pool like a cuMemFreeAsync
+  // (the driver synchronises first): what the pool keeps of it stays charged.
   AllocEntry pooled{};
-  if (rt->async_pool.size() > 0) rt->async_pool.Erase(dptr, &pooled);
+  if (rt->async_pool.size() > 0 && rt->async_pool.Erase(dptr, &pooled)) {
+    AllocEntry entry{};
+    bool tracked = rt->allocs.Erase(dptr, &entry);
+    CUresult r = real(dptr);
+    if (r != CUDA_SUCCESS) {
+      if (tracked) rt->allocs.Insert(entry);
+      rt->async_pool.Insert(pooled);
+      return r;
+    }
+    if (tracked) PoolPointerFreed(rt, pooled, entry);
+    return r;
+  }
   return TrackedRelease(rt, &rt->allocs, dptr, [&] { return real(dptr); });
 }
 
@@ -310,12 +400,33 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   } else {
     actual = estimate;
   }
-  if (!Record(&rt->allocs, *dptr, dev, actual, kAllocPlain)) {
+  if (!Record(&rt->allocs, *dptr, dev, actual, kAllocPlain, ContextKey(CurrentContext()))) {
     FreeNow(*dptr);
     rt->region.Uncharge(dev, actual, ChargeKind::kData);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return r;
+}
+
+// The 32-bit pitched allocator of CUDA < 3.2, charged at what it reserved (pitch x height).
+CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width,
+                         unsigned int height, unsigned int elem) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemAllocPitch);
+  if (real == nullptr) return kNoDriver;
+  // The driver aligns rows to at most 512 bytes: the estimate covers the worst case.
+  std::uint64_t bytes = SatMul((static_cast<std::uint64_t>(width) + 511) / 512 * 512, height);
+  return ChargedAlloc(
+      rt, &rt->allocs, CurrentNvmlIndex(rt), bytes, kAllocPlain,
+      [&](std::uint64_t* key) {
+        CUresult r = real(dptr, pitch, width, height, elem);
+        if (r == CUDA_SUCCESS) *key = *dptr;
+        return r;
+      },
+      [](std::uint64_t key) {
+        auto free_fn = VGPU_REAL_CUDA(cuMemFree);
+        if (free_fn != nullptr) free_fn(static_cast<unsigned int>(key));
+      });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
@@ -330,95 +441,6 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
         return r;
       },
       FreeNow);
-}
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                     const CUmemAllocationProp* prop, unsigned long long flags) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemCreate);
-  if (real == nullptr) return kNoDriver;
-  // The device comes from the allocation's location, never from the (maybe absent) context.
-  int dev = kHostMemory;
-  if (prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    dev = NvmlIndexOf(rt, prop->location.id);
-  }
-  return ChargedAlloc(
-      rt, &rt->vmm, dev, size, kAllocVmm,
-      [&](std::uint64_t* key) {
-        CUresult r = real(handle, size, prop, flags);
-        if (r == CUDA_SUCCESS) *key = *handle;
-        return r;
-      },
-      [](std::uint64_t key) {
-        auto release = VGPU_REAL_CUDA(cuMemRelease);
-        if (release != nullptr) release(key);
-      });
-}
-
-// The driver frees a released handle's memory only at its last unmap, so the charge stays until
-// then (a handle released while mapped is moved to vmm_released).
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemRelease);
-  if (real == nullptr) return kNoDriver;
-  pthread_mutex_lock(&rt->vmm_mu);
-  AllocEntry maps{};
-  bool mapped = rt->vmm_map_counts.Erase(handle, &maps);
-  if (mapped) rt->vmm_map_counts.Insert(maps);
-  CUresult r;
-  if (!mapped) {
-    r = TrackedRelease(rt, &rt->vmm, handle, [&] { return real(handle); });
-  } else {
-    r = real(handle);
-    AllocEntry entry{};
-    if (r == CUDA_SUCCESS && rt->vmm.Erase(handle, &entry)) rt->vmm_released.Insert(entry);
-  }
-  pthread_mutex_unlock(&rt->vmm_mu);
-  return r;
-}
-
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemMap);
-  if (real == nullptr) return kNoDriver;
-  pthread_mutex_lock(&rt->vmm_mu);
-  CUresult r = real(ptr, size, offset, handle, flags);
-  if (r == CUDA_SUCCESS) {
-    AllocEntry count{handle, 0, 0, 0};
-    rt->vmm_map_counts.Erase(handle, &count);
-    count.key = handle;
-    ++count.bytes;
-    rt->vmm_map_counts.Insert(count);
-    rt->vmm_maps.Insert(AllocEntry{ptr, handle, 0, 0});
-  }
-  pthread_mutex_unlock(&rt->vmm_mu);
-  return r;
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-  Runtime* rt = Rt();
-  auto real = VGPU_REAL_CUDA(cuMemUnmap);
-  if (real == nullptr) return kNoDriver;
-  pthread_mutex_lock(&rt->vmm_mu);
-  CUresult r = real(ptr, size);
-  AllocEntry map{};
-  if (r == CUDA_SUCCESS && rt->vmm_maps.Erase(ptr, &map)) {
-    const std::uint64_t handle = map.bytes;
-    AllocEntry count{};
-    if (rt->vmm_map_counts.Erase(handle, &count) && --count.bytes > 0) {
-      rt->vmm_map_counts.Insert(count);
-    } else {
-      AllocEntry released{};
-      if (rt->vmm_released.Erase(handle, &released)) {
-        rt->region.Uncharge(released.dev, released.bytes, ChargeKind::kData);
-        rt->exact_net[released.dev].fetch_sub(static_cast<std::int64_t>(released.bytes),
-                                              std::memory_order_relaxed);
-      }
-    }
-  }
-  pthread_mutex_unlock(&rt->vmm_mu);
-  return r;
 }
 
 // Memory allocated by another API (Vulkan, OpenGL, OpenCL) and imported into CUDA is charged at
@@ -483,21 +505,29 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (real == nullptr) return kNoDriver;
   int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
   if (idx < 0) return real(ctx, dev);
-  // The context's own footprint is estimated once per device per process as the change in the
-  // device's used memory (NVML) around the first retain.
+  // The context's own footprint is estimated once per device per process as the change in this
+  // process's used memory (NVML's per-process figure) around the first retain, less what the
+  // sized paths charged meanwhile; never the device's figure, which other tenants move.
   pthread_mutex_lock(&rt->ctx_mu);
   bool first = rt->ctx_refs[idx] == 0;
   // Host-PID discovery is serialised across the container's processes: two contexts created at
   // once would each see two new processes and both stay unknown.
   int discovery_lock = first ? LockDiscovery(rt) : -1;
-  std::uint64_t before = first ? NvmlUsedBytes(idx) : 0;
+  std::uint64_t before = 0;
+  if (first && !ProcessUsedBytes(rt, idx, &before)) before = 0;
+  std::int64_t exact_before = rt->exact_net[idx].load(std::memory_order_relaxed);
   PidSet pids_before = first ? ComputePids(idx) : PidSet{};
   CUresult r = real(ctx, dev);
   if (r == CUDA_SUCCESS && rt->ctx_refs[idx]++ == 0) {
+    rt->primary_ctx[idx] = *ctx;
+    rt->live_contexts.fetch_add(1, std::memory_order_relaxed);
     std::int32_t hostpid = NewPid(pids_before, ComputePids(idx));
     if (hostpid != 0) rt->region.SetOwnHostPid(hostpid);
-    std::uint64_t after = NvmlUsedBytes(idx);
-    std::uint64_t charge = after > before ? after - before : 0;
+    std::uint64_t after = 0;
+    if (!ProcessUsedBytes(rt, idx, &after)) after = before;
+    std::int64_t grew = static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before) -
+                        (rt->exact_net[idx].load(std::memory_order_relaxed) - exact_before);
+    std::uint64_t charge = grew > 0 ? static_cast<std::uint64_t>(grew) : 0;
     if (charge > kMaxContextCharge) charge = kMaxContextCharge;
     rt->ctx_charge[idx] = charge;
     if (charge > 0) {
@@ -523,10 +553,60 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset_v2);
   if (real == nullptr) return kNoDriver;
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  CUcontext primary = idx >= 0 ? CurrentPrimary(rt, dev) : nullptr;
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true, primary);
+  return r;
+}
+
+// The entries of CUDA 7.0-10.x (before their _v2), same semantics.
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxRelease);
+  if (real == nullptr) return kNoDriver;
   CUresult r = real(dev);
   int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
-  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true);
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, false);
   return r;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuDevicePrimaryCtxReset);
+  if (real == nullptr) return kNoDriver;
+  int idx = rt->accounting ? NvmlIndexOf(rt, dev) : -1;
+  CUcontext primary = idx >= 0 ? CurrentPrimary(rt, dev) : nullptr;
+  CUresult r = real(dev);
+  if (r == CUDA_SUCCESS && idx >= 0) UnchargeContext(rt, idx, true, primary);
+  return r;
+}
+
+// Sparse and mipmapped-array tile mappings reference cuMemCreate memory without a handle or a
+// mapping libvgpu can count: the memory could outlive its charge. Refused while a memory limit
+// is set (docs/vgpu.md "What cannot be stopped in-process").
+constexpr CUresult kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+
+CUresult cuMemMapArrayAsync(void* map_info, unsigned int count, CUstream stream) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemMapArrayAsync);
+  if (real == nullptr) return kNoDriver;
+  if (AnyMemoryLimit(rt)) {
+    VGPU_ERROR("cuMemMapArrayAsync refused: sparse array mappings cannot be accounted");
+    return kNotSupported;
+  }
+  return real(map_info, count, stream);
+}
+
+CUresult cuMemMapArrayAsync_ptsz(void* map_info, unsigned int count, CUstream stream) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemMapArrayAsync_ptsz);
+  if (real == nullptr) return kNoDriver;
+  if (AnyMemoryLimit(rt)) {
+    VGPU_ERROR("cuMemMapArrayAsync refused: sparse array mappings cannot be accounted");
+    return kNotSupported;
+  }
+  return real(map_info, count, stream);
 }
 
 #define VGPU_LAUNCH_BODY(name, cost, ...) \

@@ -111,6 +111,34 @@ CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, void* pa
   return ChargedInstantiate(rt, exec, graph, [&] { return real(exec, graph, params); });
 }
 
+// What `--default-stream per-thread` builds call (cuda.h maps the name), and what
+// cuGetProcAddress hands out with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, void* params) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuGraphInstantiateWithParams_ptsz);
+  if (real == nullptr) return kNoDriver;
+  return ChargedInstantiate(rt, exec, graph, [&] { return real(exec, graph, params); });
+}
+
+// The instantiation entries of CUDA 10.0-11.x (dlsym, cuGetProcAddress below 12000).
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                            size_t log_size) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuGraphInstantiate);
+  if (real == nullptr) return kNoDriver;
+  return ChargedInstantiate(rt, exec, graph,
+                            [&] { return real(exec, graph, error_node, log, log_size); });
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                               size_t log_size) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuGraphInstantiate_v2);
+  if (real == nullptr) return kNoDriver;
+  return ChargedInstantiate(rt, exec, graph,
+                            [&] { return real(exec, graph, error_node, log, log_size); });
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
   Runtime* rt = Rt();
   auto real = VGPU_REAL_CUDA(cuGraphExecDestroy);

@@ -37,6 +37,11 @@
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
      unsigned long long flags))                                                                    \
   X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                                          \
+  X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle * handle, void* addr))    \
+  X(cuMemExportToShareableHandle, CUresult,                                                        \
+    (void* shareable, CUmemGenericAllocationHandle handle, int type, unsigned long long flags))    \
+  X(cuMemImportFromShareableHandle, CUresult,                                                      \
+    (CUmemGenericAllocationHandle * handle, void* os_handle, int type))                            \
   X(cuImportExternalMemory, CUresult,                                                              \
     (CUexternalMemory * ext, const CudaExternalMemoryHandleDesc* desc))                            \
   X(cuDestroyExternalMemory, CUresult, (CUexternalMemory ext))                                     \
@@ -52,6 +57,12 @@
   X(cuGraphInstantiateWithFlags, CUresult,                                                         \
     (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                                 \
   X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec * exec, CUgraph graph, void* params))     \
+  X(cuGraphInstantiateWithParams_ptsz, CUresult,                                                   \
+    (CUgraphExec * exec, CUgraph graph, void* params))                                             \
+  X(cuGraphInstantiate, CUresult,                                                                  \
+    (CUgraphExec * exec, CUgraph graph, CUgraphNode * error_node, char* log, size_t log_size))     \
+  X(cuGraphInstantiate_v2, CUresult,                                                               \
+    (CUgraphExec * exec, CUgraph graph, CUgraphNode * error_node, char* log, size_t log_size))     \
   X(cuGraphExecDestroy, CUresult, (CUgraphExec exec))                                              \
   X(cuGraphDestroy, CUresult, (CUgraph graph))                                                     \
   X(cuMemPoolCreate, CUresult, (CUmemoryPool * pool, const CUmemPoolProps* props))                 \
@@ -60,6 +71,8 @@
   X(cuMemPoolTrimTo, CUresult, (CUmemoryPool pool, size_t keep))                                   \
   X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
   X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                             \
+  X(cuMemGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUmemLocation * location, int type))   \
+  X(cuMemGetMemPool, CUresult, (CUmemoryPool * pool, CUmemLocation * location, int type))          \
   X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))                \
   X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t bytes, CUstream stream))           \
   X(cuMemAllocFromPoolAsync, CUresult,                                                             \
@@ -73,6 +86,10 @@
   X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * ctx, CUdevice dev))                           \
   X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev))                                        \
   X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev))                                          \
+  X(cuDevicePrimaryCtxRelease, CUresult, (CUdevice dev))                                           \
+  X(cuDevicePrimaryCtxReset, CUresult, (CUdevice dev))                                             \
+  X(cuMemMapArrayAsync, CUresult, (void* map_info, unsigned int count, CUstream stream))           \
+  X(cuMemMapArrayAsync_ptsz, CUresult, (void* map_info, unsigned int count, CUstream stream))      \
   X(cuLaunchKernel, CUresult,                                                                      \
     (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
      unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void** params,         \
@@ -100,6 +117,13 @@
     (CUDA_LAUNCH_PARAMS_st * params, unsigned int num_devices, unsigned int flags))                \
   X(cuMemAlloc, CUresult, (unsigned int* dptr, unsigned int bytes))                                \
   X(cuMemFree, CUresult, (unsigned int dptr))                                                      \
+  X(cuMemAllocPitch, CUresult,                                                                     \
+    (unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height,             \
+     unsigned int elem))                                                                           \
+  X(cuArrayCreate, CUresult, (CUarray * array, const CUDA_ARRAY_DESCRIPTOR_st* desc))              \
+  X(cuArray3DCreate, CUresult, (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc))          \
+  X(cuCtxCreate, CUresult, (CUcontext * ctx, unsigned int flags, CUdevice dev))                    \
+  X(cuCtxDestroy, CUresult, (CUcontext ctx))                                                       \
   X(cuArrayCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY_DESCRIPTOR_st* desc))           \
   X(cuArray3DCreate_v2, CUresult, (CUarray * array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc))       \
   X(cuArrayDestroy, CUresult, (CUarray array))                                                     \

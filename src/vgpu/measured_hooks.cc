@@ -7,6 +7,7 @@
 
 #include <type_traits>
 
+#include "vgpu/charge.h"
 #include "vgpu/hooks.h"
 #include "vgpu/log.h"
 #include "vgpu/runtime.h"
@@ -14,7 +15,21 @@
 namespace hami::vgpu {
 namespace {
 
-constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
+// Set while this thread holds measure_mu. A driver that implements one measured entry by calling
+// another (cuModuleLoad by cuModuleLoadData, a library load by a module load) re-enters our hook
+// through its own symbol lookup: the inner call is covered by the outer measurement and passes
+// through instead of waiting on a mutex its own thread holds.
+thread_local bool t_measuring = false;
+
+void LockMeasure(Runtime* rt) {
+  pthread_mutex_lock(&rt->measure_mu);
+  t_measuring = true;
+}
+
+void UnlockMeasure(Runtime* rt) {
+  t_measuring = false;
+  pthread_mutex_unlock(&rt->measure_mu);
+}
 
 struct Sample {
   bool ok = false;
@@ -59,6 +74,7 @@ CUresult ChargeMeasured(Runtime* rt, int dev, std::uint64_t bytes, ChargeKind ki
 template <typename Create, typename Undo>
 CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Undo undo) {
   std::uint64_t key = 0;
+  if (t_measuring) return create(&key);  // nested inside a measured call of this thread
   if (!rt->accounting || dev < 0) {
     if (AnyMemoryLimit(rt)) {
       return RefuseUnaccounted(dev, 0,
@@ -66,13 +82,14 @@ CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Un
     }
     return create(&key);
   }
-  pthread_mutex_lock(&rt->measure_mu);
+  LockMeasure(rt);
   Sample before = Take(rt, dev);
   CUresult r = create(&key);
   if (r != CUDA_SUCCESS) {
-    pthread_mutex_unlock(&rt->measure_mu);
+    UnlockMeasure(rt);
     return r;
   }
+  if (kind == ChargeKind::kContext) rt->live_contexts.fetch_add(1, std::memory_order_relaxed);
   Sample after = Take(rt, dev);
   std::int64_t grew = Growth(before, after);
   std::uint64_t charge = grew > 0 ? static_cast<std::uint64_t>(grew) : 0;
@@ -83,28 +100,43 @@ CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Un
   } else {
     verdict = ChargeMeasured(rt, dev, charge, kind);
   }
+  // Arrays, modules and libraries live in the current context and go with it; a context is
+  // its own key.
+  std::uint64_t owner = kind == ChargeKind::kContext ? 0 : ContextKey(CurrentContext());
   if (verdict == CUDA_SUCCESS &&
-      !rt->measured.Insert(AllocEntry{key, charge, dev, static_cast<std::int32_t>(kind)})) {
+      !rt->measured.Insert(AllocEntry{key, charge, dev, static_cast<std::int32_t>(kind), owner})) {
     rt->region.Uncharge(dev, charge, kind);
     verdict = RefuseUnaccounted(dev, charge, "allocation table full");
   }
-  if (verdict != CUDA_SUCCESS) undo(key);
-  pthread_mutex_unlock(&rt->measure_mu);
+  if (verdict != CUDA_SUCCESS) {
+    undo(key);
+    if (kind == ChargeKind::kContext) rt->live_contexts.fetch_sub(1, std::memory_order_relaxed);
+  }
+  UnlockMeasure(rt);
   return verdict;
 }
 
-// Forgets `key`'s charge around the real destruction (restored if the driver refuses).
+// Forgets `key`'s charge around the real destruction (restored if the driver refuses). Under
+// measure_mu: memory a destruction gives back while another thread measures a creation would
+// make the new object look free.
 template <typename Call>
 CUresult MeasuredDestroy(Runtime* rt, std::uint64_t key, Call call) {
+  const bool outer = !t_measuring;
+  if (outer) LockMeasure(rt);
   AllocEntry entry{};
   bool tracked = rt->measured.Erase(key, &entry);
   CUresult r = call();
-  if (!tracked) return r;
-  if (r == CUDA_SUCCESS) {
-    rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
-  } else {
-    rt->measured.Insert(entry);
+  if (tracked) {
+    if (r == CUDA_SUCCESS) {
+      rt->region.Uncharge(entry.dev, entry.bytes, static_cast<ChargeKind>(entry.kind));
+      if (static_cast<ChargeKind>(entry.kind) == ChargeKind::kContext) {
+        rt->live_contexts.fetch_sub(1, std::memory_order_relaxed);
+      }
+    } else {
+      rt->measured.Insert(entry);
+    }
   }
+  if (outer) UnlockMeasure(rt);
   return r;
 }
 
@@ -120,8 +152,40 @@ std::uint64_t LimitKey(CUcontext ctx, CUlimit limit) {
 constexpr CUlimit kChargedLimits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE,
                                       CU_LIMIT_MALLOC_HEAP_SIZE};
 
+// A library loaded while no context is current is committed into each context created later,
+// where the creation's measurement would book its globals as context memory (never refused).
+// While a memory limit is set, such a load runs in the primary context of CUDA device 0, retained
+// once for the rest of the process (the context cudart makes current first), so its globals are
+// committed, measured and refused at the load itself.
+class ContextForLoad {
+ public:
+  explicit ContextForLoad(Runtime* rt) {
+    if (CurrentContext() != nullptr || !rt->accounting || !AnyMemoryLimit(rt)) return;
+    static CUcontext pinned = nullptr;
+    static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&pin_mu);
+    if (pinned == nullptr && cuDevicePrimaryCtxRetain(&pinned, 0) != CUDA_SUCCESS) pinned = nullptr;
+    CUcontext ctx = pinned;
+    pthread_mutex_unlock(&pin_mu);
+    auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
+    pushed_ = ctx != nullptr && push != nullptr && push(ctx) == CUDA_SUCCESS;
+  }
+  ~ContextForLoad() {
+    auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
+    CUcontext popped = nullptr;
+    if (pushed_ && pop != nullptr) pop(&popped);
+  }
+  ContextForLoad(const ContextForLoad&) = delete;
+  ContextForLoad& operator=(const ContextForLoad&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace
+
 // A destroyed context's limits (heap, stack, FIFO) go with it.
-void ForgetLimits(Runtime* rt, CUcontext ctx) {
+void ForgetContextLimits(Runtime* rt, CUcontext ctx) {
   for (CUlimit limit : kChargedLimits) {
     AllocEntry entry{};
     if (rt->measured.Erase(LimitKey(ctx, limit), &entry)) {
@@ -129,8 +193,6 @@ void ForgetLimits(Runtime* rt, CUcontext ctx) {
     }
   }
 }
-
-}  // namespace
 
 // The body of a hook whose driver call `name(args...)` creates the object *handle without stating
 // its size: MeasuredCreate on NVML device `dev` (an expression that may use `rt`), keyed by the
@@ -202,8 +264,34 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
   auto real = VGPU_REAL_CUDA(cuCtxDestroy_v2);
   if (real == nullptr) return kNoDriver;
   CUresult r = MeasuredDestroy(rt, Key(ctx), [&] { return real(ctx); });
-  if (r == CUDA_SUCCESS) ForgetLimits(rt, ctx);
+  if (r == CUDA_SUCCESS) ForgetContext(rt, ctx);
   return r;
+}
+
+// The CUDA 2.0 entries (dlsym, or cuGetProcAddress below their successors' cudaVersion): the
+// same objects, measured alike.
+CUresult cuCtxCreate(CUcontext* ctx, unsigned int flags, CUdevice dev) {
+  VGPU_MEASURED_CREATE(cuCtxCreate, cuCtxDestroy_v2, NvmlIndexOf(rt, dev), ChargeKind::kContext,
+                       ctx, ctx, flags, dev);
+}
+
+CUresult cuCtxDestroy(CUcontext ctx) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuCtxDestroy);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = MeasuredDestroy(rt, Key(ctx), [&] { return real(ctx); });
+  if (r == CUDA_SUCCESS) ForgetContext(rt, ctx);
+  return r;
+}
+
+CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_st* desc) {
+  VGPU_MEASURED_CREATE(cuArrayCreate, cuArrayDestroy, CurrentNvmlIndex(rt), ChargeKind::kData,
+                       array, array, desc);
+}
+
+CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_st* desc) {
+  VGPU_MEASURED_CREATE(cuArray3DCreate, cuArrayDestroy, CurrentNvmlIndex(rt), ChargeKind::kData,
+                       array, array, desc);
 }
 
 // Green contexts (CUDA 12.4) commit context memory like created contexts.
@@ -223,7 +311,7 @@ CUresult cuGreenCtxDestroy(CUgreenCtx green) {
   auto from_green = VGPU_REAL_CUDA(cuCtxFromGreenCtx);
   if (from_green == nullptr || from_green(&as_ctx, green) != CUDA_SUCCESS) as_ctx = nullptr;
   CUresult r = MeasuredDestroy(rt, Key(green), [&] { return real(green); });
-  if (r == CUDA_SUCCESS && as_ctx != nullptr) ForgetLimits(rt, as_ctx);
+  if (r == CUDA_SUCCESS && as_ctx != nullptr) ForgetContext(rt, as_ctx);
   return r;
 }
 
@@ -247,11 +335,12 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     }
     return real(limit, value);
   }
-  pthread_mutex_lock(&rt->measure_mu);
+  if (t_measuring) return real(limit, value);
+  LockMeasure(rt);
   Sample before = Take(rt, dev);
   CUresult r = real(limit, value);
   if (r != CUDA_SUCCESS) {
-    pthread_mutex_unlock(&rt->measure_mu);
+    UnlockMeasure(rt);
     return r;
   }
   Sample after = Take(rt, dev);
@@ -278,7 +367,7 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
       verdict = RefuseUnaccounted(dev, value, "allocation table full");
     }
   }
-  pthread_mutex_unlock(&rt->measure_mu);
+  UnlockMeasure(rt);
   return verdict;
 }
 
@@ -292,6 +381,7 @@ CUresult cuModuleUnload(CUmodule module) { VGPU_MEASURED_DESTROY(cuModuleUnload,
 CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void* jit_options,
                            void** jit_values, unsigned int num_jit, void* lib_options,
                            void** lib_values, unsigned int num_lib) {
+  ContextForLoad load_context(Rt());
   VGPU_MEASURED_CREATE(cuLibraryLoadData, cuLibraryUnload, CurrentNvmlIndex(rt),
                        ChargeKind::kModule, library, library, code, jit_options, jit_values,
                        num_jit, lib_options, lib_values, num_lib);
@@ -319,6 +409,7 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) {
 CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, void* jit_options,
                                void** jit_values, unsigned int num_jit, void* lib_options,
                                void** lib_values, unsigned int num_lib) {
+  ContextForLoad load_context(Rt());
   VGPU_MEASURED_CREATE(cuLibraryLoadFromFile, cuLibraryUnload, CurrentNvmlIndex(rt),
                        ChargeKind::kModule, library, library, path, jit_options, jit_values,
                        num_jit, lib_options, lib_values, num_lib);

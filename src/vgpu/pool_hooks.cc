@@ -40,7 +40,8 @@ std::uint64_t PoolKey(CUmemoryPool pool) {
   return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pool));
 }
 
-// A pool's device, as recorded when it was created or fetched; -1 when never seen.
+// A pool's device, as recorded when it was created or fetched (kHostMemory for a pool in host
+// memory); -1 when never seen.
 int PoolNvmlIndex(Runtime* rt, std::uint64_t pool) {
   AllocEntry entry{};
   pthread_mutex_lock(&rt->pool_mu);
@@ -50,13 +51,14 @@ int PoolNvmlIndex(Runtime* rt, std::uint64_t pool) {
   return known ? entry.dev : -1;
 }
 
-// Records (dev >= 0) or forgets (dev < 0) a pool; a recorded release threshold is kept.
+// Records (dev >= 0, or kHostMemory for a pool in host memory) or forgets (dev == -1) a pool; a
+// recorded release threshold is kept.
 void RememberPool(Runtime* rt, std::uint64_t pool, int dev) {
   pthread_mutex_lock(&rt->pool_mu);
   AllocEntry entry{pool, 0, dev, 0};
   rt->pools.Erase(pool, &entry);
   entry.dev = dev;
-  if (dev >= 0) rt->pools.Insert(entry);
+  if (dev >= 0 || dev == kHostMemory) rt->pools.Insert(entry);
   pthread_mutex_unlock(&rt->pool_mu);
 }
 
@@ -158,7 +160,7 @@ CUresult AllocFromPoolCommon(CudaFn fn, CUdeviceptr* dptr, size_t bytes, CUmemor
   auto real = reinterpret_cast<cuMemAllocFromPoolAsync_fn>(g_cuda_real[fn]);
   if (real == nullptr) return kNoDriver;
   int dev = PoolNvmlIndex(rt, PoolKey(pool));
-  if (dev < 0) dev = NvmlIndexOf(rt, StreamCudaDevice(stream));
+  if (dev == -1) dev = NvmlIndexOf(rt, StreamCudaDevice(stream));
   return PoolAlloc(rt, PoolKey(pool), dev, dptr, bytes, stream,
                    [&] { return real(dptr, bytes, pool, stream); });
 }
@@ -191,14 +193,24 @@ CUresult FreeAsyncCommon(CudaFn fn, CUdeviceptr dptr, CUstream stream) {
     return r;
   }
   if (!tracked) return r;
-  rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
-  rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
-                                     std::memory_order_relaxed);
-  if (in_pool) KeepFreed(rt, pooled.bytes, entry.dev, entry.bytes);
+  if (in_pool) {
+    PoolPointerFreed(rt, pooled, entry);
+  } else {
+    rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+    rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
+                                       std::memory_order_relaxed);
+  }
   return r;
 }
 
 }  // namespace
+
+void PoolPointerFreed(Runtime* rt, const AllocEntry& pooled, const AllocEntry& entry) {
+  rt->region.Uncharge(entry.dev, entry.bytes, ChargeKind::kData);
+  rt->exact_net[entry.dev].fetch_sub(static_cast<std::int64_t>(entry.bytes),
+                                     std::memory_order_relaxed);
+  KeepFreed(rt, pooled.bytes, entry.dev, entry.bytes);
+}
 
 extern "C" {
 
@@ -225,9 +237,13 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   auto real = VGPU_REAL_CUDA(cuMemPoolCreate);
   if (real == nullptr) return kNoDriver;
   CUresult r = real(pool, props);
-  if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr &&
-      props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    RememberPool(rt, PoolKey(*pool), NvmlIndexOf(rt, props->location.id));
+  // A pool located in host memory (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA, ...) holds no device
+  // memory: its allocations are not charged.
+  if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr) {
+    RememberPool(rt, PoolKey(*pool),
+                 props->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                     ? NvmlIndexOf(rt, props->location.id)
+                     : kHostMemory);
   }
   return r;
 }
@@ -277,6 +293,33 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
 
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return GetDevicePool(k_cuDeviceGetMemPool, pool, dev);
+}
+
+// The pools of a location (CUDA 13): remembered on the location's device, or as host memory.
+CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool, CUmemLocation* location, int type) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemGetDefaultMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, location, type);
+  if (r == CUDA_SUCCESS && pool != nullptr && location != nullptr) {
+    RememberPool(rt, PoolKey(*pool),
+                 location->type == CU_MEM_LOCATION_TYPE_DEVICE ? NvmlIndexOf(rt, location->id)
+                                                               : kHostMemory);
+  }
+  return r;
+}
+
+CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, int type) {
+  Runtime* rt = Rt();
+  auto real = VGPU_REAL_CUDA(cuMemGetMemPool);
+  if (real == nullptr) return kNoDriver;
+  CUresult r = real(pool, location, type);
+  if (r == CUDA_SUCCESS && pool != nullptr && location != nullptr) {
+    RememberPool(rt, PoolKey(*pool),
+                 location->type == CU_MEM_LOCATION_TYPE_DEVICE ? NvmlIndexOf(rt, location->id)
+                                                               : kHostMemory);
+  }
+  return r;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

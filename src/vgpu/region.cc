@@ -1,13 +1,16 @@
 #include "vgpu/region.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -84,6 +87,67 @@ std::uint64_t* KindField(hami_device_memory_t* m, ChargeKind kind) {
   return &m->data_size;
 }
 
+// The SIGBUS guard: a region file truncated by another process makes every access to the
+// mapping fault. The handler extends the file again (ftruncate is async-signal-safe) and
+// returns, so the faulting access is retried on zero-filled pages; the next charge or the
+// guardian then repairs the contents. Faults elsewhere go to the previous handler.
+std::atomic<int> g_bus_fd{-1};
+std::atomic<std::uintptr_t> g_bus_begin{0};
+struct sigaction g_bus_previous;
+std::atomic<bool> g_bus_installed{false};
+
+void OnBus(int sig, siginfo_t* info, void* uctx) {
+  auto addr = reinterpret_cast<std::uintptr_t>(info != nullptr ? info->si_addr : nullptr);
+  std::uintptr_t begin = g_bus_begin.load(std::memory_order_relaxed);
+  int fd = g_bus_fd.load(std::memory_order_relaxed);
+  if (fd >= 0 && begin != 0 && addr >= begin && addr < begin + sizeof(hami_shared_region_t) &&
+      ftruncate(fd, HAMI_REGION_FILE_SIZE) == 0) {
+    return;
+  }
+  if ((g_bus_previous.sa_flags & SA_SIGINFO) != 0 && g_bus_previous.sa_sigaction != nullptr) {
+    g_bus_previous.sa_sigaction(sig, info, uctx);
+  } else if (g_bus_previous.sa_handler == SIG_IGN) {
+    return;
+  } else if (g_bus_previous.sa_handler != SIG_DFL && g_bus_previous.sa_handler != nullptr) {
+    g_bus_previous.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+}
+
+void InstallBusGuard(int fd, void* map) {
+  g_bus_fd.store(fd);
+  g_bus_begin.store(reinterpret_cast<std::uintptr_t>(map));
+  if (g_bus_installed.exchange(true)) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = OnBus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &g_bus_previous);
+}
+
+// True when process `pid` maps the file `file` (device and inode; reads /proc/<pid>/maps).
+bool MapsFile(std::int32_t pid, const FileId& file) {
+  if (file.inode == 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return false;
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned int dev_major = 0, dev_minor = 0;
+    unsigned long long ino = 0;
+    // A line longer than the buffer continues on the next read: its tail never parses as one.
+    if (std::sscanf(line, "%*s %*s %*s %x:%x %llu", &dev_major, &dev_minor, &ino) == 3) {
+      found = ino == file.inode && dev_major == file.dev_major && dev_minor == file.dev_minor;
+    }
+  }
+  std::fclose(f);
+  return found;
+}
+
 }  // namespace
 
 bool ProcessAlive(std::int32_t pid) {
@@ -108,7 +172,10 @@ bool ProcessAlive(std::int32_t pid) {
 bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   Close();
   pid_ = static_cast<std::int32_t>(getpid());
-  int fd = open(config.cache_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // Created here (O_EXCL) or found: only a found file can have lost the slots of live processes.
+  int fd = open(config.cache_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  const bool created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = open(config.cache_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     std::snprintf(err, errcap, "CUDA_DEVICE_MEMORY_SHARED_CACHE: cannot open \"%s\": %s",
                   config.cache_path, std::strerror(errno));
@@ -124,6 +191,9 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   }
   struct stat st;
   bool ok = fstat(fd, &st) == 0;
+  if (ok) {
+    file_ = FileId{static_cast<std::uint64_t>(st.st_ino), major(st.st_dev), minor(st.st_dev)};
+  }
   if (ok && st.st_size < HAMI_REGION_FILE_SIZE) {
     char zero = 0;
     ok = pwrite(fd, &zero, 1, sizeof(hami_shared_region_t)) == 1;
@@ -140,39 +210,176 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
     return false;
   }
   region_ = static_cast<hami_shared_region_t*>(map);
+  fd_ = fd;
+  InstallBusGuard(fd, map);
   trusted_ = config.from_limits_file;
   for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
     trusted_limit_[i] = config.memory_limit[i];
     trusted_sm_limit_[i] = config.sm_limit[i];
   }
+  std::memset(own_, 0, sizeof(own_));
+  bool rebuilt = false;
   if (Load(&region_->initialized_flag) != HAMI_REGION_MAGIC) {
+    // A new file, or one whose header was destroyed (truncated, zeroed, overwritten): the slots
+    // of live processes that map it are kept, never reset to zero.
     InitHeader(config);
+    rebuilt = true;
   } else {
     CheckHeader(config);
   }
+  for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+    seen_limit_[i] = Load(&region_->limit[i]);
+    seen_sm_limit_[i] = Load(&region_->sm_limit[i]);
+  }
+  seen_priority_ = Load(&region_->priority);
   RecordKernelTime(static_cast<std::uint64_t>(time(nullptr)));
   lockf(fd, F_ULOCK, 0);
-  close(fd);
+  if (rebuilt && !created && OtherMappers()) {
+    // Processes of the container lost their slots with the header: their guardians re-publish
+    // them from their own bookkeeping within a period; wait for that before charging anything.
+    VGPU_WARN("shared region \"%s\" was invalid while in use; rebuilt, waiting for its processes",
+              config.cache_path);
+    timespec ts{0, 3 * kGuardPeriodMs * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
   return true;
 }
 
+bool Region::OtherMappers() const {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return false;
+  bool found = false;
+  while (!found) {
+    dirent* e = readdir(proc);
+    if (e == nullptr) break;
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    std::int32_t pid = static_cast<std::int32_t>(std::strtol(e->d_name, nullptr, 10));
+    found = pid != pid_ && MapsFile(pid, file_);
+  }
+  closedir(proc);
+  return found;
+}
+
 void Region::InitHeader(const VgpuConfig& config) {
+  for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
+    seen_limit_[i] = config.memory_limit[i];
+    seen_sm_limit_[i] = config.sm_limit[i];
+  }
+  seen_priority_ = config.priority;
+  RebuildHeaderLocked();
+}
+
+void Region::RebuildHeaderLocked() {
   hami_shared_region_t* r = region_;
-  // A file left by an older layout may hold anything: start from zeros.
-  std::memset(static_cast<void*>(r), 0, sizeof(*r));
+  // Slots of live processes that map this file are kept as they are (their owners re-publish
+  // them from their own bookkeeping); everything else may hold anything: zeros.
+  int last = -1;
+  for (int i = 0; i < HAMI_REGION_MAX_PROCS; ++i) {
+    hami_proc_slot_t* slot = &r->procs[i];
+    std::int32_t pid = Load(&slot->pid);
+    bool keep = pid > 0 && (pid == pid_ || (ProcessAlive(pid) && MapsFile(pid, file_)));
+    if (keep) {
+      std::int32_t status = Load(&slot->status);
+      if (status != HAMI_SLOT_RUNNING && status != HAMI_SLOT_SUSPENDED) {
+        Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_RUNNING));
+      }
+      last = i;
+    } else if (pid != 0 || Load(&slot->status) != 0) {
+      std::memset(static_cast<void*>(slot), 0, sizeof(*slot));
+    }
+  }
+  Store(&r->initialized_flag, 0);
+  std::uint64_t owner = Load(&r->owner_pid);  // the lock word: whoever holds it keeps it
+  std::memset(static_cast<void*>(r), 0, offsetof(hami_shared_region_t, procs));
+  Store(&r->owner_pid, owner);
+  std::memset(static_cast<void*>(&r->proc_num), 0,
+              sizeof(*r) - offsetof(hami_shared_region_t, proc_num));
   r->major_version = HAMI_REGION_MAJOR;
   r->minor_version = HAMI_REGION_MINOR;
   sem_init(&r->sem, 1, 1);
   sem_init(&r->sem_postinit, 1, 1);
   for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
-    r->limit[i] = config.memory_limit[i];
-    r->sm_limit[i] = config.sm_limit[i];
+    r->limit[i] = trusted_ ? trusted_limit_[i] : seen_limit_[i];
+    r->sm_limit[i] = trusted_ ? trusted_sm_limit_[i] : seen_sm_limit_[i];
   }
   r->utilization_switch = 1;
   r->recent_kernel = 2;
-  r->proc_num = 0;
-  r->priority = config.priority;
+  r->proc_num = last + 1;
+  r->priority = seen_priority_;
   Store(&r->initialized_flag, static_cast<std::int32_t>(HAMI_REGION_MAGIC));
+}
+
+bool Region::ConsistentLocked() const {
+  const hami_shared_region_t* r = region_;
+  int n = Load(&r->proc_num);
+  return Load(&r->initialized_flag) == HAMI_REGION_MAGIC && slot_ >= 0 && n > slot_ &&
+         n <= HAMI_REGION_MAX_PROCS && Load(&r->procs[slot_].pid) == pid_;
+}
+
+void Region::PublishOwnLocked(hami_proc_slot_t* slot) {
+  std::uint64_t seq = Load(&slot->seqlock) | 1;
+  Store(&slot->seqlock, seq);
+  for (int d = 0; d < HAMI_REGION_MAX_DEVICES; ++d) {
+    hami_device_memory_t* m = &slot->used[d];
+    Store(&m->context_size, own_[d][0]);
+    Store(&m->module_size, own_[d][1]);
+    Store(&m->data_size, own_[d][2]);
+    Store(&m->offset, std::uint64_t{0});
+    Store(&m->total, own_[d][0] + own_[d][1] + own_[d][2]);
+  }
+  Store(&slot->seqlock, seq + 1);
+  Store(&slot->hostpid, own_hostpid_);
+  Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_RUNNING));
+  Store(&slot->pid, pid_);
+}
+
+void Region::RepublishLocked() {
+  hami_shared_region_t* r = region_;
+  if (Load(&r->initialized_flag) != HAMI_REGION_MAGIC) RebuildHeaderLocked();
+  if (slot_ < 0 || Load(&r->procs[slot_].pid) != pid_) {
+    int mine = -1, free_slot = -1;
+    for (int i = 0; i < HAMI_REGION_MAX_PROCS && mine < 0; ++i) {
+      std::int32_t pid = Load(&r->procs[i].pid);
+      if (pid == pid_) mine = i;
+      if (pid == 0 && free_slot < 0) free_slot = i;
+    }
+    slot_ = mine >= 0 ? mine : free_slot;
+    if (slot_ < 0) return;
+    if (mine < 0) ZeroSlotCounters(&r->procs[slot_]);
+  }
+  PublishOwnLocked(&r->procs[slot_]);
+  int n = Load(&r->proc_num);
+  if (n <= slot_ || n > HAMI_REGION_MAX_PROCS) {
+    int last = slot_;
+    for (int i = HAMI_REGION_MAX_PROCS - 1; i > last; --i) {
+      if (Load(&r->procs[i].pid) != 0) last = i;
+    }
+    Store(&r->proc_num, static_cast<std::int32_t>(last + 1));
+  }
+}
+
+bool Region::Guard() {
+  if (region_ == nullptr || fd_ < 0) return false;
+  bool repaired = false;
+  struct stat st;
+  if (fstat(fd_, &st) == 0 && st.st_size < HAMI_REGION_FILE_SIZE) {
+    repaired = ftruncate(fd_, HAMI_REGION_FILE_SIZE) == 0;
+  }
+  if (slot_ < 0 || !Lock(1000)) return repaired;
+  bool same = ConsistentLocked();
+  const hami_proc_slot_t* slot = &region_->procs[slot_];
+  for (int d = 0; same && d < HAMI_REGION_MAX_DEVICES; ++d) {
+    same = Load(&slot->used[d].context_size) == own_[d][0] &&
+           Load(&slot->used[d].module_size) == own_[d][1] &&
+           Load(&slot->used[d].data_size) == own_[d][2];
+  }
+  if (!same) {
+    VGPU_WARN("shared region inconsistent with this process's bookkeeping; repaired");
+    RepublishLocked();
+    repaired = true;
+  }
+  Unlock();
+  return repaired;
 }
 
 void Region::CheckHeader(const VgpuConfig& config) {
@@ -213,6 +420,14 @@ void Region::CheckHeader(const VgpuConfig& config) {
 
 void Region::Close() {
   if (region_ != nullptr) munmap(region_, sizeof(hami_shared_region_t));
+  if (fd_ >= 0) {
+    if (g_bus_fd.load() == fd_) {
+      g_bus_begin.store(0);
+      g_bus_fd.store(-1);
+    }
+    close(fd_);
+  }
+  fd_ = -1;
   region_ = nullptr;
   slot_ = -1;
 }
@@ -290,8 +505,12 @@ bool Region::Join(std::int32_t pid) {
   if (!Lock()) return false;
   hami_shared_region_t* r = region_;
   slot_ = -1;
-  int n = Load(&r->proc_num);
-  if (n < 0 || n > HAMI_REGION_MAX_PROCS) n = 0;  // Corrupt count: rebuild from scratch.
+  // proc_num is recomputed from the slots themselves: a count set to 0, negative or garbage must
+  // not hide (and let this process overwrite) the slots of live processes.
+  int n = 0;
+  for (int i = 0; i < HAMI_REGION_MAX_PROCS; ++i) {
+    if (Load(&r->procs[i].pid) != 0) n = i + 1;
+  }
   Store(&r->proc_num, static_cast<std::int32_t>(n));
   for (int i = 0; i < n && slot_ < 0; ++i) {
     if (Load(&r->procs[i].pid) == pid) slot_ = i;  // PID reuse: the old slot is stale.
@@ -305,6 +524,8 @@ bool Region::Join(std::int32_t pid) {
   if (slot_ >= 0) {
     hami_proc_slot_t* slot = &r->procs[slot_];
     ZeroSlotCounters(slot);
+    std::memset(own_, 0, sizeof(own_));
+    own_hostpid_ = 0;
     Store(&slot->hostpid, std::int32_t{0});
     Store(&slot->pid, pid);
     Store(&slot->status, static_cast<std::int32_t>(HAMI_SLOT_RUNNING));
@@ -325,6 +546,7 @@ void Region::Leave() {
     Store(&slot->pid, std::int32_t{0});
   }
   slot_ = -1;
+  std::memset(own_, 0, sizeof(own_));
   if (locked) Unlock();
 }
 
@@ -336,10 +558,11 @@ hami_proc_slot_t* Region::OwnSlot() const {
 
 ChargeResult Region::Charge(int dev, std::uint64_t bytes, ChargeKind kind, std::uint64_t* usage,
                             std::uint64_t* limit, bool enforce) {
-  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || OwnSlot() == nullptr) {
+  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || region_ == nullptr || slot_ < 0) {
     return ChargeResult::kUnaccounted;
   }
   bool locked = Lock();
+  if (locked && !ConsistentLocked()) RepublishLocked();
   ChargeResult result = ChargeLocked(dev, bytes, kind, locked, enforce, usage, limit);
   if (locked) Unlock();
   return result;
@@ -362,23 +585,27 @@ ChargeResult Region::ChargeLocked(int dev, std::uint64_t bytes, ChargeKind kind,
   hami_device_memory_t* m = &slot->used[dev];
   Store(&slot->seqlock, Load(&slot->seqlock) + 1);
   std::uint64_t* field = KindField(m, kind);
-  Store(field, Load(field) + bytes);
-  Store(&m->total, Load(&m->total) + bytes);
+  std::uint64_t& own = own_[dev][static_cast<int>(kind) == 0 ? 2 : static_cast<int>(kind) - 1];
+  own += bytes;
+  Store(field, own);
+  Store(&m->total, own_[dev][0] + own_[dev][1] + own_[dev][2]);
   Store(&slot->seqlock, Load(&slot->seqlock) + 1);
   return ChargeResult::kOk;
 }
 
 void Region::Uncharge(int dev, std::uint64_t bytes, ChargeKind kind) {
-  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || OwnSlot() == nullptr) return;
+  if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES || region_ == nullptr || slot_ < 0) return;
   bool locked = Lock();
+  if (locked && !ConsistentLocked()) RepublishLocked();
+  std::uint64_t& own = own_[dev][static_cast<int>(kind) == 0 ? 2 : static_cast<int>(kind) - 1];
+  own = own > bytes ? own - bytes : 0;
   hami_proc_slot_t* slot = OwnSlot();
   if (slot != nullptr) {
     hami_device_memory_t* m = &slot->used[dev];
     std::uint64_t* field = KindField(m, kind);
-    auto sub = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; };
     Store(&slot->seqlock, Load(&slot->seqlock) + 1);
-    Store(field, sub(Load(field), bytes));
-    Store(&m->total, sub(Load(&m->total), bytes));
+    Store(field, own);
+    Store(&m->total, own_[dev][0] + own_[dev][1] + own_[dev][2]);
     Store(&slot->seqlock, Load(&slot->seqlock) + 1);
   }
   if (locked) Unlock();
@@ -437,6 +664,7 @@ void Region::SetOwnSmUtil(int dev, std::uint64_t percent) {
 }
 
 void Region::SetOwnHostPid(std::int32_t hostpid) {
+  own_hostpid_ = hostpid;
   hami_proc_slot_t* slot = OwnSlot();
   if (slot != nullptr) Store(&slot->hostpid, hostpid);
 }

@@ -23,9 +23,18 @@
 namespace hami::vgpu {
 
 enum class ChargeKind { kData, kContext, kModule };
+
+// The identity of the region file (as /proc/<pid>/maps shows a mapping of it).
+struct FileId {
+  std::uint64_t inode = 0;
+  unsigned int dev_major = 0;
+  unsigned int dev_minor = 0;
+};
 enum class ChargeResult { kOk, kOverLimit, kUnaccounted };
 
 inline constexpr int kDefaultLockTimeoutMs = 5000;
+// How often each process's guardian checks the region (Region::Guard).
+inline constexpr int kGuardPeriodMs = 50;
 
 // True when `pid` exists and is not a zombie (reads /proc/<pid>/stat).
 bool ProcessAlive(std::int32_t pid);
@@ -78,6 +87,14 @@ class Region {
   // Frees slots of dead processes; requires the lock. Returns how many were freed.
   int SweepDeadSlotsLocked();
 
+  // Checks the region against this process's own view and repairs it (docs/vgpu.md "Region
+  // tampering"): a file truncated by someone else is extended again; an invalid header is
+  // rebuilt (limits as this process knows them) keeping the slots of live processes that map the
+  // file; this process's slot is re-taken and re-published from its own bookkeeping; an
+  // implausible proc_num is recomputed. Runs periodically (the guardian thread) and whenever a
+  // charge finds the region inconsistent. Returns true when something had to be repaired.
+  bool Guard();
+
   // Publishes the NVML device count and UUIDs (the monitor skips entries with empty UUIDs).
   void SetDeviceInfo(int count, const char (*uuids)[HAMI_REGION_UUID_LEN]);
   // Stores max(last_kernel_time, unix_seconds).
@@ -93,8 +110,26 @@ class Region {
                             bool enforce, std::uint64_t* usage, std::uint64_t* limit);
   void InitHeader(const VgpuConfig& config);
   void CheckHeader(const VgpuConfig& config);
+  // Rebuilds the header keeping live slots (requires the lock or the creation lockf).
+  void RebuildHeaderLocked();
+  // Cheap consistency check of the header and this process's slot (requires the lock).
+  bool ConsistentLocked() const;
+  // Re-takes and re-publishes this process's slot, recomputes proc_num (requires the lock).
+  void RepublishLocked();
+  void PublishOwnLocked(hami_proc_slot_t* slot);
+  // True when another live process maps this region file (its slot may have been lost).
+  bool OtherMappers() const;
 
   hami_shared_region_t* region_ = nullptr;
+  int fd_ = -1;  // kept open: the guardian and the SIGBUS guard re-extend a truncated file
+  FileId file_;
+  // This process's own bookkeeping (what it has charged), the source of truth for its slot.
+  std::uint64_t own_[HAMI_REGION_MAX_DEVICES][3] = {};  // context, module, data
+  // The header as this process knows it, for a rebuild.
+  std::uint64_t seen_limit_[HAMI_REGION_MAX_DEVICES] = {};
+  std::uint64_t seen_sm_limit_[HAMI_REGION_MAX_DEVICES] = {};
+  std::int32_t seen_priority_ = 1;
+  std::int32_t own_hostpid_ = 0;
   bool trusted_ = false;  // limits from the read-only limits file
   std::uint64_t trusted_limit_[HAMI_REGION_MAX_DEVICES] = {};
   std::uint64_t trusted_sm_limit_[HAMI_REGION_MAX_DEVICES] = {};

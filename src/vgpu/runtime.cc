@@ -28,6 +28,7 @@ pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_nvml_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_process_hooks_registered = false;
 thread_local bool t_initialising = false;
+std::atomic<bool> g_guardian_started{false};
 
 constexpr std::size_t kAllocTableCapacity = 1 << 12;
 constexpr std::size_t kVmmTableCapacity = 1 << 10;
@@ -45,6 +46,18 @@ std::size_t MaxTracked() {
   unsigned long long value = std::strtoull(text, nullptr, 10);
   return value == 0 || value > AllocTable::kMaxCapacity ? AllocTable::kMaxCapacity
                                                         : static_cast<std::size_t>(value);
+}
+
+// Our threads take no asynchronous signal of the application's, but keep the synchronous ones: a
+// blocked SIGBUS from a fault kills the process, and the region's SIGBUS guard must see it.
+void BlockAsyncSignals() {
+  sigset_t set;
+  sigfillset(&set);
+  sigdelset(&set, SIGBUS);
+  sigdelset(&set, SIGSEGV);
+  sigdelset(&set, SIGFPE);
+  sigdelset(&set, SIGILL);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 void SleepNs(std::int64_t ns) {
@@ -74,7 +87,7 @@ void ForkChild() {
     g_rt->measured.ResetLockAfterFork();
     g_rt->measured.Clear();
     for (AllocTable* t :
-         {&g_rt->vmm_maps, &g_rt->vmm_map_counts, &g_rt->vmm_released, &g_rt->pools,
+         {&g_rt->vmm_maps, &g_rt->vmm_allocs, &g_rt->vmm_handles, &g_rt->vmm_exports, &g_rt->pools,
           &g_rt->pool_kept, &g_rt->async_pool, &g_rt->graph_allocs, &g_rt->graph_execs}) {
       t->ResetLockAfterFork();
       t->Clear();
@@ -86,8 +99,11 @@ void ForkChild() {
     for (ComputeLimiter& limiter : g_rt->limiters) limiter.ResetLockAfterFork();
     pthread_mutex_init(&g_rt->ctx_mu, nullptr);
     g_rt->watcher_started.store(false);
+    g_guardian_started.store(false);
     std::memset(g_rt->ctx_charge, 0, sizeof(g_rt->ctx_charge));
     std::memset(g_rt->ctx_refs, 0, sizeof(g_rt->ctx_refs));
+    std::memset(g_rt->primary_ctx, 0, sizeof(g_rt->primary_ctx));
+    g_rt->live_contexts.store(0);
   }
   g_ready.store(false);
 }
@@ -172,6 +188,33 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
   return g_limiter_file;
 }
 
+// The region guardian (one per process while accounting): repairs the region file when someone
+// truncated or overwrote it, and re-publishes this process's slot (Region::Guard).
+
+void* GuardianMain(void* arg) {
+  BlockAsyncSignals();
+  auto* rt = static_cast<Runtime*>(arg);
+  for (;;) {
+    SleepNs(static_cast<std::int64_t>(kGuardPeriodMs) * 1'000'000);
+    if (g_ready.load(std::memory_order_acquire) && rt->accounting) rt->region.Guard();
+  }
+  return nullptr;
+}
+
+void StartGuardian(Runtime* rt) {
+  if (g_guardian_started.exchange(true)) return;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  if (pthread_create(&thread, &attr, GuardianMain, rt) != 0) {
+    g_guardian_started.store(false);
+    VGPU_WARN("cannot start the region guardian");
+  }
+  pthread_attr_destroy(&attr);
+}
+
 void ConfigureLimiters(Runtime* rt) {
   rt->any_sm_limit = false;
   LimiterFile* shared = rt->accounting ? OpenLimiterFile(rt->config.cache_path) : nullptr;
@@ -185,12 +228,21 @@ void ConfigureLimiters(Runtime* rt) {
   }
 }
 
+bool ConfiguredMemoryLimit(const Runtime* rt) {
+  if (rt->limits_broken) return true;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (rt->config.memory_limit[d] != 0) return true;
+  }
+  return false;
+}
+
 void InitLocked(Runtime* rt) {
   const char* level = std::getenv("LIBCUDA_LOG_LEVEL");
   if (level != nullptr) SetLogThreshold(std::atoi(level));
   LoadLimits(rt);
   SetLogThreshold(rt->config.log_level);
   VGPU_MSG("Initializing.....");
+  ForceEagerModuleLoading(rt);
   LoadCudaTable();
   for (int d = 0; d < kMaxDevices; ++d) rt->cuda_to_nvml[d] = d;
   char err[640];
@@ -204,6 +256,7 @@ void InitLocked(Runtime* rt) {
                rt->config.cache_path);
   } else {
     rt->accounting = true;
+    StartGuardian(rt);
   }
   ConfigureLimiters(rt);
   if (!g_process_hooks_registered) {
@@ -255,9 +308,7 @@ double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_u
 }
 
 void* WatcherMain(void* arg) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  BlockAsyncSignals();
   Runtime* rt = static_cast<Runtime*>(arg);
   EnsureNvml(rt);
   auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
@@ -322,8 +373,9 @@ Runtime* Rt() {
       g_rt->vmm.Init(kVmmTableCapacity, max);
       g_rt->measured.Init(kVmmTableCapacity, max);
       g_rt->vmm_maps.Init(kVmmTableCapacity, max);
-      g_rt->vmm_map_counts.Init(kVmmTableCapacity, max);
-      g_rt->vmm_released.Init(kVmmTableCapacity, max);
+      g_rt->vmm_allocs.Init(kVmmTableCapacity, max);
+      g_rt->vmm_handles.Init(kVmmTableCapacity, max);
+      g_rt->vmm_exports.Init(kVmmTableCapacity, max);
       g_rt->pools.Init(kVmmTableCapacity, max);
       g_rt->pool_kept.Init(kVmmTableCapacity, max);
       g_rt->graph_allocs.Init(kVmmTableCapacity, max);
@@ -382,6 +434,41 @@ void EnsureNvml(Runtime* rt) {
   pthread_mutex_unlock(&g_nvml_mu);
 }
 
+void ForceEagerModuleLoading(Runtime* rt) {
+  if (!ConfiguredMemoryLimit(rt) && !(rt->accounting && AnyMemoryLimit(rt))) return;
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  if (mode != nullptr && std::strcmp(mode, "EAGER") == 0) return;
+  if (mode != nullptr)
+    VGPU_WARN("CUDA_MODULE_LOADING=%s replaced by EAGER under a memory limit", mode);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+}
+
+// At load time (before the application's main, before cudart or the driver read their
+// environment): a memory limit in the environment, or the limits file beside this library,
+// switches module loading to EAGER. Rt() asserts it again once the limits are parsed.
+__attribute__((constructor)) void EagerModulesAtLoad() {
+  bool limited = false;
+  for (char** e = environ; e != nullptr && *e != nullptr && !limited; ++e) {
+    if (std::strncmp(*e, "CUDA_DEVICE_MEMORY_LIMIT", 24) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    limited = eq != nullptr && eq[1] != '\0' && std::strtoull(eq + 1, nullptr, 0) != 0;
+  }
+  Dl_info info{};
+  if (!limited && dladdr(reinterpret_cast<void*>(&EagerModulesAtLoad), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    const char* slash = std::strrchr(info.dli_fname, '/');
+    char path[1024];
+    std::snprintf(path, sizeof(path), "%.*s/%s",
+                  slash != nullptr ? static_cast<int>(slash - info.dli_fname) : 1,
+                  slash != nullptr ? info.dli_fname : ".", kLimitsFileName);
+    limited = access(path, F_OK) == 0;
+  }
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  if (limited && (mode == nullptr || std::strcmp(mode, "EAGER") != 0)) {
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  }
+}
+
 bool AnyMemoryLimit(Runtime* rt) {
   if (rt->limits_broken) return true;
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -400,7 +487,6 @@ bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes) {
   EnsureNvml(rt);
   auto by_index = VGPU_REAL_NVML(nvmlDeviceGetHandleByIndex_v2);
   auto list = VGPU_REAL_NVML(nvmlDeviceGetComputeRunningProcesses);
-  auto info = VGPU_REAL_NVML(nvmlDeviceGetMemoryInfo);
   nvmlDevice_t handle = nullptr;
   if (!rt->nvml_ready.load() || by_index == nullptr ||
       by_index(static_cast<unsigned>(dev), &handle) != NVML_SUCCESS) {
@@ -421,11 +507,19 @@ bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes) {
         return true;
       }
     }
+    if (rt->live_contexts.load(std::memory_order_relaxed) <= 0) {
+      *bytes = 0;  // not listed and no context: nothing of ours on the device
+      return true;
+    }
   }
-  nvmlMemory_t mem{};
-  if (info == nullptr || info(handle, &mem) != NVML_SUCCESS) return false;
-  *bytes = mem.used;
-  return true;
+  return false;
+}
+
+CUcontext CurrentContext() {
+  CUcontext ctx = nullptr;
+  auto get = VGPU_REAL_CUDA(cuCtxGetCurrent);
+  if (get == nullptr || get(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
 }
 
 int NvmlIndexOf(Runtime* rt, CUdevice dev) {

@@ -29,12 +29,17 @@ struct Runtime {
   bool accounting = false;     // region open and slot taken
   bool limits_broken = false;  // the limits file exists but cannot be used: refuse allocations
   AllocTable allocs;           // device pointer -> charge
-  AllocTable vmm;              // VMM handle -> charge
-  // VMM mappings: mapped address -> handle (in `bytes`), and handle -> number of live mappings
-  // (in `bytes`). A handle released while mapped keeps its charge until its last unmap.
+  AllocTable vmm;              // imported external memory -> charge
+  // VMM (docs/vgpu.md "VMM"): a physical allocation is charged once, under the handle
+  // cuMemCreate returned (its id), and lives while a handle or a mapping refers to it, as in the
+  // driver. vmm_allocs: id -> charge (`bytes`, `dev`) and references (`kind`); vmm_handles:
+  // handle -> id (`aux`) and how many times it was handed out (`kind`: created, retained,
+  // imported); vmm_maps: mapped address -> id (`bytes`) and mapping size (`aux`); vmm_exports:
+  // identity of an exported shareable handle -> id. Guarded by vmm_mu.
+  AllocTable vmm_allocs;
+  AllocTable vmm_handles;
   AllocTable vmm_maps;
-  AllocTable vmm_map_counts;
-  AllocTable vmm_released;  // handle -> charge, released but still mapped
+  AllocTable vmm_exports;
   // Memory pools: pool -> its device (`dev`) and release threshold (`bytes`); pool -> bytes
   // freed into it that it keeps (still charged); async pointer -> its pool (`bytes`). Guarded by
   // pool_mu.
@@ -60,6 +65,10 @@ struct Runtime {
   pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;  // guards ctx_charge / ctx_refs
   std::uint64_t ctx_charge[kMaxDevices];
   int ctx_refs[kMaxDevices];
+  CUcontext primary_ctx[kMaxDevices];  // as cuDevicePrimaryCtxRetain handed it out
+  // Contexts this process holds (primary ones retained, created ones alive): without any, it
+  // holds no device memory whatever NVML lists.
+  std::atomic<int> live_contexts{0};
   std::atomic<std::uint64_t> last_kernel_second{0};
   std::atomic<bool> watcher_started{false};
 };
@@ -71,13 +80,27 @@ void EnsureNvml(Runtime* rt);
 
 // Container (NVML) index of the current context's device; -1 when it cannot be determined.
 int CurrentNvmlIndex(Runtime* rt);
+// The current context (null when none or no driver).
+CUcontext CurrentContext();
+
+// The driver destroyed context `ctx` (cuCtxDestroy, the last primary-context release, a reset):
+// the allocations, arrays and modules it owned are gone, and so are their charges.
+void ForgetContext(Runtime* rt, CUcontext ctx);
+
 // Container index of CUDA ordinal `dev`; -1 when out of range.
 int NvmlIndexOf(Runtime* rt, CUdevice dev);
 
 // This process's device memory on container device `dev` as the driver reports it (NVML's
-// per-process used memory for our host pid, or the device's used memory when the process is not
-// listed); false when NVML cannot tell.
+// per-process used memory for our pid or host pid; 0 when the process holds no context); false
+// when NVML cannot tell, or the process holds a context but is not listed (a PID namespace whose
+// host pid is unknown): never a device-wide figure, which would book other tenants' memory.
 bool ProcessUsedBytes(Runtime* rt, int dev, std::uint64_t* bytes);
+
+// Under a memory limit, sets CUDA_MODULE_LOADING=EAGER before the driver reads it (at cuInit):
+// lazily loaded modules commit their __device__ globals at a first launch, where nothing can
+// measure or refuse them; eagerly loaded ones at the load, which is measured (docs/vgpu.md
+// "Modules").
+void ForceEagerModuleLoading(Runtime* rt);
 
 // True when some device of this container has a memory limit (the trusted limits when the region
 // is open, the configured ones when not), or the limits file is unusable.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/vgpu/fake_cuda_internal.h"
 #include "tests/vgpu/fake_ids.h"
 #include "vgpu/cuda_defs.h"
 
@@ -105,6 +106,7 @@ CUresult Allocate(const char* name, CUdeviceptr* dptr, unsigned long long bytes,
   *dptr = m.next_ptr;
   m.next_ptr += (bytes + 511) / 512 * 512 + 512;
   m.allocs[*dptr] = {phys, bytes};
+  fake::NoteOwner(*dptr);
   return CUDA_SUCCESS;
 }
 
@@ -116,10 +118,20 @@ CUresult Release(const char* name, unsigned long long key) {
   if (it == m.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   m.used[it->second.first] -= it->second.second;
   m.allocs.erase(it);
+  fake::ForgetOwner(key);
   return CUDA_SUCCESS;
 }
 
 }  // namespace
+
+namespace hami::vgpu::fake {
+CUresult ModelAllocate(const char* name, unsigned long long* key, unsigned long long bytes,
+                       int ordinal) {
+  return Allocate(name, key, bytes, ordinal);
+}
+CUresult ModelRelease(const char* name, unsigned long long key) { return Release(name, key); }
+int CurrentOrdinal();
+}  // namespace hami::vgpu::fake
 
 extern "C" {
 
@@ -139,7 +151,18 @@ int fake_cuda_calls(const char* name) {
   auto it = M().calls.find(name);
   return it == M().calls.end() ? 0 : it->second;
 }
-int fake_next_probe() { return 1; }  // Also defined (returning 2) by the fake NVML.
+int fake_next_probe() { return 1; }
+extern std::atomic<unsigned long long> g_other_freed;
+// FAKE_GPU_OTHER_ALLOCS_ON_RETAIN: another tenant allocates that many bytes while this process
+// creates its primary context.
+std::atomic<unsigned long long> g_other_added{0};
+// Bytes the other tenants use now (FAKE_GPU_OTHER_USED plus what they allocated, less what they
+// freed since).
+unsigned long long fake_cuda_other_used() {
+  unsigned long long other = fake::EnvU64(fake::kOtherUsedEnv, 0) + g_other_added.load();
+  unsigned long long freed = g_other_freed.load();
+  return other > freed ? other - freed : 0;
+}  // Also defined (returning 2) by the fake NVML.
 // dlsym(RTLD_NEXT) issued from inside this library: must find the NVML fake's definition (loaded
 // later), not this library's own.
 void* fake_cuda_lookup_next(const char* name) {
@@ -155,6 +178,7 @@ int cublasFakeEntry() { return 7; }
 CUresult cuInit(unsigned int) {
   Count("cuInit");
   EnsureModel();
+  fake::ReadModuleLoading();
   return CUDA_SUCCESS;
 }
 CUresult cuDriverGetVersion(int* v) {
@@ -206,23 +230,41 @@ void AnnounceContext() {
   }
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+static CUresult RetainPrimary(CUcontext* ctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) { return RetainPrimary(ctx, dev); }
+static CUresult RetainPrimary(CUcontext* ctx, CUdevice dev) {
   Count("cuDevicePrimaryCtxRetain");
   int phys = Physical(dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (fake_cuda_ctx_refs(phys) == 0) AnnounceContext();
-  std::lock_guard<std::mutex> lock(M().mu);
-  if (M().ctx_refs[phys]++ == 0) M().used[phys] += fake::EnvU64(fake::kCtxBytesEnv, 0);
+  if (fake_cuda_ctx_refs(phys) == 0) {
+    AnnounceContext();
+    g_other_added += fake::EnvU64("FAKE_GPU_OTHER_ALLOCS_ON_RETAIN", 0);
+  }
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev));
+  bool created = false;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    created = M().ctx_refs[phys]++ == 0;
+    if (created) M().used[phys] += fake::EnvU64(fake::kCtxBytesEnv, 0);
+  }
+  if (created) fake::ContextCreated(*ctx, dev);  // eagerly loaded libraries commit into it
   return CUDA_SUCCESS;
 }
+// The last release or a reset destroys the primary context and everything it owns.
 static CUresult ReleaseCtx(CUdevice dev, bool reset) {
   int phys = Physical(dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  std::lock_guard<std::mutex> lock(M().mu);
-  if (M().ctx_refs[phys] > 0 && (reset || --M().ctx_refs[phys] == 0)) {
-    M().ctx_refs[phys] = 0;
-    M().used[phys] -= fake::EnvU64(fake::kCtxBytesEnv, 0);
+  bool destroyed = false;
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    if (M().ctx_refs[phys] > 0 && (reset || --M().ctx_refs[phys] == 0)) {
+      M().ctx_refs[phys] = 0;
+      M().used[phys] -= fake::EnvU64(fake::kCtxBytesEnv, 0);
+      destroyed = true;
+    }
+  }
+  if (destroyed) {
+    fake::FreeOwned(reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev)));
   }
   return CUDA_SUCCESS;
 }
@@ -237,9 +279,13 @@ static CUresult CreateCtx(const char* name, CUcontext* ctx, CUdevice dev) {
   CUresult r = bytes > 0 ? Allocate(name, &key, bytes, dev) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS) return r;
   unsigned long long handle = (0x100000ULL + next++ * 0x100) | static_cast<unsigned>(dev);
-  std::lock_guard<std::mutex> lock(M().mu);
-  M().ctx_memory[handle] = key;
+  if (key != 0) fake::Disown(key);  // the context's own memory, freed by its destroy
+  {
+    std::lock_guard<std::mutex> lock(M().mu);
+    M().ctx_memory[handle] = key;
+  }
   *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(handle));
+  fake::ContextCreated(*ctx, dev);
   return CUDA_SUCCESS;
 }
 CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
@@ -275,9 +321,14 @@ static CUresult DestroyCtx(CUcontext ctx) {
     }
   }
   for (unsigned long long k : limit_keys) Release("cuCtxDestroy_v2", k);
+  fake::FreeOwned(ctx);  // the allocations, arrays and modules made in it
   return key != 0 ? Release("cuCtxDestroy_v2", key) : CUDA_SUCCESS;
 }
 CUresult cuCtxDestroy_v2(CUcontext ctx) { return DestroyCtx(ctx); }
+CUresult cuCtxDestroy(CUcontext ctx) { return DestroyCtx(ctx); }
+CUresult cuCtxCreate(CUcontext* ctx, unsigned int, CUdevice dev) {
+  return CreateCtx("cuCtxCreate", ctx, dev);
+}
 thread_local CUcontext t_ctx = nullptr;
 CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 // Green contexts: created contexts of their own (same handles, same FAKE_GPU_CONTEXT_BYTES); the
@@ -368,7 +419,16 @@ static unsigned long long TexelBytes(int format) {
 static unsigned long long Round2M(unsigned long long n) {
   return (n + (2ULL << 20) - 1) / (2ULL << 20) * (2ULL << 20);
 }
+// FAKE_CUDA_CREATE_DELAY_MS: an array creation takes that long before committing its memory;
+// FAKE_GPU_OTHER_FREES_ON_CREATE: another tenant frees that many bytes meanwhile.
+std::atomic<unsigned long long> g_other_freed{0};
 static CUresult CreateArray(const char* name, void** handle, unsigned long long bytes) {
+  unsigned long long delay_ms = fake::EnvU64("FAKE_CUDA_CREATE_DELAY_MS", 0);
+  if (delay_ms > 0) {
+    timespec ts{static_cast<time_t>(delay_ms / 1000), static_cast<long>(delay_ms % 1000) * 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  g_other_freed += fake::EnvU64("FAKE_GPU_OTHER_FREES_ON_CREATE", 0);
   CUdeviceptr key = 0;
   CUresult r = Allocate(name, &key, Round2M(bytes), t_current);
   if (r == CUDA_SUCCESS) *handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(key));
@@ -389,74 +449,32 @@ CUresult cuArray3DCreate_v2(void** array, const FakeArray3DDesc* d) {
 CUresult cuMipmappedArrayCreate(void** array, const FakeArray3DDesc* d, unsigned int) {
   return CreateArray("cuMipmappedArrayCreate", array, 2 * Bytes3D(d));
 }
+// The CUDA 2.0 descriptors: 32-bit sizes.
+struct FakeArrayDescV1 {
+  unsigned int Width, Height;
+  int Format;
+  unsigned int NumChannels;
+};
+struct FakeArray3DDescV1 {
+  unsigned int Width, Height, Depth;
+  int Format;
+  unsigned int NumChannels, Flags;
+};
+CUresult cuArrayCreate(void** array, const FakeArrayDescV1* d) {
+  unsigned long long h = d->Height == 0 ? 1 : d->Height;
+  return CreateArray("cuArrayCreate", array,
+                     1ULL * d->Width * h * d->NumChannels * TexelBytes(d->Format));
+}
+CUresult cuArray3DCreate(void** array, const FakeArray3DDescV1* d) {
+  return CreateArray("cuArray3DCreate", array,
+                     1ULL * d->Width * (d->Height == 0 ? 1 : d->Height) *
+                         (d->Depth == 0 ? 1 : d->Depth) * d->NumChannels * TexelBytes(d->Format));
+}
 CUresult cuArrayDestroy(void* array) {
   return Release("cuArrayDestroy", reinterpret_cast<std::uintptr_t>(array));
 }
 CUresult cuMipmappedArrayDestroy(void* array) {
   return Release("cuMipmappedArrayDestroy", reinterpret_cast<std::uintptr_t>(array));
-}
-
-// Modules and libraries: the image is the text "globals=<bytes>", or PTX whose `.global` arrays
-// (`.global .align 8 .b8 name[<bytes>];`) add up to the bytes; loading commits that many bytes of
-// __device__ globals.
-static CUresult LoadImage(const char* name, void** handle, const void* image) {
-  const char* text = static_cast<const char*>(image);
-  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (std::strncmp(text, "globals=", 8) == 0) {
-    return CreateArray(name, handle, std::strtoull(text + 8, nullptr, 10));
-  }
-  if (std::strncmp(text, ".version", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
-  unsigned long long bytes = 0;
-  for (const char* g = std::strstr(text, ".global"); g != nullptr;
-       g = std::strstr(g + 1, ".global")) {
-    const char* end = std::strchr(g, ';');
-    const char* open = std::strchr(g, '[');
-    if (end != nullptr && open != nullptr && open < end)
-      bytes += std::strtoull(open + 1, nullptr, 10);
-  }
-  return CreateArray(name, handle, bytes);
-}
-constexpr CUresult kFileNotFound = 301;  // CUDA_ERROR_FILE_NOT_FOUND
-// The image of a file (at most 64 KiB), NUL-terminated; empty when it cannot be read.
-static std::string ReadImage(const char* path) {
-  std::string text;
-  if (std::FILE* f = path ? std::fopen(path, "rb") : nullptr) {
-    char buf[65536];
-    size_t n = std::fread(buf, 1, sizeof(buf), f);
-    text.assign(buf, n);
-    std::fclose(f);
-  }
-  return text;
-}
-CUresult cuModuleLoadData(void** module, const void* image) {
-  return LoadImage("cuModuleLoadData", module, image);
-}
-CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned int, void*, void**) {
-  return LoadImage("cuModuleLoadDataEx", module, image);
-}
-CUresult cuModuleLoadFatBinary(void** module, const void* image) {
-  return LoadImage("cuModuleLoadFatBinary", module, image);
-}
-CUresult cuModuleLoad(void** module, const char* path) {
-  std::string text = ReadImage(path);
-  if (text.empty()) return kFileNotFound;
-  return LoadImage("cuModuleLoad", module, text.c_str());
-}
-CUresult cuModuleUnload(void* module) {
-  return Release("cuModuleUnload", reinterpret_cast<std::uintptr_t>(module));
-}
-CUresult cuLibraryLoadData(void** library, const void* code, void*, void**, unsigned int, void*,
-                           void**, unsigned int) {
-  return LoadImage("cuLibraryLoadData", library, code);
-}
-CUresult cuLibraryLoadFromFile(void** library, const char* path, void*, void**, unsigned int, void*,
-                               void**, unsigned int) {
-  std::string text = ReadImage(path);
-  if (text.empty()) return kFileNotFound;
-  return LoadImage("cuLibraryLoadFromFile", library, text.c_str());
-}
-CUresult cuLibraryUnload(void* library) {
-  return Release("cuLibraryUnload", reinterpret_cast<std::uintptr_t>(library));
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
@@ -483,7 +501,9 @@ CUresult cuMemFree(unsigned int dptr) {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
 }
-CUresult cuMemFree_v2(CUdeviceptr dptr) { return Release("cuMemFree_v2", dptr); }
+CUresult PoolFree(const char* name, CUdeviceptr d);
+// A pointer from a pool goes back to it (as cuMemFreeAsync on the legacy stream, synchronised).
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return PoolFree("cuMemFree_v2", dptr); }
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
                             unsigned int) {
   size_t p = (width + 511) / 512 * 512;
@@ -491,16 +511,19 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
+CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width,
+                         unsigned int height, unsigned int) {
+  unsigned int p = (width + 511) / 512 * 512;
+  CUdeviceptr full = 0;
+  CUresult r = Allocate("cuMemAllocPitch", &full, 1ULL * p * height, t_current);
+  if (r == CUDA_SUCCESS) {
+    *dptr = static_cast<unsigned int>(full);
+    *pitch = p;
+  }
+  return r;
+}
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) {
   return Allocate("cuMemAllocManaged", dptr, bytes, t_current);
-}
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                     const CUmemAllocationProp* prop, unsigned long long) {
-  if (prop == nullptr || handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CUdeviceptr ptr = 0;
-  CUresult r = Allocate("cuMemCreate", &ptr, size, prop->location.id);
-  if (r == CUDA_SUCCESS) *handle = ptr;  // The handle is the model's key.
-  return r;
 }
 // Graphs: handles only (graph memory is not modelled); instantiations are counted.
 CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph, const CUgraphNode*, size_t,
@@ -541,51 +564,6 @@ CUresult cuImportExternalMemory(CUexternalMemory* ext, const CudaExternalMemoryH
 }
 CUresult cuDestroyExternalMemory(CUexternalMemory) { return CUDA_SUCCESS; }
 
-// As the driver does: a handle released while mapped keeps its memory until its last unmap.
-std::map<unsigned long long, int> g_map_count;            // handle -> live mappings
-std::map<unsigned long long, unsigned long long> g_maps;  // mapped address -> handle
-std::map<unsigned long long, bool> g_released;            // released while mapped
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  {
-    std::lock_guard<std::mutex> lock(M().mu);
-    if (M().allocs.count(handle) == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (g_map_count[handle] > 0) {
-      g_released[handle] = true;
-      return CUDA_SUCCESS;
-    }
-  }
-  return Release("cuMemRelease", handle);
-}
-// Virtual address ranges: handles only.
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
-                             unsigned long long) {
-  static std::atomic<unsigned long long> next{0x200000000ULL};
-  *ptr = next.fetch_add((size + (2ULL << 20)) & ~((2ULL << 20) - 1));
-  return CUDA_SUCCESS;
-}
-CUresult cuMemAddressFree(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
-CUresult cuMemMap(CUdeviceptr ptr, size_t, size_t, CUmemGenericAllocationHandle handle,
-                  unsigned long long) {
-  std::lock_guard<std::mutex> lock(M().mu);
-  if (M().allocs.count(handle) == 0 || g_released.count(handle) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  ++g_map_count[handle];
-  g_maps[ptr] = handle;
-  return CUDA_SUCCESS;
-}
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t) {
-  unsigned long long handle = 0;
-  {
-    std::lock_guard<std::mutex> lock(M().mu);
-    auto it = g_maps.find(ptr);
-    if (it == g_maps.end()) return CUDA_ERROR_INVALID_VALUE;
-    handle = it->second;
-    g_maps.erase(it);
-    if (--g_map_count[handle] > 0 || g_released.erase(handle) == 0) return CUDA_SUCCESS;
-  }
-  return Release("cuMemUnmap", handle);
-}
 // Streams and pools: a stream handle is its context's handle (0x1000 + ordinal, as primary
 // contexts), a pool handle 0x3000 + ordinal; the default streams (0, 1, 2) belong to the current
 // context. Asynchronous allocations land on the stream's or the pool's device.
@@ -623,6 +601,13 @@ unsigned long long PoolOf(CUmemoryPool pool, CUstream stream) {
   return h != 0 ? h : 0x3000 + static_cast<unsigned>(StreamDevice(stream));
 }
 CUresult PoolAllocate(const char* name, CUdeviceptr* d, size_t n, unsigned long long pool) {
+  if ((pool & fake::kHostPoolBit) != 0) {  // host memory: no device bytes
+    static std::atomic<unsigned long long> next_host{0x5a0000000000ULL};
+    *d = next_host.fetch_add((n + 4095) / 4096 * 4096 + 4096);
+    std::lock_guard<std::mutex> lock(M().mu);
+    g_ptr_pool[*d] = pool;
+    return CUDA_SUCCESS;
+  }
   int phys = Physical(static_cast<int>(pool & 0xff));
   if (phys < 0) return CUDA_ERROR_INVALID_VALUE;
   unsigned long long reuse = 0;
@@ -640,6 +625,7 @@ CUresult PoolAllocate(const char* name, CUdeviceptr* d, size_t n, unsigned long 
     M().used[phys] += reuse;
   } else {
     g_ptr_pool[*d] = pool;
+    fake::Disown(*d);  // owned by the pool, not the context
   }
   return r;
 }
@@ -648,6 +634,10 @@ CUresult PoolFree(const char* name, CUdeviceptr d) {
   {
     std::lock_guard<std::mutex> lock(M().mu);
     auto it = g_ptr_pool.find(d);
+    if (it != g_ptr_pool.end() && (it->second & fake::kHostPoolBit) != 0) {
+      g_ptr_pool.erase(it);
+      return CUDA_SUCCESS;
+    }
     auto alloc = M().allocs.find(d);
     if (it != g_ptr_pool.end() && alloc != M().allocs.end()) {
       pool = it->second;
@@ -692,8 +682,10 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 // Created pools: 0x3000 + ordinal + 0x100 * n (the low byte stays the ordinal).
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   static std::atomic<unsigned> next{1};
+  unsigned long long host =
+      props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? 0 : fake::kHostPoolBit;
   *pool = reinterpret_cast<CUmemoryPool>(
-      static_cast<std::uintptr_t>(0x3000 + 0x100 * next++ + props->location.id));
+      static_cast<std::uintptr_t>((0x3000 + 0x100 * next++ + props->location.id) | host));
   return CUDA_SUCCESS;
 }
 CUresult cuMemPoolDestroy(CUmemoryPool) { return CUDA_SUCCESS; }
@@ -743,6 +735,30 @@ FAKE_LAUNCH(cuLaunchGridAsync, CUfunction, int, int, CUstream)
 FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, void*, unsigned, unsigned)
 #undef FAKE_LAUNCH
 
+// Defined in fake_cuda_ctx.cc / fake_cuda_vmm.cc.
+CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuModuleLoad(void**, const char*);
+CUresult cuModuleLoadDataEx(void**, const void*, unsigned int, void*, void**);
+CUresult cuModuleLoadFatBinary(void**, const void*);
+CUresult cuLibraryLoadFromFile(void**, const char*, void*, void**, unsigned int, void*, void**,
+                               unsigned int);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle*, void*);
+// Graph instantiation with parameters (the per-thread variant is what --default-stream
+// per-thread builds call).
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph, void*) {
+  static std::atomic<unsigned long long> next{1};
+  Count("cuGraphInstantiateWithParams");
+  *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x880000 + next++ * 64));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph, void*) {
+  static std::atomic<unsigned long long> next{1};
+  Count("cuGraphInstantiateWithParams_ptsz");
+  *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x8c0000 + next++ * 64));
+  return CUDA_SUCCESS;
+}
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* status);
@@ -783,7 +799,16 @@ const ProcEntry kProcTable[] = {
     E("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 7000, false),
     E("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2, 11000, false),
     E("cuDevicePrimaryCtxReset", cuDevicePrimaryCtxReset_v2, 11000, false),
+    E("cuCtxCreate", cuCtxCreate, 2000, false),
     E("cuCtxCreate", cuCtxCreate_v2, 3020, false),
+    E("cuCtxDestroy", cuCtxDestroy, 2000, false),
+    E("cuCtxDestroy", cuCtxDestroy_v2, 4000, false),
+    E("cuArrayCreate", cuArrayCreate, 2000, false),
+    E("cuArrayCreate", cuArrayCreate_v2, 3020, false),
+    E("cuMemAllocPitch", cuMemAllocPitch, 2000, false),
+    E("cuMemRetainAllocationHandle", cuMemRetainAllocationHandle, 11000, false),
+    E("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams, 12000, false),
+    E("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams_ptsz, 12000, true),
     E("cuCtxCreate", cuCtxCreate_v3, 11040, false),
     E("cuCtxCreate", cuCtxCreate_v4, 12050, false),
     E("cuCtxGetDevice", cuCtxGetDevice, 2000, false),
@@ -807,6 +832,16 @@ const ProcEntry kProcTable[] = {
 // functions) for cuMemAlloc and the per-thread cuLaunchKernel, as a driver may.
 CUresult AliasMemAlloc(CUdeviceptr* dptr, size_t bytes) {
   return Allocate("cuMemAlloc_v2", dptr, bytes, t_current);
+}
+CUresult AliasArrayCreate(void** array, const FakeArrayDesc* d) {
+  unsigned long long h = d->Height == 0 ? 1 : d->Height;
+  return CreateArray("cuArrayCreate_v2", array,
+                     d->Width * h * d->NumChannels * TexelBytes(d->Format));
+}
+CUresult AliasInstantiateWithParamsPtsz(CUgraphExec* exec, CUgraph, void*) {
+  Count("cuGraphInstantiateWithParams_ptsz");
+  *exec = reinterpret_cast<CUgraphExec>(static_cast<std::uintptr_t>(0x8e0000));
+  return CUDA_SUCCESS;
 }
 CUresult AliasLaunchPtsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, CUstream, void**, void**) {
@@ -833,6 +868,10 @@ CUresult Resolve(const char* symbol, void** pfn, int version, cuuint64_t flags, 
       *pfn = reinterpret_cast<void*>(&AliasMemAlloc);
     } else if (best->fn == reinterpret_cast<void*>(&cuLaunchKernel_ptsz)) {
       *pfn = reinterpret_cast<void*>(&AliasLaunchPtsz);
+    } else if (best->fn == reinterpret_cast<void*>(&cuArrayCreate_v2)) {
+      *pfn = reinterpret_cast<void*>(&AliasArrayCreate);
+    } else if (best->fn == reinterpret_cast<void*>(&cuGraphInstantiateWithParams_ptsz)) {
+      *pfn = reinterpret_cast<void*>(&AliasInstantiateWithParamsPtsz);
     }
   }
   return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
@@ -871,5 +910,14 @@ extern "C" void* fake_cuda_entry(const char* name) {
   if (std::strcmp(name, "cuMemAlloc_v2") == 0) return reinterpret_cast<void*>(&DirectAlloc);
   if (std::strcmp(name, "cuMemFree_v2") == 0) return reinterpret_cast<void*>(&DirectFree);
   if (std::strcmp(name, "cuLaunchKernel") == 0) return reinterpret_cast<void*>(&DirectLaunch);
+  // A retain no interposer sees (cudart reaches the driver through private tables too).
+  if (std::strcmp(name, "cuDevicePrimaryCtxRetain") == 0) {
+    return reinterpret_cast<void*>(&RetainPrimary);
+  }
   return nullptr;
 }
+
+namespace hami::vgpu::fake {
+CUcontext CurrentContext() { return t_ctx; }
+int CurrentOrdinal() { return t_current; }
+}  // namespace hami::vgpu::fake

@@ -35,6 +35,17 @@ unsigned long long CudaUsed(int index) {
   return used;
 }
 
+// What the other tenants use (the fake driver's view: they may free while we create).
+unsigned long long OtherUsed() {
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  auto probe = cuda
+                   ? reinterpret_cast<unsigned long long (*)()>(dlsym(cuda, "fake_cuda_other_used"))
+                   : nullptr;
+  unsigned long long used = probe ? probe() : fake::EnvU64(fake::kOtherUsedEnv, 0);
+  if (cuda) dlclose(cuda);
+  return used;
+}
+
 // The SM utilisation to report: FAKE_NVML_SM_UTIL_SCRIPT="a,b,c" yields a, b, c, c, ... on
 // successive queries (a scripted curve); otherwise the constant FAKE_NVML_SM_UTIL (default 0).
 unsigned int NextSmUtil() {
@@ -95,7 +106,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int len
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* mem) {
   if (!Valid(device)) return NVML_ERROR_INVALID_ARGUMENT;
   mem->total = fake::TotalBytes();
-  mem->used = CudaUsed(device->index) + fake::EnvU64(fake::kOtherUsedEnv, 0);
+  mem->used = CudaUsed(device->index) + OtherUsed();
   mem->free = mem->used >= mem->total ? 0 : mem->total - mem->used;
   return NVML_SUCCESS;
 }
@@ -147,6 +158,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
       }
       closedir(d);
     }
+  } else if (fake::EnvU64("FAKE_NVML_HIDE_SELF", 0) != 0) {
+    // A PID namespace whose host PID nothing can tell: this process is not recognisable.
   } else if (refs != nullptr && refs(device->index) > 0) {
     list[n++] = {static_cast<unsigned>(getpid()) + offset, CudaUsed(device->index)};
   }
