@@ -173,7 +173,8 @@ TEST_F(ChartTest, EveryRenderedFlagIsKnownToTheBinary) {
        {std::string(), std::string("-f ") + kHamiValues,
         std::string("--set scheduler.admissionWebhook.enabled=false --set legacyMetrics=true "
                     "--set scheduler.nodeLabelSelector.a=b"),
-        std::string("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true")}) {
+        std::string("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true "
+                    "--set devicePlugin.reportNodeCapacity=true")}) {
     const Rendered r = Render(args);
     const auto check = [&](const std::vector<std::string>& cmd, const std::string& help) {
       ASSERT_FALSE(cmd.empty());
