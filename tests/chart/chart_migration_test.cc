@@ -145,5 +145,35 @@ TEST_F(ChartTest, GpuHookPathMovesEveryHookPath) {
   }
 }
 
+// HAMi v2.11's platform.openshift: an SCC for the device plugin and `use` of it granted to the
+// device plugin's ServiceAccount only; or, with create=false, a binding to OpenShift's ClusterRole
+// for an existing SCC. Nothing of it without the switch.
+TEST_F(ChartTest, OpenShiftGrantsTheDevicePluginItsSccOnly) {
+  EXPECT_TRUE(Render().OfKind("SecurityContextConstraints").empty());
+  EXPECT_FALSE(Render().Get("RoleBinding", "hami-device-plugin-scc"));
+  const Rendered r = Render("--set platform.openshift=true");
+  const YAML::Node scc = r.Get("SecurityContextConstraints", "hami-device-plugin");
+  ASSERT_TRUE(scc);
+  EXPECT_TRUE(scc["allowPrivilegedContainer"].as<bool>());
+  EXPECT_TRUE(scc["allowHostPID"].as<bool>());
+  EXPECT_TRUE(scc["allowHostDirVolumePlugin"].as<bool>());
+  EXPECT_EQ(Strings(scc["allowedCapabilities"]), (std::vector<std::string>{"SYS_ADMIN"}));
+  const YAML::Node rule = r.Get("ClusterRole", "hami-device-plugin-scc")["rules"][0];
+  EXPECT_EQ(Strings(rule["verbs"]), (std::vector<std::string>{"use"}));
+  EXPECT_EQ(Strings(rule["resourceNames"]), (std::vector<std::string>{"hami-device-plugin"}));
+  const YAML::Node binding = r.Get("RoleBinding", "hami-device-plugin-scc");
+  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(), "hami-device-plugin-scc");
+  ASSERT_EQ(binding["subjects"].size(), 1u);
+  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "hami-device-plugin");
+
+  const Rendered existing = Render(
+      "--set platform.openshift=true --set openshift.securityContextConstraints.create=false "
+      "--set openshift.securityContextConstraints.name=privileged");
+  EXPECT_TRUE(existing.OfKind("SecurityContextConstraints").empty());
+  EXPECT_EQ(
+      existing.Get("RoleBinding", "hami-device-plugin-scc")["roleRef"]["name"].as<std::string>(),
+      "system:openshift:scc:privileged");
+}
+
 }  // namespace
 }  // namespace hami::chart_test
