@@ -114,7 +114,9 @@ void AddIgnoredFlags(CLI::App& app, flags::IgnoredFlags& ignored) {
        {"device-discovery-strategy", true,
         "NVIDIA's auto|nvml|tegra (NVML, or --device-inventory)"},
        {"imex-channel-ids", true, "NVIDIA's IMEX channels (not injected)"},
-       {"imex-required", false, "NVIDIA's IMEX requirement (not injected)"}});
+       {"imex-required", false, "NVIDIA's IMEX requirement (not injected)"},
+       {"report-node-capacity", false,
+        "HAMi v2.11's vGPU memory/cores in the Node's capacity (not reported)"}});
   ignored.Add(app, flags::KlogFlags());
 }
 

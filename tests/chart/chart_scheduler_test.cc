@@ -63,9 +63,9 @@ TEST_F(ChartTest, ImagesAreOursAndFollowTheChart) {
     for (const auto& image : r.Images()) {
       EXPECT_EQ(image.find("projecthami"), std::string::npos) << image << " with `" << args << "`";
     }
-    EXPECT_EQ(
-        r.Container("Deployment", "hami-scheduler", "hami-scheduler")["image"].as<std::string>(),
-        "localhost/hami:0.1.0")
+    EXPECT_EQ(r.Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender")["image"]
+                  .as<std::string>(),
+              "localhost/hami:0.1.0")
         << args;
     EXPECT_EQ(
         r.Container("DaemonSet", "hami-device-plugin", "device-plugin")["image"].as<std::string>(),
@@ -75,9 +75,9 @@ TEST_F(ChartTest, ImagesAreOursAndFollowTheChart) {
   const Rendered r = RenderChecked(
       "--kube-version v1.29.3 --set global.imageRegistry=reg.example:5000 "
       "--set devicePlugin.image.tag=dev");
-  EXPECT_EQ(
-      r.Container("Deployment", "hami-scheduler", "hami-scheduler")["image"].as<std::string>(),
-      "reg.example:5000/hami:0.1.0");
+  EXPECT_EQ(r.Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender")["image"]
+                .as<std::string>(),
+            "reg.example:5000/hami:0.1.0");
   EXPECT_EQ(
       r.Container("DaemonSet", "hami-device-plugin", "device-plugin")["image"].as<std::string>(),
       "reg.example:5000/hami:dev");
@@ -173,7 +173,8 @@ TEST_F(ChartTest, EveryRenderedFlagIsKnownToTheBinary) {
        {std::string(), std::string("-f ") + kHamiValues,
         std::string("--set scheduler.admissionWebhook.enabled=false --set legacyMetrics=true "
                     "--set scheduler.nodeLabelSelector.a=b"),
-        std::string("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true")}) {
+        std::string("--set devices.ascend.enabled=true --set devices.iluvatar.enabled=true "
+                    "--set devicePlugin.reportNodeCapacity=true")}) {
     const Rendered r = Render(args);
     const auto check = [&](const std::vector<std::string>& cmd, const std::string& help) {
       ASSERT_FALSE(cmd.empty());
@@ -301,10 +302,10 @@ TEST_F(ChartTest, ReplicasAndLeaderElection) {
 
   // Probes on the port hami-scheduler serves. Readiness is /readyz with or without leader
   // election: a follower answers 200 once its informers synced (tests/scheduler).
-  const YAML::Node c = three.Container("Deployment", "hami-scheduler", "hami-scheduler");
+  const YAML::Node c = three.Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
   EXPECT_EQ(one.Container("Deployment", "hami-scheduler",
-                          "hami-scheduler")["readinessProbe"]["httpGet"]["path"]
+                          "vgpu-scheduler-extender")["readinessProbe"]["httpGet"]["path"]
                 .as<std::string>(),
             "/readyz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"].as<std::string>(), "https");

@@ -32,9 +32,10 @@ TEST_F(ChartTest, WebhookDisabledServesPlainHttpAndRendersNoWebhook) {
   EXPECT_FALSE(ext["tlsConfig"]);
   const YAML::Node pod = r.Get("Deployment", "hami-scheduler")["spec"]["template"]["spec"];
   EXPECT_FALSE(Named(pod["volumes"], "tls-config"));
-  EXPECT_EQ(Named(pod["containers"], "hami-scheduler")["readinessProbe"]["httpGet"]["scheme"]
-                .as<std::string>(),
-            "HTTP");
+  EXPECT_EQ(
+      Named(pod["containers"], "vgpu-scheduler-extender")["readinessProbe"]["httpGet"]["scheme"]
+          .as<std::string>(),
+      "HTTP");
   EXPECT_EQ(r.Get("Service", "hami-scheduler")["spec"]["ports"][0]["targetPort"].as<int>(), 80);
 }
 

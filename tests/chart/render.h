@@ -89,7 +89,7 @@ struct Rendered {
   }
   // The hami-scheduler container's command line.
   std::vector<std::string> SchedulerCommand() const {
-    return Strings(Container("Deployment", "hami-scheduler", "hami-scheduler")["command"]);
+    return Strings(Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender")["command"]);
   }
   // The KubeSchedulerConfiguration in ConfigMap hami-scheduler.
   YAML::Node SchedulerConfig() const {

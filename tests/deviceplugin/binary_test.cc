@@ -49,7 +49,7 @@ TEST(Binary, HelpExplainsEveryFlag) {
         "--device-inventory", "-v", "--print-register", "--mig-strategy",
         // HAMi's flags accepted and ignored (its chart renders --disable-core-limit)
         "Accepted for HAMi compatibility (ignored)", "--disable-core-limit", "--device-split-count",
-        "--fail-on-init-error", "--logtostderr"}) {
+        "--fail-on-init-error", "--logtostderr", "--report-node-capacity"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }
@@ -68,6 +68,19 @@ TEST(Binary, PrintRegisterFromTheSeedInventory) {
             R"("count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB",)"
             R"("numa":1,"mode":"hami-core","health":true}])"
             "\n");
+}
+
+// HAMi v2.11's chart passes --report-node-capacity (charts/hami devicePlugin.reportNodeCapacity):
+// accepted and ignored, the register is unchanged.
+TEST(Binary, AcceptsHamiReportNodeCapacity) {
+  int status = -1;
+  const std::string base = kBin +
+                           " --print-register --node-config-file /nonexistent "
+                           "--device-inventory examples/inventory/two-v100.yaml";
+  const std::string plain = RunShell(base + " 2>/dev/null", &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(RunShell(base + " --report-node-capacity=true 2>/dev/null", &status), plain);
+  EXPECT_EQ(status, 0);
 }
 
 TEST(Binary, PrintRegisterFromNvmlWithConfig) {

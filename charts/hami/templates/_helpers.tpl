@@ -63,10 +63,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 One of this project's images: {{ include "hami.image" (dict "imageRoot" .Values.x.image "root" $) }}.
-The registry is global.imageRegistry, else imageRoot.registry; the tag is imageRoot.tag, else
-global.imageTag, else the chart's appVersion. HAMi's own images (projecthami/...) hold HAMi's Go
-binaries, not ours, so an image naming one (as HAMi's values file does) is replaced by this
-project's image: <registry>/hami:<appVersion>. See README.md "Values".
+- registry: global.imageRegistry, else imageRoot.registry.
+- repository: imageRoot.repository; HAMi's own images (projecthami/...) hold HAMi's Go binaries,
+  so a repository naming one (as HAMi's values file does) becomes ours, hami, and its registry
+  (docker.io, where ours is not) localhost unless global.imageRegistry is set.
+- tag: imageRoot.tag when set (explicit, used as given); else global.imageTag, unless it is a
+  HAMi release tag (v2.10.0: HAMi's values file sets it; ours are tagged without the v); else the
+  chart's appVersion.
+See README.md "Values" and docs/MIGRATION.md.
 */}}
 {{- define "hami.image" -}}
 {{- $root := .root -}}
@@ -74,11 +78,14 @@ project's image: <registry>/hami:<appVersion>. See README.md "Values".
 {{- $global := $root.Values.global | default dict -}}
 {{- $registry := $img.registry | default "" | toString -}}
 {{- $repository := $img.repository | default "hami" | toString -}}
-{{- $tag := $img.tag | default $global.imageTag | default $root.Chart.AppVersion | toString | trim -}}
+{{- $globalTag := $global.imageTag | default "" | toString | trim -}}
+{{- if regexMatch "^v[0-9]" $globalTag -}}
+{{- $globalTag = "" -}}
+{{- end -}}
+{{- $tag := $img.tag | default "" | toString | trim | default $globalTag | default $root.Chart.AppVersion -}}
 {{- if hasPrefix "projecthami/" $repository -}}
 {{- $registry = "localhost" -}}
 {{- $repository = "hami" -}}
-{{- $tag = $root.Chart.AppVersion -}}
 {{- end -}}
 {{- if $global.imageRegistry -}}
 {{- $registry = $global.imageRegistry | toString -}}
