@@ -18,10 +18,10 @@ double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi
 
 }  // namespace
 
-bool ThrottleEnabled(int policy, int utilization_switch) {
+bool ThrottleEnabled(int policy, int utilization_switch, bool trusted_policy) {
   if (policy == kPolicyForce) return true;
   if (policy == kPolicyDisable) return false;
-  return utilization_switch != 0;
+  return trusted_policy || utilization_switch != 0;
 }
 
 void ComputeLimiter::LockState() {
@@ -50,20 +50,22 @@ void ComputeLimiter::UnlockState() {
 void ComputeLimiter::Configure(int limit_pct, std::int64_t now_ns) {
   LockState();
   limit_pct_ = limit_pct;
-  if (bucket_ == &own_) {
-    own_.rate = 0;
-    own_.tokens = 0;
-    own_.last_refill_ns = now_ns;
-  } else if (bucket_->last_refill_ns == 0 || bucket_->last_refill_ns > now_ns) {
-    // A fresh shared bucket (or one from before a reboot) starts refilling now; a calibrated
-    // rate and the debt left by the container's other processes are kept.
-    bucket_->last_refill_ns = now_ns;
+  SharedBucket& b = *bucket_;
+  if (bucket_ == &own_ || b.last_refill_ns == 0 || b.last_refill_ns > now_ns ||
+      b.window_start_ns > now_ns) {
+    // A fresh bucket (or a shared one from before a reboot) starts now. A shared bucket in use
+    // keeps its calibrated rate, the debt left by the container's other processes and the
+    // container's window.
+    if (bucket_ == &own_) {
+      b.rate = 0;
+      b.tokens = 0;
+    }
+    b.last_refill_ns = now_ns;
+    b.window_start_ns = now_ns;
+    b.window_units = 0;
+    b.avg_rate = 0;
+    b.avg_util = -1;
   }
-  window_start_ns_ = now_ns;
-  window_units_ = 0;
-  have_average_ = false;
-  avg_rate_ = 0;
-  avg_util_ = 0;
   UnlockState();
 }
 
@@ -86,7 +88,7 @@ std::int64_t ComputeLimiter::Admit(std::uint64_t cost, std::int64_t now_ns) {
   }
   if (wait_ns == 0) {
     b.tokens -= static_cast<double>(cost);
-    window_units_ += static_cast<double>(cost);
+    b.window_units += static_cast<double>(cost);
   }
   UnlockState();
   return wait_ns;
@@ -96,37 +98,38 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
   if (!active()) return;
   LockState();
   SharedBucket& b = *bucket_;
-  double seconds = static_cast<double>(now_ns - window_start_ns_) / kNsPerS;
-  if (seconds > 0) {
-    double admitted_rate = window_units_ / seconds;
-    if (!have_average_) {
-      avg_rate_ = admitted_rate;
-      avg_util_ = util_pct;
-      have_average_ = true;
-    } else {
-      avg_rate_ = kSmoothing * avg_rate_ + (1 - kSmoothing) * admitted_rate;
-      avg_util_ = kSmoothing * avg_util_ + (1 - kSmoothing) * util_pct;
-    }
-    double limit = static_cast<double>(limit_pct_);
-    if (avg_util_ >= kMinUsefulUtil && avg_rate_ > 0) {
-      // Utilisation per admitted unit/s, from averages over the same horizon (robust to a
-      // measurement that lags the admissions, and to few large kernels per window).
-      double target = avg_rate_ * limit / avg_util_;
-      if (b.rate <= 0) {
-        // First calibration: only start throttling once the limit is actually exceeded. The
-        // uncalibrated consumption is forgiven rather than paid back with a long stall.
-        if (util_pct > limit || avg_util_ > limit) {
-          b.rate = target;
-          b.tokens = 0;
-          b.last_refill_ns = now_ns;
-        }
-      } else {
-        b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
+  std::int64_t window_ns = now_ns - b.window_start_ns;
+  if (window_ns < kMinWindowNs) {
+    UnlockState();
+    return;
+  }
+  double admitted_rate = b.window_units / (static_cast<double>(window_ns) / kNsPerS);
+  if (!(b.avg_util >= 0) || !(b.avg_rate >= 0)) {  // also repairs NaN from a bad file
+    b.avg_rate = admitted_rate;
+    b.avg_util = util_pct;
+  } else {
+    b.avg_rate = kSmoothing * b.avg_rate + (1 - kSmoothing) * admitted_rate;
+    b.avg_util = kSmoothing * b.avg_util + (1 - kSmoothing) * util_pct;
+  }
+  double limit = static_cast<double>(limit_pct_);
+  if (b.avg_util >= kMinUsefulUtil && b.avg_rate > 0) {
+    // Utilisation per admitted unit/s, from averages over the same horizon (robust to a
+    // measurement that lags the admissions, and to few large kernels per window).
+    double target = b.avg_rate * limit / b.avg_util;
+    if (!(b.rate > 0)) {
+      // First calibration: only start throttling once the limit is actually exceeded. The
+      // uncalibrated consumption is forgiven rather than paid back with a long stall.
+      if (util_pct > limit || b.avg_util > limit) {
+        b.rate = target;
+        b.tokens = 0;
+        b.last_refill_ns = now_ns;
       }
+    } else {
+      b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
     }
   }
-  window_start_ns_ = now_ns;
-  window_units_ = 0;
+  b.window_start_ns = now_ns;
+  b.window_units = 0;
   UnlockState();
 }
 

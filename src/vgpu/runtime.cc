@@ -155,9 +155,10 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
     }
     if (map != MAP_FAILED) {
       auto* file = static_cast<LimiterFile*>(map);
-      if (__atomic_load_n(&file->magic, __ATOMIC_ACQUIRE) != kLimiterFileMagic) {
+      if (__atomic_load_n(&file->magic, __ATOMIC_ACQUIRE) != kLimiterFileMagic ||
+          file->version != kLimiterFileVersion) {
         std::memset(static_cast<void*>(file), 0, sizeof(*file));
-        file->version = 1;
+        file->version = kLimiterFileVersion;
         __atomic_store_n(&file->magic, kLimiterFileMagic, __ATOMIC_RELEASE);
       }
     }
@@ -457,8 +458,8 @@ void BeforeLaunch(std::uint64_t cost) {
   }
   int dev = CurrentNvmlIndex(rt);
   if (dev < 0 || !rt->limiters[dev].active() ||
-      !ThrottleEnabled(rt->config.policy,
-                       __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED))) {
+      !ThrottleEnabled(rt->config.policy, __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED),
+                       rt->config.from_limits_file)) {
     if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
     return;
   }
