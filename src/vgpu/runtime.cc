@@ -143,12 +143,17 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
   if (g_limiter_file != nullptr) return g_limiter_file;
   char path[600];
   std::snprintf(path, sizeof(path), "%s.limiter", region_path);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return nullptr;
-  fchmod(fd, 0666);
+  // The device plugin makes it a file mount (docs/vgpu.md "Compute limiter"); a link or anything
+  // but a regular file in its place is not followed.
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
   void* map = MAP_FAILED;
   struct stat st;
-  if (lockf(fd, F_LOCK, 0) == 0) {
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) fchmod(fd, 0666);
+  if (fd >= 0 && lockf(fd, F_LOCK, 0) == 0) {
     if (fstat(fd, &st) == 0 && (st.st_size >= static_cast<off_t>(sizeof(LimiterFile)) ||
                                 ftruncate(fd, sizeof(LimiterFile)) == 0)) {
       map = mmap(nullptr, sizeof(LimiterFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -164,7 +169,7 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
     }
     lockf(fd, F_ULOCK, 0);
   }
-  close(fd);
+  if (fd >= 0) close(fd);
   if (map == MAP_FAILED) {
     VGPU_WARN("limiter file \"%s\" unusable; each process calibrates on its own", path);
     return nullptr;

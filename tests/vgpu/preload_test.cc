@@ -342,6 +342,26 @@ TEST_F(PreloadTest, ANewProcessStartsThrottled) {
   EXPECT_LT(bucket(2), -1e8);
 }
 
+TEST_F(PreloadTest, ARegionWriteOfTheSwitchDoesNotStopThrottling) {
+  // Issue 29 finding 1: the plugin's limits file sets a core limit (policy default); a process of
+  // the container writes utilization_switch = 0 into the region. Launches stay charged.
+  UseLimitsFile("CUDA_DEVICE_SM_LIMIT=50\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  std::vector<std::string> env = {"FAKE_NVML_SM_UTIL=100"};
+  EXPECT_APP_OK(Run(env, {"watch", "100"}));
+  int fd = open(cache_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::int32_t off = 0;
+  ASSERT_EQ(pwrite(fd, &off, sizeof(off), 2008900), static_cast<ssize_t>(sizeof(off)));
+  close(fd);
+  EXPECT_APP_OK(Run(env, {"bigkernel"}));
+  double tokens = 0;
+  fd = open((cache_ + ".limiter").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pread(fd, &tokens, sizeof(tokens), 32), static_cast<ssize_t>(sizeof(tokens)));
+  close(fd);
+  EXPECT_LT(tokens, -1e8);
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";
