@@ -447,7 +447,38 @@ int CurrentNvmlIndex(Runtime* rt) {
   return NvmlIndexOf(rt, dev);
 }
 
-void BeforeLaunch(std::uint64_t cost) {
+int StreamNvmlIndex(Runtime* rt, CUstream stream) {
+  if (reinterpret_cast<std::uintptr_t>(stream) <= 2) return CurrentNvmlIndex(rt);
+  auto get_ctx = VGPU_REAL_CUDA(cuStreamGetCtx);
+  auto current = VGPU_REAL_CUDA(cuCtxGetCurrent);
+  CUcontext ctx = nullptr;
+  CUcontext cur = nullptr;
+  if (get_ctx == nullptr || current == nullptr || get_ctx(stream, &ctx) != CUDA_SUCCESS ||
+      ctx == nullptr || current(&cur) != CUDA_SUCCESS || ctx == cur) {
+    return CurrentNvmlIndex(rt);
+  }
+  // Another context's stream: its device, found by making it current for one call. A context's
+  // device never changes, so the last answer is kept per thread.
+  thread_local CUcontext last_ctx = nullptr;
+  thread_local int last_index = -1;
+  if (ctx == last_ctx) return last_index;
+  auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
+  auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
+  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
+  if (push == nullptr || pop == nullptr || get_dev == nullptr || push(ctx) != CUDA_SUCCESS) {
+    return CurrentNvmlIndex(rt);
+  }
+  CUdevice dev = 0;
+  CUresult r = get_dev(&dev);
+  CUcontext popped = nullptr;
+  pop(&popped);
+  if (r != CUDA_SUCCESS) return CurrentNvmlIndex(rt);
+  last_ctx = ctx;
+  last_index = NvmlIndexOf(rt, dev);
+  return last_index;
+}
+
+void BeforeLaunch(std::uint64_t cost, CUstream stream) {
   Runtime* rt = Rt();
   if (!rt->accounting) return;
   hami_shared_region_t* r = rt->region.raw();
@@ -461,7 +492,7 @@ void BeforeLaunch(std::uint64_t cost) {
     if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
     return;
   }
-  int dev = CurrentNvmlIndex(rt);
+  int dev = StreamNvmlIndex(rt, stream);
   if (dev < 0 || !rt->limiters[dev].active() ||
       !ThrottleEnabled(rt->config.policy, __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED),
                        rt->config.from_limits_file)) {

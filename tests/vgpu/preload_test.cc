@@ -362,6 +362,22 @@ TEST_F(PreloadTest, ARegionWriteOfTheSwitchDoesNotStopThrottling) {
   EXPECT_LT(tokens, -1e8);
 }
 
+TEST_F(PreloadTest, ALaunchIsChargedToItsStreamsDevice) {
+  // Issue 29 finding 7: a launch on device 1's stream from device 0's context was charged to
+  // device 0, so device 1 ran unthrottled.
+  EXPECT_APP_OK(
+      Run({"CUDA_DEVICE_SM_LIMIT_1=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"streamkernel"}));
+  auto tokens = [&](int dev) {  // "<region>.limiter": 16-byte header, 64-byte buckets
+    double value = 0;
+    int fd = open((cache_ + ".limiter").c_str(), O_RDONLY);
+    if (fd < 0 || pread(fd, &value, sizeof(value), 16 + 64 * dev + 16) != sizeof(value)) value = 0;
+    if (fd >= 0) close(fd);
+    return value;
+  };
+  EXPECT_LT(tokens(1), -1e8);
+  EXPECT_EQ(tokens(0), 0.0);
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";
