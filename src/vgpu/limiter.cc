@@ -13,6 +13,9 @@ constexpr double kMinUsefulUtil = 0.5;
 constexpr double kMaxStep = 4.0;
 // Weight of the past in the averages, per observation (about 1 s at the watcher's 200 ms).
 constexpr double kSmoothing = 0.8;
+// A window whose utilisation per admitted unit differs from the average by more than this factor
+// starts a new calibration (see Observe).
+constexpr double kRegimeRatio = 4.0;
 
 double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -104,9 +107,26 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
     return;
   }
   double admitted_rate = b.window_units / (static_cast<double>(window_ns) / kNsPerS);
-  if (!(b.avg_util >= 0) || !(b.avg_rate >= 0)) {  // also repairs NaN from a bad file
+  // A regime change: this window's utilisation per admitted unit/s is off the averaged one by
+  // more than kRegimeRatio (the app switched from cheap big grids to long small ones, or back).
+  // The averages would take seconds to forget the old regime, so they restart from this window,
+  // the rate jumps to it unclamped and the debt priced in the old regime is forgiven.
+  bool regime_change = false;
+  if (b.rate > 0 && admitted_rate > 0 && b.avg_rate > 0 && b.avg_util >= kMinUsefulUtil) {
+    double window_ratio = (util_pct > kMinUsefulUtil ? util_pct : kMinUsefulUtil) / admitted_rate;
+    double avg_ratio = b.avg_util / b.avg_rate;
+    double limit = static_cast<double>(limit_pct_);
+    // Only a window far over the limit, or far under it while a debt of over a second holds the
+    // container back, is evidence; lagging or noisy readings near the limit are not.
+    double high = 1.5 * limit < (limit + 100) / 2 ? 1.5 * limit : (limit + 100) / 2;
+    bool over = util_pct > high && util_pct > limit + 5;
+    bool stalled = util_pct < limit / 2 && b.tokens < -b.rate;
+    regime_change = (over && window_ratio > kRegimeRatio * avg_ratio) ||
+                    (stalled && window_ratio * kRegimeRatio < avg_ratio);
+  }
+  if (!(b.avg_util >= 0) || !(b.avg_rate >= 0) || regime_change) {  // also repairs NaN
     b.avg_rate = admitted_rate;
-    b.avg_util = util_pct;
+    b.avg_util = util_pct > kMinUsefulUtil || !regime_change ? util_pct : kMinUsefulUtil;
   } else {
     b.avg_rate = kSmoothing * b.avg_rate + (1 - kSmoothing) * admitted_rate;
     b.avg_util = kSmoothing * b.avg_util + (1 - kSmoothing) * util_pct;
@@ -124,6 +144,9 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
         b.tokens = 0;
         b.last_refill_ns = now_ns;
       }
+    } else if (regime_change) {
+      b.rate = target;
+      if (b.tokens < 0) b.tokens = 0;
     } else {
       b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
     }
