@@ -64,6 +64,13 @@ struct LimiterFile {
 };
 static_assert(sizeof(LimiterFile) == 16 + 16 * 64);
 
+// The utilisation watcher of each process (runtime.cc) feeds Observe kWatcherFirstNs after its
+// first throttled launch, then every kWatcherPeriodNs. The first measurement comes early so a
+// container whose processes each live less than a period still calibrates (issue 29: back-to-back
+// 150 ms processes ran unthrottled).
+inline constexpr std::int64_t kWatcherFirstNs = 50'000'000;
+inline constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
+
 class ComputeLimiter {
  public:
   // Burst capacity of the bucket, as time at the calibrated rate.
@@ -83,7 +90,7 @@ class ComputeLimiter {
   // kMinWindowNs since the last calibration (another process just calibrated) is skipped, so the
   // container calibrates about once per watcher period whatever its number of processes.
   void Observe(double util_pct, std::int64_t now_ns);
-  static constexpr std::int64_t kMinWindowNs = 100'000'000;
+  static constexpr std::int64_t kMinWindowNs = 40'000'000;
 
   // Uses `bucket` (shared with other processes) for the rate, tokens and refill time from now
   // on; a calibrated rate already there is adopted at once. Call before the limiter is used.

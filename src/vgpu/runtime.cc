@@ -31,7 +31,6 @@ thread_local bool t_initialising = false;
 
 constexpr std::size_t kAllocTableCapacity = 1 << 12;
 constexpr std::size_t kVmmTableCapacity = 1 << 10;
-constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
 constexpr std::int64_t kMaxSleepNs = 100'000'000;
 // A monitor that died with recent_kernel < 0 must not stall the application forever.
 constexpr int kMaxPriorityWaitRounds = 300;
@@ -270,8 +269,8 @@ void* WatcherMain(void* arg) {
   timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   unsigned long long last_seen = static_cast<unsigned long long>(wall.tv_sec) * 1000000ULL;
-  for (;;) {
-    SleepNs(kWatcherPeriodNs);
+  for (bool first = true;; first = false) {
+    SleepNs(first ? kWatcherFirstNs : kWatcherPeriodNs);
     if (!rt->nvml_ready.load() || by_index == nullptr || !rt->accounting) continue;
     for (int d = 0; d < kMaxDevices && d < rt->nvml_count; ++d) {
       if (!rt->limiters[d].active()) continue;

@@ -39,7 +39,7 @@ TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAver
   // The threads charged per unit of GPU time change by 10^6 at each switch; the calibration
   // restarts on such a jump instead of averaging it out over ~10 s (ed374e3's mean: 47-54 % at
   // a 30 % limit). The 2 s windows that span a switch still miss by more than 5 points
-  // (docs/vgpu.md "Compute limiter").
+  // (docs/vgpu.md "Compute limiter"), and the mean may fall under the limit.
   for (int processes : {1, 4, 16}) {
     for (int limit : {30, 50}) {
       Scenario s;
@@ -48,7 +48,25 @@ TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAver
       s.mix = Mix::kPhases;
       Result r = Simulate(s);
       EXPECT_LE(r.mean, limit + 5.0) << Name(s);
-      EXPECT_GE(r.mean, limit - 15.0) << Name(s);
+      EXPECT_GE(r.mean, limit / 2.0) << Name(s);
+    }
+  }
+}
+
+TEST(SmShareTest, BackToBackShortProcessesAreThrottled) {
+  // Issue 29 finding 7: processes of 150 ms each, one after another, ran at 78-106 % of the
+  // device against a 30 % limit when no process lived through a 200 ms watcher period. The
+  // watcher's first measurement (kWatcherFirstNs) and the container's shared calibration window
+  // let the first processes calibrate and the later ones inherit the rate.
+  for (int processes : {1, 4}) {
+    for (int limit : {10, 30, 50}) {
+      Scenario s;
+      s.limit = limit;
+      s.processes = processes;
+      s.lifetime_ns = 150 * kMs;
+      Result r = Simulate(s);
+      EXPECT_LE(r.MaxError(limit), processes == 1 ? 5.0 : 12.0)
+          << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
     }
   }
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct Scenario {
   std::int64_t phase_ns = 2000 * kMs;
   std::int64_t end_ns = 30'000 * kMs;
   std::int64_t warmup_ns = 6'000 * kMs;  // excluded from the figures
+  // Each process exits after this long and a new one takes its place at once (0: they live to
+  // the end). A process's watcher first measures `first_tick_ns` after it starts, then every
+  // 200 ms, over the 200 ms before (or since the process started).
+  std::int64_t lifetime_ns = 0;
+  std::int64_t first_tick_ns = kWatcherFirstNs;
 };
 
 struct Result {
@@ -84,18 +90,25 @@ inline Kernel Pick(const Scenario& s, std::int64_t now, std::uint64_t n) {
 }
 
 inline Result Simulate(const Scenario& s) {
-  constexpr std::int64_t kWindow = 200 * kMs;
+  constexpr std::int64_t kWindow = kWatcherPeriodNs;
   constexpr std::int64_t kFigureNs = 2000 * kMs;
   constexpr std::int64_t kMaxQueue = 20 * kMs;  // an async app blocks this far ahead
   SharedBucket bucket{};
-  std::vector<ComputeLimiter> limiters(static_cast<std::size_t>(s.processes));
+  std::vector<std::unique_ptr<ComputeLimiter>> limiters(static_cast<std::size_t>(s.processes));
   std::vector<std::int64_t> now(limiters.size(), 0);
   std::vector<std::int64_t> tick(limiters.size());
   std::vector<std::uint64_t> launched(limiters.size(), 0);
+  std::vector<std::int64_t> born(limiters.size(), 0);
+  auto start_process = [&](std::size_t p, std::int64_t t) {
+    limiters[p] = std::make_unique<ComputeLimiter>();
+    limiters[p]->Share(&bucket);
+    limiters[p]->Configure(s.limit, t);
+    born[p] = t;
+    tick[p] = t + s.first_tick_ns;
+  };
   for (std::size_t p = 0; p < limiters.size(); ++p) {
-    limiters[p].Share(&bucket);
-    limiters[p].Configure(s.limit, 0);
-    tick[p] = kWindow + static_cast<std::int64_t>(p) * kWindow / s.processes;
+    start_process(p, 0);
+    tick[p] += static_cast<std::int64_t>(p) * kWindow / s.processes;  // watchers out of phase
   }
   // Busy time per 1 ms bin, filled as kernels are placed (FIFO device).
   constexpr std::int64_t kBin = kMs;
@@ -121,15 +134,21 @@ inline Result Simulate(const Scenario& s) {
       if (std::min(now[q], tick[q]) < std::min(now[p], tick[p])) p = q;
     }
     if (std::min(now[p], tick[p]) >= s.end_ns) break;
+    if (s.lifetime_ns > 0 && std::min(now[p], tick[p]) >= born[p] + s.lifetime_ns) {
+      start_process(p, born[p] + s.lifetime_ns);
+      now[p] = std::max(now[p], born[p]);
+      continue;
+    }
     if (tick[p] <= now[p]) {
       // Events run in time order, so the busy time before the tick is final.
-      limiters[p].Observe(busy_pct(tick[p] - kWindow, tick[p]), tick[p]);
+      std::int64_t from = std::max(tick[p] - kWindow, born[p] / kMs * kMs);
+      limiters[p]->Observe(busy_pct(from, tick[p]), tick[p]);
       tick[p] += kWindow;
       continue;
     }
     Kernel k = Pick(s, now[p], launched[p]);
     std::uint64_t cost = k.blocks * k.threads;
-    std::int64_t wait = limiters[p].Admit(cost, now[p]);
+    std::int64_t wait = limiters[p]->Admit(cost, now[p]);
     if (wait > 0) {
       now[p] += std::min<std::int64_t>(wait, 100 * kMs);
       continue;
