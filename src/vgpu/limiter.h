@@ -88,7 +88,7 @@ class ComputeLimiter {
   // Feeds the container's utilisation (percent, 0..100) measured over the window that ends at
   // now_ns. Every process of the container calls it from its watcher; a window shorter than
   // kMinWindowNs since the last calibration (another process just calibrated) is skipped, so the
-  // container calibrates about once per watcher period whatever its number of processes.
+  // container calibrates at most once per kMinWindowNs whatever its number of processes.
   void Observe(double util_pct, std::int64_t now_ns);
   static constexpr std::int64_t kMinWindowNs = 40'000'000;
 
