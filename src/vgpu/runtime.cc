@@ -178,15 +178,19 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
 }
 
 void ConfigureLimiters(Runtime* rt) {
+  int pct[kMaxDevices];
   rt->any_sm_limit = false;
-  LimiterFile* shared = rt->accounting ? OpenLimiterFile(rt->config.cache_path) : nullptr;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
+    pct[d] = (sm > 0 && sm < 100 && rt->config.policy != kPolicyDisable) ? static_cast<int>(sm) : 0;
+    if (pct[d] > 0) rt->any_sm_limit = true;
+  }
+  // Whole GPUs (no core limit anywhere): the limiter stays out of the way, side file included.
+  LimiterFile* shared =
+      rt->accounting && rt->any_sm_limit ? OpenLimiterFile(rt->config.cache_path) : nullptr;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (shared != nullptr) rt->limiters[d].Share(&shared->dev[d]);
-    std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
-    int pct = (sm > 0 && sm < 100) ? static_cast<int>(sm) : 0;
-    if (rt->config.policy == kPolicyDisable) pct = 0;
-    rt->limiters[d].Configure(pct, NowNs());
-    if (pct > 0) rt->any_sm_limit = true;
+    rt->limiters[d].Configure(pct[d], NowNs());
   }
 }
 

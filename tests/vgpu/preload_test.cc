@@ -378,6 +378,22 @@ TEST_F(PreloadTest, ALaunchIsChargedToItsStreamsDevice) {
   EXPECT_EQ(tokens(0), 0.0);
 }
 
+TEST_F(PreloadTest, WholeGpusAreNeverThrottledOrBlocked) {
+  // A container with no core limit: the monitor's block (recent_kernel = -1) and the switch do
+  // not hold its launches (the priority wait would take 30 s), and no bucket is charged.
+  EXPECT_APP_OK(Run({}, {"bigkernel"}));
+  int fd = open(cache_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::int32_t block = -1;
+  ASSERT_EQ(pwrite(fd, &block, sizeof(block), 2008904), static_cast<ssize_t>(sizeof(block)));
+  close(fd);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_APP_OK(Run({"GPU_CORE_UTILIZATION_POLICY=force"}, {"launch"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  struct stat st;
+  EXPECT_NE(stat((cache_ + ".limiter").c_str(), &st), 0);  // never opened: nothing to share
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";
