@@ -65,7 +65,7 @@ TEST(SmShareTest, BackToBackShortProcessesAreThrottled) {
       s.processes = processes;
       s.lifetime_ns = 150 * kMs;
       Result r = Simulate(s);
-      EXPECT_LE(r.MaxError(limit), processes == 1 ? 5.0 : 12.0)
+      EXPECT_LE(r.MaxError(limit), 5.0)
           << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
     }
   }
