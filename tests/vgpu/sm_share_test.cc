@@ -37,7 +37,7 @@ TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
 TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAverage) {
   // Issue 29 finding 7: 2 s of cheap big grids then 2 s of 1 ms single-block kernels, repeated.
   // The threads charged per unit of GPU time change by 10^6 at each switch; the calibration
-  // restarts on such a jump instead of averaging it out over ~10 s (ed374e3's mean: 47-54 % at
+  // restarts on such a jump instead of averaging it out over ~10 s (47-54 % on average at
   // a 30 % limit). The 2 s windows that span a switch still miss by more than 5 points
   // (docs/vgpu.md "Compute limiter"), and the mean may fall under the limit.
   for (int processes : {1, 4, 16}) {
