@@ -394,6 +394,26 @@ TEST_F(PreloadTest, WholeGpusAreNeverThrottledOrBlocked) {
   EXPECT_NE(stat((cache_ + ".limiter").c_str(), &st), 0);  // never opened: nothing to share
 }
 
+TEST_F(PreloadTest, ALinkInPlaceOfTheSideFileIsNotFollowed) {
+  // Issue 29 finding 5: the side file sits in the container's writable directory. A link there
+  // must not make libvgpu map (and initialise) whatever it points to.
+  std::string target = dir_ + "/elsewhere";
+  {
+    std::FILE* f = std::fopen(target.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("precious", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(symlink(target.c_str(), (cache_ + ".limiter").c_str()), 0);
+  AppResult r =
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"bigkernel"});
+  EXPECT_APP_OK(r);
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8);  // untouched (ed374e3 sized it to the limiter file and wrote it)
+  EXPECT_NE(r.err.find("limiter file"), std::string::npos) << r.err;
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";
