@@ -124,6 +124,13 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
     regime_change = (over && window_ratio > kRegimeRatio * avg_ratio) ||
                     (stalled && window_ratio * kRegimeRatio < avg_ratio);
   }
+  // Nothing admitted for a whole window, behind a debt of over a second, while the device did
+  // next to nothing for the container: the debt was priced by an old regime's rate (one cheap
+  // big grid charged as seconds of GPU time) and is forgiven; the next launch then shows the new
+  // regime's ratio and the rate follows it (above).
+  if (b.rate > 0 && b.window_units == 0 && b.tokens < -b.rate && util_pct < kMinUsefulUtil) {
+    b.tokens = 0;
+  }
   if (!(b.avg_util >= 0) || !(b.avg_rate >= 0) || regime_change) {  // also repairs NaN
     b.avg_rate = admitted_rate;
     b.avg_util = util_pct > kMinUsefulUtil || !regime_change ? util_pct : kMinUsefulUtil;

@@ -39,7 +39,7 @@ TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAver
   // The threads charged per unit of GPU time change by 10^6 at each switch; the calibration
   // restarts on such a jump instead of averaging it out over ~10 s (47-54 % on average at
   // a 30 % limit). The 2 s windows that span a switch still miss by more than 5 points
-  // (docs/vgpu.md "Compute limiter"), and the mean may fall under the limit.
+  // (docs/vgpu.md "Compute limiter").
   for (int processes : {1, 4, 16}) {
     for (int limit : {30, 50}) {
       Scenario s;
@@ -48,7 +48,7 @@ TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAver
       s.mix = Mix::kPhases;
       Result r = Simulate(s);
       EXPECT_LE(r.mean, limit + 5.0) << Name(s);
-      EXPECT_GE(r.mean, limit / 2.0) << Name(s);
+      EXPECT_GE(r.mean, limit - 10.0) << Name(s);
     }
   }
 }
