@@ -32,7 +32,14 @@ std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
       "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
       "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"};
   std::string out = "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n";
-  for (const auto& [name, value] : envs) {
+  // The policy is always written: without it libvgpu would still throttle (a limits file makes
+  // the region's utilization_switch advisory), but a reader of the file sees what applies.
+  std::map<std::string, std::string> with_policy;
+  if (envs.count("GPU_CORE_UTILIZATION_POLICY") == 0) {
+    with_policy = envs;
+    with_policy["GPU_CORE_UTILIZATION_POLICY"] = "default";
+  }
+  for (const auto& [name, value] : with_policy.empty() ? envs : with_policy) {
     for (std::string_view prefix : kPrefixes) {
       if (std::string_view(name).substr(0, prefix.size()) == prefix) {
         out += name + "=" + value + "\n";
@@ -154,6 +161,10 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
       ContainerCacheHostDir(env.hook_path, pod_uid, container.name) + "/" + cache_name;
   out.mounts.push_back({vgpu + "/" + cache_name, cache_host, false});
   out.files.push_back({cache_host, "", 0666});
+  // The compute limiter's side file (docs/vgpu.md "Compute limiter") the same way: a directory or
+  // link put in its place would leave each new process with an uncalibrated bucket of its own.
+  out.mounts.push_back({vgpu + "/" + cache_name + ".limiter", cache_host + ".limiter", false});
+  out.files.push_back({cache_host + ".limiter", "", 0666});
   return out;
 }
 

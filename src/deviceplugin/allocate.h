@@ -94,7 +94,8 @@ std::string ContainerLimitsHostPath(std::string_view hook_path, std::string_view
 
 // The limits file's content: a comment line, then NAME=VALUE for each limit variable among
 // `envs` (CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_MEMORY_SHARED_CACHE,
-// GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY), in name order.
+// GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY), in name order. GPU_CORE_UTILIZATION_POLICY
+// is always present ("default" when `envs` has none).
 std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
 
 // kubelet's replica ID "<uuid>-<n>" back to the UUID: the suffix is stripped when the ID has

@@ -609,56 +609,61 @@ CUresult cuMemMapArrayAsync_ptsz(void* map_info, unsigned int count, CUstream st
   return real(map_info, count, stream);
 }
 
-#define VGPU_LAUNCH_BODY(name, cost, ...) \
-  auto real = VGPU_REAL_CUDA(name);       \
-  if (real == nullptr) return kNoDriver;  \
-  BeforeLaunch(cost);                     \
+// `stream` is the launch's stream (null for the legacy entries without one): the kernel runs on
+// its context's device, which need not be the current context's.
+#define VGPU_LAUNCH_BODY_ON(name, cost, stream, ...) \
+  auto real = VGPU_REAL_CUDA(name);                  \
+  if (real == nullptr) return kNoDriver;             \
+  BeforeLaunch(cost, stream);                        \
   return real(__VA_ARGS__)
+#define VGPU_LAUNCH_BODY(name, cost, ...) VGPU_LAUNCH_BODY_ON(name, cost, nullptr, __VA_ARGS__)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                         CUstream stream, void** params, void** extra) {
-  VGPU_LAUNCH_BODY(cuLaunchKernel, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx, by, bz,
-                   shmem, stream, params, extra);
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernel, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy, gz, bx,
+                      by, bz, shmem, stream, params, extra);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                              CUstream stream, void** params, void** extra) {
-  VGPU_LAUNCH_BODY(cuLaunchKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx, by, bz,
-                   shmem, stream, params, extra);
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy, gz,
+                      bx, by, bz, shmem, stream, params, extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  VGPU_LAUNCH_BODY(cuLaunchKernelEx, ConfigThreads(config), config, f, params, extra);
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx, ConfigThreads(config),
+                      config != nullptr ? config->hStream : nullptr, config, f, params, extra);
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
-  VGPU_LAUNCH_BODY(cuLaunchKernelEx_ptsz, ConfigThreads(config), config, f, params, extra);
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx_ptsz, ConfigThreads(config),
+                      config != nullptr ? config->hStream : nullptr, config, f, params, extra);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shmem, CUstream stream, void** params) {
-  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernel, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz, bx,
-                   by, bz, shmem, stream, params);
+  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy,
+                      gz, bx, by, bz, shmem, stream, params);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                         unsigned int gz, unsigned int bx, unsigned int by,
                                         unsigned int bz, unsigned int shmem, CUstream stream,
                                         void** params) {
-  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), f, gx, gy, gz,
-                   bx, by, bz, shmem, stream, params);
+  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), stream, f,
+                      gx, gy, gz, bx, by, bz, shmem, stream, params);
 }
 
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  VGPU_LAUNCH_BODY(cuGraphLaunch, kGraphLaunchCost, exec, stream);
+  VGPU_LAUNCH_BODY_ON(cuGraphLaunch, kGraphLaunchCost, stream, exec, stream);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  VGPU_LAUNCH_BODY(cuGraphLaunch_ptsz, kGraphLaunchCost, exec, stream);
+  VGPU_LAUNCH_BODY_ON(cuGraphLaunch_ptsz, kGraphLaunchCost, stream, exec, stream);
 }
 
 // The pre-CUDA 4.0 launch API: the block shape was set separately (cuFuncSetBlockShape) and is
@@ -674,8 +679,8 @@ CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
 }
 
 CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
-  VGPU_LAUNCH_BODY(cuLaunchGridAsync, LegacyGridCost(grid_width, grid_height), f, grid_width,
-                   grid_height, stream);
+  VGPU_LAUNCH_BODY_ON(cuLaunchGridAsync, LegacyGridCost(grid_width, grid_height), stream, f,
+                      grid_width, grid_height, stream);
 }
 
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS_st* params,
@@ -685,6 +690,7 @@ CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS_st* params,
 }
 
 #undef VGPU_LAUNCH_BODY
+#undef VGPU_LAUNCH_BODY_ON
 
 }  // extern "C"
 }  // namespace hami::vgpu

@@ -13,15 +13,18 @@ constexpr double kMinUsefulUtil = 0.5;
 constexpr double kMaxStep = 4.0;
 // Weight of the past in the averages, per observation (about 1 s at the watcher's 200 ms).
 constexpr double kSmoothing = 0.8;
+// A window whose utilisation per admitted unit differs from the average by more than this factor
+// starts a new calibration (see Observe).
+constexpr double kRegimeRatio = 4.0;
 
 double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 }  // namespace
 
-bool ThrottleEnabled(int policy, int utilization_switch) {
+bool ThrottleEnabled(int policy, int utilization_switch, bool trusted_policy) {
   if (policy == kPolicyForce) return true;
   if (policy == kPolicyDisable) return false;
-  return utilization_switch != 0;
+  return trusted_policy || utilization_switch != 0;
 }
 
 void ComputeLimiter::LockState() {
@@ -50,20 +53,22 @@ void ComputeLimiter::UnlockState() {
 void ComputeLimiter::Configure(int limit_pct, std::int64_t now_ns) {
   LockState();
   limit_pct_ = limit_pct;
-  if (bucket_ == &own_) {
-    own_.rate = 0;
-    own_.tokens = 0;
-    own_.last_refill_ns = now_ns;
-  } else if (bucket_->last_refill_ns == 0 || bucket_->last_refill_ns > now_ns) {
-    // A fresh shared bucket (or one from before a reboot) starts refilling now; a calibrated
-    // rate and the debt left by the container's other processes are kept.
-    bucket_->last_refill_ns = now_ns;
+  SharedBucket& b = *bucket_;
+  if (bucket_ == &own_ || b.last_refill_ns == 0 || b.last_refill_ns > now_ns ||
+      b.window_start_ns > now_ns) {
+    // A fresh bucket (or a shared one from before a reboot) starts now. A shared bucket in use
+    // keeps its calibrated rate, the debt left by the container's other processes and the
+    // container's window.
+    if (bucket_ == &own_) {
+      b.rate = 0;
+      b.tokens = 0;
+    }
+    b.last_refill_ns = now_ns;
+    b.window_start_ns = now_ns;
+    b.window_units = 0;
+    b.avg_rate = 0;
+    b.avg_util = -1;
   }
-  window_start_ns_ = now_ns;
-  window_units_ = 0;
-  have_average_ = false;
-  avg_rate_ = 0;
-  avg_util_ = 0;
   UnlockState();
 }
 
@@ -86,7 +91,7 @@ std::int64_t ComputeLimiter::Admit(std::uint64_t cost, std::int64_t now_ns) {
   }
   if (wait_ns == 0) {
     b.tokens -= static_cast<double>(cost);
-    window_units_ += static_cast<double>(cost);
+    b.window_units += static_cast<double>(cost);
   }
   UnlockState();
   return wait_ns;
@@ -96,37 +101,65 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
   if (!active()) return;
   LockState();
   SharedBucket& b = *bucket_;
-  double seconds = static_cast<double>(now_ns - window_start_ns_) / kNsPerS;
-  if (seconds > 0) {
-    double admitted_rate = window_units_ / seconds;
-    if (!have_average_) {
-      avg_rate_ = admitted_rate;
-      avg_util_ = util_pct;
-      have_average_ = true;
-    } else {
-      avg_rate_ = kSmoothing * avg_rate_ + (1 - kSmoothing) * admitted_rate;
-      avg_util_ = kSmoothing * avg_util_ + (1 - kSmoothing) * util_pct;
-    }
+  std::int64_t window_ns = now_ns - b.window_start_ns;
+  if (window_ns < kMinWindowNs) {
+    UnlockState();
+    return;
+  }
+  double admitted_rate = b.window_units / (static_cast<double>(window_ns) / kNsPerS);
+  // A regime change: this window's utilisation per admitted unit/s is off the averaged one by
+  // more than kRegimeRatio (the app switched from cheap big grids to long small ones, or back).
+  // The averages would take seconds to forget the old regime, so they restart from this window,
+  // the rate jumps to it unclamped and the debt priced in the old regime is forgiven.
+  bool regime_change = false;
+  if (b.rate > 0 && admitted_rate > 0 && b.avg_rate > 0 && b.avg_util >= kMinUsefulUtil) {
+    double window_ratio = (util_pct > kMinUsefulUtil ? util_pct : kMinUsefulUtil) / admitted_rate;
+    double avg_ratio = b.avg_util / b.avg_rate;
     double limit = static_cast<double>(limit_pct_);
-    if (avg_util_ >= kMinUsefulUtil && avg_rate_ > 0) {
-      // Utilisation per admitted unit/s, from averages over the same horizon (robust to a
-      // measurement that lags the admissions, and to few large kernels per window).
-      double target = avg_rate_ * limit / avg_util_;
-      if (b.rate <= 0) {
-        // First calibration: only start throttling once the limit is actually exceeded. The
-        // uncalibrated consumption is forgiven rather than paid back with a long stall.
-        if (util_pct > limit || avg_util_ > limit) {
-          b.rate = target;
-          b.tokens = 0;
-          b.last_refill_ns = now_ns;
-        }
-      } else {
-        b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
+    // Only a window far over the limit, or far under it while a debt of over a second holds the
+    // container back, is evidence; lagging or noisy readings near the limit are not.
+    double high = 1.5 * limit < (limit + 100) / 2 ? 1.5 * limit : (limit + 100) / 2;
+    bool over = util_pct > high && util_pct > limit + 5;
+    bool stalled = util_pct < limit / 2 && b.tokens < -b.rate;
+    regime_change = (over && window_ratio > kRegimeRatio * avg_ratio) ||
+                    (stalled && window_ratio * kRegimeRatio < avg_ratio);
+  }
+  // Nothing admitted for a whole window, behind a debt of over a second, while the device did
+  // next to nothing for the container: the debt was priced by an old regime's rate (one cheap
+  // big grid charged as seconds of GPU time) and is forgiven; the next launch then shows the new
+  // regime's ratio and the rate follows it (above).
+  if (b.rate > 0 && b.window_units == 0 && b.tokens < -b.rate && util_pct < kMinUsefulUtil) {
+    b.tokens = 0;
+  }
+  if (!(b.avg_util >= 0) || !(b.avg_rate >= 0) || regime_change) {  // also repairs NaN
+    b.avg_rate = admitted_rate;
+    b.avg_util = util_pct > kMinUsefulUtil || !regime_change ? util_pct : kMinUsefulUtil;
+  } else {
+    b.avg_rate = kSmoothing * b.avg_rate + (1 - kSmoothing) * admitted_rate;
+    b.avg_util = kSmoothing * b.avg_util + (1 - kSmoothing) * util_pct;
+  }
+  double limit = static_cast<double>(limit_pct_);
+  if (b.avg_util >= kMinUsefulUtil && b.avg_rate > 0) {
+    // Utilisation per admitted unit/s, from averages over the same horizon (robust to a
+    // measurement that lags the admissions, and to few large kernels per window).
+    double target = b.avg_rate * limit / b.avg_util;
+    if (!(b.rate > 0)) {
+      // First calibration: only start throttling once the limit is actually exceeded. The
+      // uncalibrated consumption is forgiven rather than paid back with a long stall.
+      if (util_pct > limit || b.avg_util > limit) {
+        b.rate = target;
+        b.tokens = 0;
+        b.last_refill_ns = now_ns;
       }
+    } else if (regime_change) {
+      b.rate = target;
+      if (b.tokens < 0) b.tokens = 0;
+    } else {
+      b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
     }
   }
-  window_start_ns_ = now_ns;
-  window_units_ = 0;
+  b.window_start_ns = now_ns;
+  b.window_units = 0;
   UnlockState();
 }
 

@@ -22,34 +22,54 @@
 namespace hami::vgpu {
 
 // Whether launches are throttled at all, from GPU_CORE_UTILIZATION_POLICY and the monitor's
-// utilization_switch: FORCE always, DISABLE never, default follows the switch.
-bool ThrottleEnabled(int policy, int utilization_switch);
+// utilization_switch: FORCE always, DISABLE never, default follows the switch. With a trusted
+// policy (it came from the device plugin's read-only limits file) the switch, a word of the
+// region every process of the container can write, cannot turn throttling off: default throttles
+// like FORCE.
+bool ThrottleEnabled(int policy, int utilization_switch, bool trusted_policy);
 
 // The bucket of one device: what every process of a container shares (through the limiter side
 // file, limiter_file.h) so a new process starts with the calibrated rate and the others' debt
 // instead of running unthrottled until its own first measurement. Plain data: it may live in
 // shared memory. `lock` is a spinlock word (0 = free); a holder that died inside the few
 // instructions it guards is overtaken after a bounded spin.
+//
+// The calibration is the container's, not a process's: the units every process admitted since the
+// last calibration are summed here (window_*), and the measured utilisation is the container's,
+// so the rate is C_container * L / U. Each process computing it from its own units would set the
+// shared rate to about L/N with N busy processes.
 struct SharedBucket {
   std::uint32_t lock;
   std::uint32_t reserved;
-  double rate;                  // units/s, 0 = uncalibrated
-  double tokens;                // negative = debt
-  std::int64_t last_refill_ns;  // CLOCK_MONOTONIC (one clock for every process on the host)
+  double rate;                   // units/s, 0 = uncalibrated
+  double tokens;                 // negative = debt
+  std::int64_t last_refill_ns;   // CLOCK_MONOTONIC (one clock for every process on the host)
+  std::int64_t window_start_ns;  // start of the container's current observation window
+  double window_units;           // units admitted by every process since window_start_ns
+  double avg_rate;               // container's admitted units/s, exponentially averaged
+  double avg_util;               // measured percent, averaged the same way (< 0: no average yet)
 };
-static_assert(sizeof(SharedBucket) == 32);
+static_assert(sizeof(SharedBucket) == 64);
 
 // The limiter side file, "<region file>.limiter" (0666, beside the region; the monitor's
 // "*.cache" glob does not match it): one SharedBucket per container device index. Not part of
 // the HAMi-core region contract, so the region layout stays byte-compatible.
 inline constexpr std::uint32_t kLimiterFileMagic = 0x4d494c48;  // "HLIM"
+inline constexpr std::uint32_t kLimiterFileVersion = 2;
 struct LimiterFile {
   std::uint32_t magic;
-  std::uint32_t version;  // 1
+  std::uint32_t version;  // kLimiterFileVersion; another version is reinitialised
   std::uint64_t reserved;
   SharedBucket dev[16];
 };
-static_assert(sizeof(LimiterFile) == 16 + 16 * 32);
+static_assert(sizeof(LimiterFile) == 16 + 16 * 64);
+
+// The utilisation watcher of each process (runtime.cc) feeds Observe kWatcherFirstNs after its
+// first throttled launch, then every kWatcherPeriodNs. The first measurement comes early so a
+// container whose processes each live less than a period still calibrates (issue 29: back-to-back
+// 150 ms processes ran unthrottled).
+inline constexpr std::int64_t kWatcherFirstNs = 50'000'000;
+inline constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
 
 class ComputeLimiter {
  public:
@@ -65,8 +85,12 @@ class ComputeLimiter {
   // wait before asking again (nothing charged). Thread-safe; allocation-free.
   std::int64_t Admit(std::uint64_t cost, std::int64_t now_ns);
 
-  // Feeds the utilisation (percent, 0..100) measured over the window that ends at now_ns.
+  // Feeds the container's utilisation (percent, 0..100) measured over the window that ends at
+  // now_ns. Every process of the container calls it from its watcher; a window shorter than
+  // kMinWindowNs since the last calibration (another process just calibrated) is skipped, so the
+  // container calibrates at most once per kMinWindowNs whatever its number of processes.
   void Observe(double util_pct, std::int64_t now_ns);
+  static constexpr std::int64_t kMinWindowNs = 40'000'000;
 
   // Uses `bucket` (shared with other processes) for the rate, tokens and refill time from now
   // on; a calibrated rate already there is adopted at once. Call before the limiter is used.
@@ -92,11 +116,6 @@ class ComputeLimiter {
   int limit_pct_ = 0;
   SharedBucket own_{};
   SharedBucket* bucket_ = &own_;
-  std::int64_t window_start_ns_ = 0;
-  double window_units_ = 0;
-  bool have_average_ = false;
-  double avg_rate_ = 0;  // admitted units/s, exponentially averaged over observations
-  double avg_util_ = 0;  // measured percent, averaged the same way
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
 };
 

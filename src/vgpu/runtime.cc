@@ -32,7 +32,6 @@ std::atomic<bool> g_guardian_started{false};
 
 constexpr std::size_t kAllocTableCapacity = 1 << 12;
 constexpr std::size_t kVmmTableCapacity = 1 << 10;
-constexpr std::int64_t kWatcherPeriodNs = 200'000'000;
 constexpr std::int64_t kMaxSleepNs = 100'000'000;
 // A monitor that died with recent_kernel < 0 must not stall the application forever.
 constexpr int kMaxPriorityWaitRounds = 300;
@@ -159,27 +158,33 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
   if (g_limiter_file != nullptr) return g_limiter_file;
   char path[600];
   std::snprintf(path, sizeof(path), "%s.limiter", region_path);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return nullptr;
-  fchmod(fd, 0666);
+  // The device plugin makes it a file mount (docs/vgpu.md "Compute limiter"); a link or anything
+  // but a regular file in its place is not followed.
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
   void* map = MAP_FAILED;
   struct stat st;
-  if (lockf(fd, F_LOCK, 0) == 0) {
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) fchmod(fd, 0666);
+  if (fd >= 0 && lockf(fd, F_LOCK, 0) == 0) {
     if (fstat(fd, &st) == 0 && (st.st_size >= static_cast<off_t>(sizeof(LimiterFile)) ||
                                 ftruncate(fd, sizeof(LimiterFile)) == 0)) {
       map = mmap(nullptr, sizeof(LimiterFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     if (map != MAP_FAILED) {
       auto* file = static_cast<LimiterFile*>(map);
-      if (__atomic_load_n(&file->magic, __ATOMIC_ACQUIRE) != kLimiterFileMagic) {
+      if (__atomic_load_n(&file->magic, __ATOMIC_ACQUIRE) != kLimiterFileMagic ||
+          file->version != kLimiterFileVersion) {
         std::memset(static_cast<void*>(file), 0, sizeof(*file));
-        file->version = 1;
+        file->version = kLimiterFileVersion;
         __atomic_store_n(&file->magic, kLimiterFileMagic, __ATOMIC_RELEASE);
       }
     }
     lockf(fd, F_ULOCK, 0);
   }
-  close(fd);
+  if (fd >= 0) close(fd);
   if (map == MAP_FAILED) {
     VGPU_WARN("limiter file \"%s\" unusable; each process calibrates on its own", path);
     return nullptr;
@@ -216,15 +221,19 @@ void StartGuardian(Runtime* rt) {
 }
 
 void ConfigureLimiters(Runtime* rt) {
+  int pct[kMaxDevices];
   rt->any_sm_limit = false;
-  LimiterFile* shared = rt->accounting ? OpenLimiterFile(rt->config.cache_path) : nullptr;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
+    pct[d] = (sm > 0 && sm < 100 && rt->config.policy != kPolicyDisable) ? static_cast<int>(sm) : 0;
+    if (pct[d] > 0) rt->any_sm_limit = true;
+  }
+  // Whole GPUs (no core limit anywhere): the limiter stays out of the way, side file included.
+  LimiterFile* shared =
+      rt->accounting && rt->any_sm_limit ? OpenLimiterFile(rt->config.cache_path) : nullptr;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (shared != nullptr) rt->limiters[d].Share(&shared->dev[d]);
-    std::uint64_t sm = rt->accounting ? rt->region.SmLimit(d) : rt->config.sm_limit[d];
-    int pct = (sm > 0 && sm < 100) ? static_cast<int>(sm) : 0;
-    if (rt->config.policy == kPolicyDisable) pct = 0;
-    rt->limiters[d].Configure(pct, NowNs());
-    if (pct > 0) rt->any_sm_limit = true;
+    rt->limiters[d].Configure(pct[d], NowNs());
   }
 }
 
@@ -315,8 +324,8 @@ void* WatcherMain(void* arg) {
   timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   unsigned long long last_seen = static_cast<unsigned long long>(wall.tv_sec) * 1000000ULL;
-  for (;;) {
-    SleepNs(kWatcherPeriodNs);
+  for (bool first = true;; first = false) {
+    SleepNs(first ? kWatcherFirstNs : kWatcherPeriodNs);
     if (!rt->nvml_ready.load() || by_index == nullptr || !rt->accounting) continue;
     for (int d = 0; d < kMaxDevices && d < rt->nvml_count; ++d) {
       if (!rt->limiters[d].active()) continue;
@@ -535,7 +544,38 @@ int CurrentNvmlIndex(Runtime* rt) {
   return NvmlIndexOf(rt, dev);
 }
 
-void BeforeLaunch(std::uint64_t cost) {
+int StreamNvmlIndex(Runtime* rt, CUstream stream) {
+  if (reinterpret_cast<std::uintptr_t>(stream) <= 2) return CurrentNvmlIndex(rt);
+  auto get_ctx = VGPU_REAL_CUDA(cuStreamGetCtx);
+  auto current = VGPU_REAL_CUDA(cuCtxGetCurrent);
+  CUcontext ctx = nullptr;
+  CUcontext cur = nullptr;
+  if (get_ctx == nullptr || current == nullptr || get_ctx(stream, &ctx) != CUDA_SUCCESS ||
+      ctx == nullptr || current(&cur) != CUDA_SUCCESS || ctx == cur) {
+    return CurrentNvmlIndex(rt);
+  }
+  // Another context's stream: its device, found by making it current for one call. A context's
+  // device never changes, so the last answer is kept per thread.
+  thread_local CUcontext last_ctx = nullptr;
+  thread_local int last_index = -1;
+  if (ctx == last_ctx) return last_index;
+  auto push = VGPU_REAL_CUDA(cuCtxPushCurrent_v2);
+  auto pop = VGPU_REAL_CUDA(cuCtxPopCurrent_v2);
+  auto get_dev = VGPU_REAL_CUDA(cuCtxGetDevice);
+  if (push == nullptr || pop == nullptr || get_dev == nullptr || push(ctx) != CUDA_SUCCESS) {
+    return CurrentNvmlIndex(rt);
+  }
+  CUdevice dev = 0;
+  CUresult r = get_dev(&dev);
+  CUcontext popped = nullptr;
+  pop(&popped);
+  if (r != CUDA_SUCCESS) return CurrentNvmlIndex(rt);
+  last_ctx = ctx;
+  last_index = NvmlIndexOf(rt, dev);
+  return last_index;
+}
+
+void BeforeLaunch(std::uint64_t cost, CUstream stream) {
   Runtime* rt = Rt();
   if (!rt->accounting) return;
   hami_shared_region_t* r = rt->region.raw();
@@ -549,10 +589,10 @@ void BeforeLaunch(std::uint64_t cost) {
     if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
     return;
   }
-  int dev = CurrentNvmlIndex(rt);
+  int dev = StreamNvmlIndex(rt, stream);
   if (dev < 0 || !rt->limiters[dev].active() ||
-      !ThrottleEnabled(rt->config.policy,
-                       __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED))) {
+      !ThrottleEnabled(rt->config.policy, __atomic_load_n(&r->utilization_switch, __ATOMIC_RELAXED),
+                       rt->config.from_limits_file)) {
     if (__atomic_load_n(&r->recent_kernel, __ATOMIC_RELAXED) >= 0) MarkRecentKernel(r);
     return;
   }

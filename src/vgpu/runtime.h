@@ -115,9 +115,14 @@ CUresult RefuseUnaccounted(int dev, std::uint64_t bytes, const char* why);
 // Monotonic clock in ns (the limiter's time base in production).
 std::int64_t NowNs();
 
-// Throttles one launch of `cost` units (threads) on the current device; returns when the launch
+// Container index of the device `stream` runs on: its context's device (cuStreamGetCtx), which
+// is not the current context's when the stream was made in another one; the current context's
+// for the default streams (null, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). -1 when unknown.
+int StreamNvmlIndex(Runtime* rt, CUstream stream);
+
+// Throttles one launch of `cost` units (threads) on `stream`'s device; returns when the launch
 // may proceed. No allocation.
-void BeforeLaunch(std::uint64_t cost);
+void BeforeLaunch(std::uint64_t cost, CUstream stream);
 
 }  // namespace hami::vgpu
 

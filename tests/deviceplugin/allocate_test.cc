@@ -30,6 +30,9 @@ std::vector<MountSpec> StandardMounts(const std::string& container, bool preload
                "/usr/local/vgpu/limits/uid-1_" + container + ".limits", true});
   m.push_back({"/usr/local/vgpu/" + cache_id + ".cache",
                "/usr/local/vgpu/containers/uid-1_" + container + "/" + cache_id + ".cache", false});
+  m.push_back({"/usr/local/vgpu/" + cache_id + ".cache.limiter",
+               "/usr/local/vgpu/containers/uid-1_" + container + "/" + cache_id + ".cache.limiter",
+               false});
   return m;
 }
 
@@ -131,7 +134,7 @@ TEST(Allocate, MountsTable) {
   env.license_present = true;
   auto full =
       BuildContainerAllocation({{"GPU-a", "NVIDIA", 1, 0}}, {"c", false}, "uid-1", "id", env);
-  ASSERT_EQ(full.mounts.size(), 8u);
+  ASSERT_EQ(full.mounts.size(), 9u);
   EXPECT_EQ(full.mounts[0].host_path, "/usr/local/vgpu/libvgpu.so.v2.10");
   EXPECT_EQ(full.mounts[4], (MountSpec{"/tmp/license", "/usr/local/vgpu/license", true}));
   EXPECT_EQ(full.mounts[5].container_path, "/usr/bin/vgpuvalidator");
@@ -154,17 +157,24 @@ TEST(Allocate, LimitsFileOutOfTheContainersReach) {
   auto a = BuildContainerAllocation({{"GPU-a", "NVIDIA", 1000, 30}, {"GPU-b", "NVIDIA", 2000, 30}},
                                     {"main", false, "0"}, "uid-1", "id7", env);
   // Host side outside the container's writable cache dir; read-only beside the library inside.
-  ASSERT_EQ(a.files.size(), 2u);
+  ASSERT_EQ(a.files.size(), 3u);
   EXPECT_EQ(a.files[0].host_path, "/usr/local/vgpu/limits/uid-1_main.limits");
   EXPECT_EQ(a.files[0].mode, 0644u);
   ASSERT_GE(a.mounts.size(), 2u);
   EXPECT_EQ(
-      a.mounts[a.mounts.size() - 2],
+      a.mounts[a.mounts.size() - 3],
       (MountSpec{"/usr/local/vgpu/vgpu.limits", "/usr/local/vgpu/limits/uid-1_main.limits", true}));
   // The region file is a file mount of its own: it cannot be deleted from inside.
-  EXPECT_EQ(a.mounts.back(), (MountSpec{"/usr/local/vgpu/id7.cache",
-                                        "/usr/local/vgpu/containers/uid-1_main/id7.cache", false}));
+  EXPECT_EQ(a.mounts[a.mounts.size() - 2],
+            (MountSpec{"/usr/local/vgpu/id7.cache",
+                       "/usr/local/vgpu/containers/uid-1_main/id7.cache", false}));
   EXPECT_EQ(a.files[1], (FileSpec{"/usr/local/vgpu/containers/uid-1_main/id7.cache", "", 0666}));
+  // So is the compute limiter's side file: it cannot be replaced by a directory from inside.
+  EXPECT_EQ(a.mounts.back(),
+            (MountSpec{"/usr/local/vgpu/id7.cache.limiter",
+                       "/usr/local/vgpu/containers/uid-1_main/id7.cache.limiter", false}));
+  EXPECT_EQ(a.files[2],
+            (FileSpec{"/usr/local/vgpu/containers/uid-1_main/id7.cache.limiter", "", 0666}));
   EXPECT_EQ(a.files[0].content,
             "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n"
             "CUDA_DEVICE_MEMORY_LIMIT_0=1000m\n"
@@ -196,7 +206,7 @@ TEST(Allocate, PositionalFirstNonEmptyEntries) {
   EXPECT_EQ(second->consumed, std::vector<size_t>{2});
   EXPECT_EQ(second->remaining, ";;;");
   EXPECT_EQ(second->containers[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2000m");
-  EXPECT_EQ(second->containers[0].mounts.size(), 5u);  // app2 disables control
+  EXPECT_EQ(second->containers[0].mounts.size(), 6u);  // app2 disables control
 
   // Both in one call.
   pod.to_allocate = ";GPU-a,NVIDIA,1000,0:;GPU-b,NVIDIA,2000,0:;";

@@ -183,7 +183,7 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
                       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", vgpu + "/cache-1.cache"},
                       {"CUDA_TASK_PRIORITY", "0"},
                       {"LIBCUDA_LOG_LEVEL", "1"}}));
-  ASSERT_EQ(c.mounts_size(), 6);
+  ASSERT_EQ(c.mounts_size(), 7);
   EXPECT_EQ(c.mounts(0).container_path(), vgpu + "/libvgpu.so");
   EXPECT_TRUE(c.mounts(0).read_only());
   EXPECT_EQ(c.mounts(1).container_path(), vgpu);
@@ -200,6 +200,9 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
   EXPECT_EQ(c.mounts(5).host_path(), vgpu + "/containers/" + uid_ + "_main/cache-1.cache");
   EXPECT_FALSE(c.mounts(5).read_only());
   EXPECT_TRUE(fs::exists(c.mounts(5).host_path()));
+  EXPECT_EQ(c.mounts(6).container_path(), vgpu + "/cache-1.cache.limiter");
+  EXPECT_FALSE(c.mounts(6).read_only());
+  EXPECT_TRUE(fs::is_regular_file(c.mounts(6).host_path()));
   std::ifstream limits(c.mounts(4).host_path());
   std::stringstream limits_text;
   limits_text << limits.rdbuf();
@@ -210,7 +213,8 @@ TEST_F(PluginTest, AllocateSeedDispatchEndsInSuccess) {
                 vgpu +
                 "/cache-1.cache\n"
                 "CUDA_DEVICE_SM_LIMIT=0\n"
-                "CUDA_TASK_PRIORITY=0\n");
+                "CUDA_TASK_PRIORITY=0\n"
+                "GPU_CORE_UTILIZATION_POLICY=default\n");
 
   auto ann = PodAnnotations("gpu-pod");
   EXPECT_EQ(ann["hami.io/bind-phase"], "success");

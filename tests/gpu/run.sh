@@ -347,5 +347,16 @@ PY
   row "device plugin: MIG profiles = nvidia-smi" "$n_mig GPUs match" "$n_ok match" "$r"
 fi
 
+# Issue 29's scenarios, each its own script (exit 77 where it cannot run, e.g. without nvcc).
+for extra in vgpu_memory vgpu_sm; do
+  BUILD="$BUILD" bash "$ROOT/tests/gpu/$extra.sh" >"$WORK/$extra.log" 2>&1
+  rc=$?
+  case $rc in
+    0) r=PASS ;; 77) r=SKIP ;; *) r=FAIL ;;
+  esac
+  row "tests/gpu/$extra.sh" "exit 0" "exit $rc" "$r"
+  [[ $r == PASS ]] || tail -20 "$WORK/$extra.log"
+done
+
 print_tables
 exit "$FAILED"

@@ -293,6 +293,7 @@ class E2eTest : public ::testing::Test {
                    true);
     const std::string name = cache.substr(cache.rfind('/') + 1);
     m.emplace_back(cache, dir + "/" + name, false);
+    m.emplace_back(cache + ".limiter", dir + "/" + name + ".limiter", false);  // compute limiter
     return m;
   }
 

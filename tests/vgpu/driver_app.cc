@@ -728,6 +728,22 @@ void BigKernel() {
            CUDA_SUCCESS);
 }
 
+// streamkernel: from device 0's context, one 2^30-thread launch on a stream of device 1's context
+// (the fake's stream handle is its context's handle); the current context stays device 0's.
+void StreamKernel() {
+  UseDevice(0);
+  CUcontext ctx0 = nullptr;
+  CHECK_EQ(cuCtxGetCurrent(&ctx0), CUDA_SUCCESS);
+  CUcontext ctx1 = nullptr;
+  CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx1, 1), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernel(nullptr, 1 << 20, 1, 1, 1024, 1, 1, 0, reinterpret_cast<CUstream>(ctx1),
+                          nullptr, nullptr),
+           CUDA_SUCCESS);
+  CUcontext after = nullptr;
+  CHECK_EQ(cuCtxGetCurrent(&after), CUDA_SUCCESS);
+  CHECK_EQ(reinterpret_cast<std::uintptr_t>(after), reinterpret_cast<std::uintptr_t>(ctx0));
+}
+
 // releasemapped <limit>: a VMM handle released while mapped stays charged until its last unmap
 // (the driver keeps the memory until then).
 void ReleaseMapped(char** argv) {
@@ -1758,6 +1774,8 @@ int main(int argc, char** argv) {
     GraphMem(argv);
   } else if (s == "bigkernel") {
     BigKernel();
+  } else if (s == "streamkernel") {
+    StreamKernel();
   } else if (s == "launch") {
     Launch();
   } else if (s == "hold" && argc == 4) {

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "vgpu/env.h"
 
@@ -20,11 +22,18 @@ constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kUs = 1'000;
 
 TEST(ThrottleEnabledTest, PolicyAndSwitch) {
-  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 0));
-  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 1));
-  EXPECT_FALSE(ThrottleEnabled(kPolicyDisable, 1));
-  EXPECT_FALSE(ThrottleEnabled(kPolicyDefault, 0));
-  EXPECT_TRUE(ThrottleEnabled(kPolicyDefault, 1));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 0, false));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 1, false));
+  EXPECT_FALSE(ThrottleEnabled(kPolicyDisable, 1, false));
+  EXPECT_FALSE(ThrottleEnabled(kPolicyDefault, 0, false));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyDefault, 1, false));
+}
+
+TEST(ThrottleEnabledTest, ARegionSwitchCannotOverrideTheLimitsFile) {
+  // Issue 29 finding 1: utilization_switch = 0 written into the region stopped throttling.
+  EXPECT_TRUE(ThrottleEnabled(kPolicyDefault, 0, true));
+  EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 0, true));
+  EXPECT_FALSE(ThrottleEnabled(kPolicyDisable, 1, true));
 }
 
 TEST(ComputeLimiterTest, InactiveLimitsNeverWait) {
@@ -238,6 +247,67 @@ TEST(ComputeLimiterSimTest, CostModelMismatchAndIdlePhase) {
     for (bool lagged : {false, true}) {
       SimCase c{limit, 0, 0, /*sync=*/true, lagged, /*mixed=*/true};
       EXPECT_NEAR(Simulate(c), limit, 5.0) << Name(c);
+    }
+  }
+}
+
+// N processes of one container on one simulated GPU, each with its own limiter sharing one bucket
+// (the side file), each launching asynchronously as fast as admitted and each observing the
+// container's utilisation from its own watcher, the watchers out of phase. Returns the container's
+// mean utilisation over the last 20 of 30 simulated seconds.
+double SimulateProcesses(int limit, int processes, std::int64_t kernel_ns, std::uint64_t cost) {
+  constexpr std::int64_t kWindow = 200 * kMs;
+  constexpr std::int64_t kEnd = 30'000 * kMs;
+  constexpr std::int64_t kMeasureFrom = 10'000 * kMs;
+  constexpr std::int64_t kMaxQueue = 50 * kMs;
+  SharedBucket bucket{};
+  std::vector<ComputeLimiter> limiters(processes);
+  std::vector<std::int64_t> now(processes, 0);
+  std::vector<std::int64_t> tick(processes);
+  for (int p = 0; p < processes; ++p) {
+    limiters[p].Share(&bucket);
+    limiters[p].Configure(limit, 0);
+    tick[p] = kWindow + p * kWindow / processes;
+  }
+  SimGpu gpu;
+  std::int64_t sample = kMeasureFrom + kWindow;  // the share as NVML reports it, per window
+  double sum = 0;
+  int windows = 0;
+  for (;;) {
+    int p = 0;
+    for (int q = 1; q < processes; ++q) {
+      if (std::min(now[q], tick[q]) < std::min(now[p], tick[p])) p = q;
+    }
+    if (std::min(now[p], tick[p]) >= kEnd) break;
+    if (sample <= std::min(now[p], tick[p])) {
+      sum += gpu.Util(sample - kWindow, sample);
+      ++windows;
+      sample += kWindow;
+    }
+    if (tick[p] <= now[p]) {
+      limiters[p].Observe(gpu.Util(tick[p] - kWindow, tick[p]), tick[p]);
+      tick[p] += kWindow;
+      continue;
+    }
+    std::int64_t wait = limiters[p].Admit(cost, now[p]);
+    if (wait > 0) {
+      now[p] += wait < 100 * kMs ? wait : 100 * kMs;
+      continue;
+    }
+    std::int64_t done = gpu.Run(now[p], kernel_ns);
+    now[p] += 5 * kUs;
+    if (done - now[p] > kMaxQueue * processes) now[p] = done - kMaxQueue * processes;
+  }
+  return sum / windows;
+}
+
+TEST(ComputeLimiterSimTest, ProcessesOfAContainerShareOneLimit) {
+  // Issue 29 finding 7: four processes got 11.4 % of a 30 % limit together, each computing the
+  // shared rate from its own units (about L/N).
+  for (int processes : {1, 4, 16}) {
+    for (int limit : {10, 30, 50, 90}) {
+      EXPECT_NEAR(SimulateProcesses(limit, processes, 2 * kMs, 128 * 256), limit, 5.0)
+          << "processes=" << processes << " limit=" << limit;
     }
   }
 }

@@ -342,6 +342,78 @@ TEST_F(PreloadTest, ANewProcessStartsThrottled) {
   EXPECT_LT(bucket(2), -1e8);
 }
 
+TEST_F(PreloadTest, ARegionWriteOfTheSwitchDoesNotStopThrottling) {
+  // Issue 29 finding 1: the plugin's limits file sets a core limit (policy default); a process of
+  // the container writes utilization_switch = 0 into the region. Launches stay charged.
+  UseLimitsFile("CUDA_DEVICE_SM_LIMIT=50\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + cache_ + "\n");
+  std::vector<std::string> env = {"FAKE_NVML_SM_UTIL=100"};
+  EXPECT_APP_OK(Run(env, {"watch", "100"}));
+  int fd = open(cache_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::int32_t off = 0;
+  ASSERT_EQ(pwrite(fd, &off, sizeof(off), 2008900), static_cast<ssize_t>(sizeof(off)));
+  close(fd);
+  EXPECT_APP_OK(Run(env, {"bigkernel"}));
+  double tokens = 0;
+  fd = open((cache_ + ".limiter").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pread(fd, &tokens, sizeof(tokens), 32), static_cast<ssize_t>(sizeof(tokens)));
+  close(fd);
+  EXPECT_LT(tokens, -1e8);
+}
+
+TEST_F(PreloadTest, ALaunchIsChargedToItsStreamsDevice) {
+  // Issue 29 finding 7: a launch on device 1's stream from device 0's context was charged to
+  // device 0, so device 1 ran unthrottled.
+  EXPECT_APP_OK(
+      Run({"CUDA_DEVICE_SM_LIMIT_1=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"streamkernel"}));
+  auto tokens = [&](int dev) {  // "<region>.limiter": 16-byte header, 64-byte buckets
+    double value = 0;
+    int fd = open((cache_ + ".limiter").c_str(), O_RDONLY);
+    if (fd < 0 || pread(fd, &value, sizeof(value), 16 + 64 * dev + 16) != sizeof(value)) value = 0;
+    if (fd >= 0) close(fd);
+    return value;
+  };
+  EXPECT_LT(tokens(1), -1e8);
+  EXPECT_EQ(tokens(0), 0.0);
+}
+
+TEST_F(PreloadTest, WholeGpusAreNeverThrottledOrBlocked) {
+  // A container with no core limit: the monitor's block (recent_kernel = -1) and the switch do
+  // not hold its launches (the priority wait would take 30 s), and no bucket is charged.
+  EXPECT_APP_OK(Run({}, {"bigkernel"}));
+  int fd = open(cache_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::int32_t block = -1;
+  ASSERT_EQ(pwrite(fd, &block, sizeof(block), 2008904), static_cast<ssize_t>(sizeof(block)));
+  close(fd);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_APP_OK(Run({"GPU_CORE_UTILIZATION_POLICY=force"}, {"launch"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  struct stat st;
+  EXPECT_NE(stat((cache_ + ".limiter").c_str(), &st), 0);  // never opened: nothing to share
+}
+
+TEST_F(PreloadTest, ALinkInPlaceOfTheSideFileIsNotFollowed) {
+  // Issue 29 finding 5: the side file sits in the container's writable directory. A link there
+  // must not make libvgpu map (and initialise) whatever it points to.
+  std::string target = dir_ + "/elsewhere";
+  {
+    std::FILE* f = std::fopen(target.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("precious", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(symlink(target.c_str(), (cache_ + ".limiter").c_str()), 0);
+  AppResult r =
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"bigkernel"});
+  EXPECT_APP_OK(r);
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8);  // untouched (ed374e3 sized it to the limiter file and wrote it)
+  EXPECT_NE(r.err.find("limiter file"), std::string::npos) << r.err;
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";

@@ -1,0 +1,75 @@
+// The SM share a container gets under the compute limiter, on the simulated GPU of sm_sim.h:
+// 1, 4 and 16 processes, 10-90 %, 132 and 188 SMs, uniform and mixed kernel sizes. The target
+// (issue 29): the share over every 2 s window after calibration within 5 points of the limit.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/vgpu/sm_sim.h"
+
+namespace hami::vgpu::sim {
+namespace {
+
+std::string Name(const Scenario& s) {
+  return MixName(s.mix) + " sms=" + std::to_string(s.sms) +
+         " processes=" + std::to_string(s.processes) + " limit=" + std::to_string(s.limit);
+}
+
+TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
+  for (Mix mix : {Mix::kUniform, Mix::kAlternating}) {
+    for (int sms : {132, 188}) {
+      for (int processes : {1, 4, 16}) {
+        for (int limit : {10, 30, 50, 70, 90}) {
+          Scenario s;
+          s.limit = limit;
+          s.processes = processes;
+          s.sms = sms;
+          s.mix = mix;
+          Result r = Simulate(s);
+          EXPECT_LE(r.MaxError(limit), 5.0)
+              << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
+        }
+      }
+    }
+  }
+}
+
+TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAverage) {
+  // Issue 29 finding 7: 2 s of cheap big grids then 2 s of 1 ms single-block kernels, repeated.
+  // The threads charged per unit of GPU time change by 10^6 at each switch; the calibration
+  // restarts on such a jump instead of averaging it out over ~10 s (47-54 % on average at
+  // a 30 % limit). The 2 s windows that span a switch still miss by more than 5 points
+  // (docs/vgpu.md "Compute limiter").
+  for (int processes : {1, 4, 16}) {
+    for (int limit : {30, 50}) {
+      Scenario s;
+      s.limit = limit;
+      s.processes = processes;
+      s.mix = Mix::kPhases;
+      Result r = Simulate(s);
+      EXPECT_LE(r.mean, limit + 5.0) << Name(s);
+      EXPECT_GE(r.mean, limit - 10.0) << Name(s);
+    }
+  }
+}
+
+TEST(SmShareTest, BackToBackShortProcessesAreThrottled) {
+  // Issue 29 finding 7: processes of 150 ms each, one after another, ran at 78-106 % of the
+  // device against a 30 % limit when no process lived through a 200 ms watcher period. The
+  // watcher's first measurement (kWatcherFirstNs) and the container's shared calibration window
+  // let the first processes calibrate and the later ones inherit the rate.
+  for (int processes : {1, 4}) {
+    for (int limit : {10, 30, 50}) {
+      Scenario s;
+      s.limit = limit;
+      s.processes = processes;
+      s.lifetime_ns = 150 * kMs;
+      Result r = Simulate(s);
+      EXPECT_LE(r.MaxError(limit), 5.0)
+          << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hami::vgpu::sim
