@@ -134,21 +134,9 @@ std::string ParseArgs(int argc, char** argv, Args* args) {
   return "";
 }
 
-// kubectl's order; --context applies to the kubeconfig file chosen.
+// kubectl's order (the files of $KUBECONFIG merged); --context applies to the kubeconfig chosen.
 hami::Result<hami::k8s::RestConfig> LoadConfig(const Args& args) {
-  if (args.context.empty()) return hami::k8s::LoadConfig(args.kubeconfig);
-  std::string path = args.kubeconfig;
-  if (path.empty()) {
-    if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env) {
-      path = std::string(env).substr(0, std::string(env).find(':'));
-    } else if (const char* home = std::getenv("HOME"); home != nullptr) {
-      path = std::string(home) + "/.kube/config";
-    } else {
-      return hami::Error{"--context " + hami::Quote(args.context) +
-                         ": no kubeconfig (--kubeconfig, KUBECONFIG and HOME unset)"};
-    }
-  }
-  return hami::k8s::LoadKubeconfigFile(path, args.context);
+  return hami::k8s::LoadConfig(args.kubeconfig, args.context);
 }
 
 hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
