@@ -509,8 +509,38 @@ Result<ExplainView> BuildExplain(const ExplainInput& input) {
                      return TimeKey(a.time) < TimeKey(b.time);
                    });
 
-  // The summary.
-  if (!requests.ok() && pod.node_name.empty()) {
+  // The summary. A pod that asks for HAMi devices but carries neither the scheduler name the
+  // webhook writes nor any hami.io/ annotation never went through the webhook: HAMi's most common
+  // support question, answered in words.
+  const std::string scheduler_name = StringAt(input.pod, {"spec", "schedulerName"});
+  bool hami_annotations = false;
+  for (const auto& [k, v] : pod.annotations) hami_annotations |= k.starts_with("hami.io/");
+  if (requests.ok() && !requests.value().Empty() && vgpu_node == nullptr && !hami_annotations &&
+      scheduler_name != input.scheduler_name) {
+    std::vector<std::string> names;
+    for (const auto& r : view.requests) {
+      if (std::find(names.begin(), names.end(), r.vendor) == names.end()) names.push_back(r.vendor);
+    }
+    const std::string* ignore = device::FindValue(pod.labels, "hami.io/webhook");
+    view.summary =
+        (pod.node_name.empty() ? std::string("Pending")
+                               : "Scheduled on " + pod.node_name + " by another scheduler") +
+        ": HAMi's webhook was not called for this pod. It asks for HAMi devices (" +
+        Join(names, ", ") + ") but its schedulerName is " +
+        Quote(scheduler_name.empty() ? "default-scheduler" : scheduler_name) + ", not " +
+        Quote(input.scheduler_name) +
+        ", and it has no hami.io/ annotations, so hami-scheduler never sees it. " +
+        (ignore != nullptr && *ignore == "ignore"
+             ? "The pod has the label hami.io/webhook=ignore, which the webhook's objectSelector "
+               "skips."
+             : "Likely causes: its namespace is excluded by the webhook's namespaceSelector (the "
+               "namespace has the label hami.io/webhook=ignore, or is in the chart's "
+               "scheduler.admissionWebhook.whitelistNamespaces); the pod has the label "
+               "hami.io/webhook=ignore; the webhook's failurePolicy is "
+               "Ignore and the webhook was down when the pod was created; the pod's resource "
+               "name is not the one the webhook is configured with.") +
+        " Recreate the pod once the cause is fixed.";
+  } else if (!requests.ok() && pod.node_name.empty()) {
     view.summary = "Pending: hami-scheduler cannot read the pod's requests: " + requests.error();
   } else if (requests.ok() && requests.value().Empty() && vgpu_node == nullptr) {
     view.summary = "The pod asks for no HAMi device; hami-scheduler passes it through.";

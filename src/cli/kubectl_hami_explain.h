@@ -84,6 +84,10 @@ struct ExplainInput {
   std::vector<nlohmann::json> events;  // at least the pod's
   std::vector<nlohmann::json> quotas;  // ResourceQuotas of the pod's namespace
   device::DeviceConfig config = device::DefaultDeviceConfig();
+  // The schedulerName HAMi's webhook writes into the pods it mutates (the chart's
+  // schedulerName, --scheduler-name): a pod asking HAMi devices without it and without any
+  // hami.io/ annotation was never seen by the webhook.
+  std::string scheduler_name = "hami-scheduler";
   SystemTime now{};
 };
 

@@ -54,6 +54,8 @@ constexpr const char* kUsage =
     "      --context NAME       the kubeconfig context (default: current-context)\n"
     "      --device-config FILE explain: the scheduler's device-config.yaml (default: the\n"
     "                           chart's)\n"
+    "      --scheduler-name NAME explain: the schedulerName HAMi's webhook writes (default:\n"
+    "                           hami-scheduler)\n"
     "  -h, --help               this text\n\n"
     "VALUE or JSON may be \"-\" to read standard input. Colour only on a terminal and without\n"
     "NO_COLOR. Exit status: 0 ok, 1 API or input error, 2 bad usage.\n";
@@ -68,6 +70,7 @@ struct Args {
   std::string kubeconfig;
   std::string context;
   std::string device_config;
+  std::string scheduler_name = "hami-scheduler";
   bool help = false;
 };
 
@@ -115,6 +118,10 @@ std::string ParseArgs(int argc, char** argv, Args* args) {
       err = value(a, &args->context);
     } else if (a.starts_with("--context=")) {
       args->context = a.substr(10);
+    } else if (a == "--scheduler-name") {
+      err = value(a, &args->scheduler_name);
+    } else if (a.starts_with("--scheduler-name=")) {
+      args->scheduler_name = a.substr(17);
     } else if (a == "--device-config") {
       err = value(a, &args->device_config);
     } else if (a.starts_with("--device-config=")) {
@@ -134,21 +141,9 @@ std::string ParseArgs(int argc, char** argv, Args* args) {
   return "";
 }
 
-// kubectl's order; --context applies to the kubeconfig file chosen.
+// kubectl's order (the files of $KUBECONFIG merged); --context applies to the kubeconfig chosen.
 hami::Result<hami::k8s::RestConfig> LoadConfig(const Args& args) {
-  if (args.context.empty()) return hami::k8s::LoadConfig(args.kubeconfig);
-  std::string path = args.kubeconfig;
-  if (path.empty()) {
-    if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env) {
-      path = std::string(env).substr(0, std::string(env).find(':'));
-    } else if (const char* home = std::getenv("HOME"); home != nullptr) {
-      path = std::string(home) + "/.kube/config";
-    } else {
-      return hami::Error{"--context " + hami::Quote(args.context) +
-                         ": no kubeconfig (--kubeconfig, KUBECONFIG and HOME unset)"};
-    }
-  }
-  return hami::k8s::LoadKubeconfigFile(path, args.context);
+  return hami::k8s::LoadConfig(args.kubeconfig, args.context);
 }
 
 hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
@@ -251,6 +246,7 @@ int Explain(const Args& args, hami::k8s::Client& client, const std::string& ns,
                        " (quota not checked)");
   }
   input.now = hami::RealClock().Now();
+  input.scheduler_name = args.scheduler_name;
   auto view = hami::cli::BuildExplain(input);
   if (!view.ok()) return Fail(view.error());
   warnings.insert(warnings.end(), view.value().warnings.begin(), view.value().warnings.end());

@@ -12,7 +12,9 @@
 // report. A positional argument naming a subcommand switches to that subcommand's options.
 //
 // GoStyleArgs collects the option names from a CLI::App (a template, so this header does not
-// pull CLI11 in) and keeps the rewritten argv alive for CLI11_PARSE:
+// pull CLI11 in), makes --help show each option's default (ShowDefaults: every binary builds its
+// app, then constructs GoStyleArgs, so this is the one place) and keeps the rewritten argv alive
+// for CLI11_PARSE:
 //   hami::flags::GoStyleArgs args(app, argc, argv);
 //   CLI11_PARSE(app, args.argc(), args.argv());
 //
@@ -69,12 +71,24 @@ FlagSet FlagSetOf(const App& app) {
   return set;
 }
 
+// Records the current value of each option that takes a value (the app's, its option groups',
+// its subcommands') as the default --help shows ("--kube-qps FLOAT=50"), unless one is set
+// already. Call it after the options are added and before parsing, while the variables hold
+// their defaults. An empty value (an unset path) shows no default.
+template <typename App>
+void ShowDefaults(App& app) {
+  for (auto* opt : app.get_options()) {
+    if (opt->get_default_str().empty()) opt->capture_default_str();
+  }
+  for (auto* sub : app.get_subcommands([](App*) { return true; })) ShowDefaults(*sub);
+}
+
 class GoStyleArgs {
  public:
   GoStyleArgs(const FlagSet& set, int argc, const char* const* argv);
   template <typename App>
-  GoStyleArgs(const App& app, int argc, const char* const* argv)
-      : GoStyleArgs(FlagSetOf(app), argc, argv) {}
+  GoStyleArgs(App& app, int argc, const char* const* argv)
+      : GoStyleArgs((ShowDefaults(app), FlagSetOf(app)), argc, argv) {}
   GoStyleArgs(const GoStyleArgs&) = delete;
   GoStyleArgs& operator=(const GoStyleArgs&) = delete;
 

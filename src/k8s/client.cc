@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "k8s/event_correlator.h"
+#include "k8s/exec_credential.h"
 #include "k8s/rate_limiter.h"
 
 namespace hami::k8s {
@@ -168,9 +169,33 @@ class Client::Impl {
       : config_(config), limiter_(config.qps, config.burst, clock) {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    if (config.exec) exec_.emplace(*config.exec, clock);
+    // tls-server-name: curl checks the certificate against (and sends as SNI) the URL's host, so
+    // the URL names tls-server-name and CURLOPT_CONNECT_TO sends the connection to the real host.
+    if (!config.tls_server_name.empty()) {
+      size_t scheme = config.server.find("://");
+      size_t host_start = scheme == std::string::npos ? 0 : scheme + 3;
+      size_t host_end = config.server.find('/', host_start);
+      std::string authority = config.server.substr(host_start, host_end - host_start);
+      std::string host = authority;
+      std::string port = config.server.starts_with("http://") ? "80" : "443";
+      if (size_t colon = authority.rfind(':');
+          colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+        host = authority.substr(0, colon);
+        port = authority.substr(colon + 1);
+      }
+      if (host.starts_with("[")) host = host.substr(1, host.size() - 2);
+      base_url_ = config.server.substr(0, host_start) + config.tls_server_name + ":" + port +
+                  (host_end == std::string::npos ? "" : config.server.substr(host_end));
+      connect_to_ = curl_slist_append(
+          nullptr, (config.tls_server_name + ":" + port + ":" + host + ":" + port).c_str());
+    } else {
+      base_url_ = config.server;
+    }
   }
   ~Impl() {
     for (CURL* h : pool_) curl_easy_cleanup(h);
+    curl_slist_free_all(connect_to_);
   }
 
   CURL* Acquire() {
@@ -190,9 +215,23 @@ class Client::Impl {
     pool_.push_back(h);
   }
 
+  // The credential a request carries: the config's, or the exec plugin's (cached) one.
+  ApiResult<ExecCredentialStatus> Credential() {
+    if (!exec_) {
+      return ExecCredentialStatus{config_.token, config_.client_cert_pem, config_.client_key_pem,
+                                  std::nullopt};
+    }
+    auto cred = exec_->Get();
+    if (!cred) return ApiError{401, kReasonUnauthorized, "getting credentials: " + cred.error()};
+    return std::move(*cred);
+  }
+
   // Common options: URL, TLS, auth. `headers` is owned by the caller.
-  void Setup(CURL* h, const std::string& url, curl_slist*& headers) {
+  void Setup(CURL* h, const std::string& url, const ExecCredentialStatus& cred,
+             curl_slist*& headers) {
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    if (connect_to_ != nullptr) curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to_);
+    if (!config_.proxy_url.empty()) curl_easy_setopt(h, CURLOPT_PROXY, config_.proxy_url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -201,10 +240,10 @@ class Client::Impl {
                      CURL_BLOB_COPY};
       curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
     }
-    if (!config_.client_cert_pem.empty()) {
-      curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
-                     config_.client_cert_pem.size(), CURL_BLOB_COPY};
-      curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+    if (!cred.client_cert_pem.empty()) {
+      curl_blob cert{const_cast<char*>(cred.client_cert_pem.data()), cred.client_cert_pem.size(),
+                     CURL_BLOB_COPY};
+      curl_blob key{const_cast<char*>(cred.client_key_pem.data()), cred.client_key_pem.size(),
                     CURL_BLOB_COPY};
       curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
       curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
@@ -218,18 +257,39 @@ class Client::Impl {
     headers = curl_slist_append(headers, "Accept: application/json");
     headers = curl_slist_append(headers, "User-Agent: hami/0.1");
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-    if (!config_.token.empty()) {
-      headers = curl_slist_append(headers, ("Authorization: Bearer " + config_.token).c_str());
+    if (!cred.token.empty()) {
+      headers = curl_slist_append(headers, ("Authorization: Bearer " + cred.token).c_str());
+    } else if (!config_.username.empty() || !config_.password.empty()) {
+      curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      curl_easy_setopt(h, CURLOPT_USERNAME, config_.username.c_str());
+      curl_easy_setopt(h, CURLOPT_PASSWORD, config_.password.c_str());
     }
   }
 
   ApiResult<std::string> Do(std::string_view method, std::string_view path, std::string_view body,
                             std::string_view content_type) {
+    auto cred = Credential();
+    if (!cred) return std::move(cred).take_error();
+    auto r = DoOnce(method, path, body, content_type, *cred);
+    // An exec credential the server refuses (revoked, or expired early): run the plugin again,
+    // once, as client-go does.
+    if (exec_ && !r && r.error().code == 401) {
+      exec_->Invalidate(*cred);
+      cred = Credential();
+      if (!cred) return std::move(cred).take_error();
+      r = DoOnce(method, path, body, content_type, *cred);
+    }
+    return r;
+  }
+
+  ApiResult<std::string> DoOnce(std::string_view method, std::string_view path,
+                                std::string_view body, std::string_view content_type,
+                                const ExecCredentialStatus& cred) {
     limiter_.Wait();
     CURL* h = Acquire();
     curl_slist* headers = nullptr;
-    std::string url = config_.server + std::string(path);
-    Setup(h, url, headers);
+    std::string url = base_url_ + std::string(path);
+    Setup(h, url, cred, headers);
     std::string m(method);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m.c_str());
     if (!body.empty() || m == "POST" || m == "PUT" || m == "PATCH") {
@@ -258,11 +318,13 @@ class Client::Impl {
   ApiStatus Watch(const std::string& path, const WatchOptions& o,
                   const std::function<bool(const WatchEvent&)>& on_event,
                   const std::atomic<bool>* cancel) {
+    auto cred = Credential();
+    if (!cred) return std::move(cred).take_error();
     limiter_.Wait();
     CURL* h = curl_easy_init();  // long-lived: not taken from the pool
     curl_slist* headers = nullptr;
-    std::string url = config_.server + path;
-    Setup(h, url, headers);
+    std::string url = base_url_ + path;
+    Setup(h, url, *cred, headers);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     if (o.timeout_seconds > 0) {
       curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>((o.timeout_seconds + 30) * 1000));
@@ -281,6 +343,8 @@ class Client::Impl {
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(headers);
     curl_easy_cleanup(h);
+    // A refused exec credential: the caller's next watch runs the plugin again.
+    if (code == 401 && exec_) exec_->Invalidate(*cred);
     if (code >= 300) return ErrorFromResponse(code, sink.buffer);
     if (sink.error) return *sink.error;
     if (sink.stopped || rc == CURLE_OK || rc == CURLE_ABORTED_BY_CALLBACK) return ApiOk();
@@ -292,6 +356,9 @@ class Client::Impl {
 
  private:
   const RestConfig& config_;
+  std::optional<ExecAuthenticator> exec_;
+  std::string base_url_;  // config_.server, its host replaced by tls-server-name when set
+  curl_slist* connect_to_ = nullptr;
   RateLimiter limiter_;
   EventCorrelator events_;
   std::mutex mu_;

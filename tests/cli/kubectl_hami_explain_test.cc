@@ -40,7 +40,9 @@ json Pod(const std::string& ns, const std::string& name, json limits,
                 {"uid", "uid-" + name},
                 {"annotations", annotations},
                 {"creationTimestamp", "2024-01-23T04:30:00Z"}}},
-              {"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
+              {"spec",
+               {{"schedulerName", "hami-scheduler"},  // what the webhook writes
+                {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
               {"status", {{"phase", phase}}}};
   if (!node.empty()) pod["spec"]["nodeName"] = node;
   return pod;
@@ -166,6 +168,55 @@ TEST(KubectlHamiExplain, ANodeThatFitsNowSaysWhatThePodWouldGet) {
   EXPECT_EQ(v.summary,
             "Pending, but node gpu-1 fits now: hami-scheduler should place it at its next "
             "attempt.");
+}
+
+// A pod asking for HAMi devices with neither hami-scheduler as its schedulerName nor a hami.io/
+// annotation: the webhook never saw it, and the summary says so instead of "should place it".
+TEST(KubectlHamiExplain, ThePodTheWebhookNeverSaw) {
+  json pod = Pod("team", "unseen", Wants(1000));
+  pod["spec"].erase("schedulerName");
+  auto view = BuildExplain(Input(pod));
+  ASSERT_TRUE(view.ok()) << view.error();
+  const std::string& s = view.value().summary;
+  EXPECT_TRUE(
+      s.starts_with("Pending: HAMi's webhook was not called for this pod. It asks for HAMi "
+                    "devices (NVIDIA) but its schedulerName is \"default-scheduler\", not "
+                    "\"hami-scheduler\", and it has no hami.io/ annotations"))
+      << s;
+  for (const char* cause : {"namespaceSelector", "failurePolicy is Ignore",
+                            "resource name is not the one the webhook is configured with"}) {
+    EXPECT_NE(s.find(cause), std::string::npos) << cause << " in " << s;
+  }
+  EXPECT_EQ(s.find("should place it"), std::string::npos) << s;
+  // The label that makes the webhook skip the pod is named when the pod has it.
+  pod["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
+  pod["spec"]["schedulerName"] = "default-scheduler";
+  view = BuildExplain(Input(pod));
+  ASSERT_TRUE(view.ok()) << view.error();
+  EXPECT_NE(view.value().summary.find("The pod has the label hami.io/webhook=ignore"),
+            std::string::npos)
+      << view.value().summary;
+  // Bound by kube-scheduler without HAMi's webhook.
+  json bound = Pod("team", "unseen", Wants(1000), json::object(), "gpu-1", "Running");
+  bound["spec"]["schedulerName"] = "default-scheduler";
+  view = BuildExplain(Input(bound));
+  ASSERT_TRUE(view.ok()) << view.error();
+  EXPECT_TRUE(view.value().summary.starts_with(
+      "Scheduled on gpu-1 by another scheduler: HAMi's webhook was not called"))
+      << view.value().summary;
+  // A configured scheduler name other than the default.
+  ExplainInput custom = Input(Pod("team", "seen", Wants(1000)));
+  custom.pod["spec"]["schedulerName"] = "my-hami";
+  custom.scheduler_name = "my-hami";
+  view = BuildExplain(custom);
+  ASSERT_TRUE(view.ok()) << view.error();
+  EXPECT_EQ(view.value().summary.find("webhook"), std::string::npos) << view.value().summary;
+  // The webhook's annotations alone (e.g. a scheduler name the webhook left alone) count as seen.
+  json annotated = Pod("team", "a", Wants(1000), {{"hami.io/vgpu-time", "1706000000"}});
+  annotated["spec"]["schedulerName"] = "volcano";
+  view = BuildExplain(Input(annotated));
+  ASSERT_TRUE(view.ok()) << view.error();
+  EXPECT_EQ(view.value().summary.find("webhook was not called"), std::string::npos);
 }
 
 TEST(KubectlHamiExplain, MoreDevicesThanTheNodeHas) {

@@ -42,7 +42,7 @@ cat > "$work/objects.json" <<JSON
    {"name":"b","image":"x"},
    {"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}},
  {"apiVersion":"v1","kind":"Pod","metadata":{"name":"big","namespace":"team-a"},
-  "spec":{"containers":[{"name":"a","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"40000"}}}]}},
+  "spec":{"schedulerName":"hami-scheduler","containers":[{"name":"a","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"40000"}}}]}},
  {"apiVersion":"v1","kind":"Pod","metadata":{"name":"done","namespace":"team-a","annotations":{
    "hami.io/vgpu-node":"gpu-1","hami.io/bind-phase":"success",
    "hami.io/vgpu-devices-allocated":"$u0,NVIDIA,5000,50:;"}},

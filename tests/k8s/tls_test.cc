@@ -98,6 +98,68 @@ TEST_F(TlsTest, NoCredentialsOrUntrustedServerFail) {
   EXPECT_EQ(handshake.error().code, 0);
 }
 
+// tls-server-name: the certificate (SANs 127.0.0.1 and localhost) is checked against it, while
+// the connection still goes to server's address.
+TEST_F(TlsTest, TlsServerNameAndInsecureSkipVerify) {
+  RestConfig cfg = Base();
+  cfg.token = "s3cret";
+  cfg.tls_server_name = "localhost";
+  auto ok = Client(cfg).Get(resources::kNamespaces, "", "default");
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  cfg.tls_server_name = "api.other.example";
+  auto wrong = Client(cfg).Get(resources::kNamespaces, "", "default");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, 0) << wrong.error().ToString();
+  // Connected (to 127.0.0.1), then refused the certificate: not a name lookup failure.
+  EXPECT_NE(wrong.error().message.find("SSL"), std::string::npos) << wrong.error().ToString();
+  RestConfig insecure = Base();
+  insecure.ca_pem.clear();
+  insecure.token = "s3cret";
+  insecure.insecure_skip_tls_verify = true;
+  auto skipped = Client(insecure).Get(resources::kNamespaces, "", "default");
+  ASSERT_TRUE(skipped) << skipped.error().ToString();
+}
+
+// An exec plugin (here /bin/cat of a prepared ExecCredential) whose status carries a client
+// certificate and key; a plugin whose token the server refuses is run again once after the 401.
+TEST_F(TlsTest, ExecPluginCredentials) {
+  Json cred = {{"apiVersion", "client.authentication.k8s.io/v1beta1"},
+               {"kind", "ExecCredential"},
+               {"status",
+                {{"clientCertificateData", Slurp(server_->client_cert_file())},
+                 {"clientKeyData", Slurp(server_->client_key_file())}}}};
+  std::string file = (dir_ / "cred.json").string();
+  std::ofstream(file) << cred.dump();
+  RestConfig cfg = Base();
+  cfg.exec = ExecConfig{};
+  cfg.exec->api_version = "client.authentication.k8s.io/v1beta1";
+  cfg.exec->command = "/bin/cat";
+  cfg.exec->args = {file};
+  Client client(cfg);
+  auto list = client.List(resources::kNamespaces, "", {});
+  ASSERT_TRUE(list) << list.error().ToString();
+  int events = 0;
+  auto st = client.Watch(resources::kNamespaces, "", WatchOptions{},
+                         [&](const WatchEvent&) { return ++events < 1; });
+  EXPECT_TRUE(st) << st.error().ToString();
+
+  // The first run prints a revoked token, the next ones the right one.
+  std::string count = (dir_ / "count").string();
+  cfg.exec->command = "/bin/sh";
+  cfg.exec->args = {"-c",
+                    "n=$(cat \"$1\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$1\"; "
+                    "t=s3cret; [ $n = 1 ] && t=revoked; "
+                    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":"
+                    "\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' $t",
+                    "sh", count};
+  Client retried(cfg);
+  auto got = retried.Get(resources::kNamespaces, "", "default");
+  ASSERT_TRUE(got) << got.error().ToString();
+  auto again = retried.Get(resources::kNamespaces, "", "kube-system");
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_EQ(Slurp(count), "2\n");  // revoked, then one good token for both calls
+}
+
 TEST_F(TlsTest, WrittenKubeconfigLoadsAndWorks) {
   std::string path = (dir_ / "kubeconfig").string();
   ASSERT_TRUE(server_->WriteKubeconfig(path));
