@@ -46,7 +46,9 @@ constexpr size_t kReadChunk = 16 << 10;
 constexpr size_t kMaxDrainBytes = 8 << 20;
 constexpr std::chrono::milliseconds kDrainTime{1000};
 
-std::string FormatResponse(const Response& r, bool close) {
+// A reply to HEAD (`head`) carries the headers GET's reply would, Content-Length included, and
+// no body (RFC 9110 9.3.2): a keep-alive client reads nothing past the blank line.
+std::string FormatResponse(const Response& r, bool close, bool head) {
   std::string_view reason = ReasonPhrase(r.status);
   std::string out;
   out.reserve(128 + r.body.size());
@@ -58,7 +60,7 @@ std::string FormatResponse(const Response& r, bool close) {
   }
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
-  out += r.body;
+  if (!head) out += r.body;
   return out;
 }
 
@@ -282,6 +284,8 @@ class HttpServer::Impl {
     bool chunked = true;
     std::shared_ptr<StreamShared> stream;
     bool close_after_write = false;
+    // The request being answered is a HEAD: its reply goes out without a body.
+    bool head = false;
     size_t drained = 0;
     uint64_t seq = 0;
     uint32_t events = 0;
@@ -722,11 +726,18 @@ void HttpServer::Impl::Refuse(Conn& c, int status, const std::string& message) {
   Count(status);
   HAMI_VLOG(3, "{}: refused with {}: {}", options_.name, status, message);
   c.in.clear();
+  c.head = false;
   Queue(c, Response{status, "text/plain", message + "\n"}, /*close=*/true);
   if (conns_.count(c.id) != 0 && !Flush(c)) Close(c.id);
 }
 
 void HttpServer::Impl::Dispatch(Conn& c, Request request) {
+  // HEAD is served as GET (a route may still register HEAD itself) and answered without a body.
+  c.head = request.method == "HEAD";
+  if (c.head) {
+    auto route = routes_.find(request.path);
+    if (route == routes_.end() || route->second.count("HEAD") == 0) request.method = "GET";
+  }
   const RouteEntry* entry = nullptr;
   auto route = routes_.find(request.path);
   if (route == routes_.end()) {
@@ -779,7 +790,8 @@ void HttpServer::Impl::Dispatch(Conn& c, Request request) {
 
 void HttpServer::Impl::Queue(Conn& c, const Response& r, bool close) {
   c.close_after_write = c.close_after_write || close;
-  c.out += FormatResponse(r, c.close_after_write);
+  c.out += FormatResponse(r, c.close_after_write, c.head);
+  c.head = false;  // one reply per request
 }
 
 bool HttpServer::Impl::Flush(Conn& c) {

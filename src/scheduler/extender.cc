@@ -56,6 +56,13 @@ nodelock::LockerOptions LockerOptionsFrom(const ExtenderOptions& options) {
   return out;
 }
 
+// The HTTP status of a /filter or /bind body that cannot be decoded. HAMi answers 200 with the
+// error in the result's Error field (its routes decode, and on failure marshal a result holding
+// only Error), and so do we; a body past the nesting limit keeps its 400 (docs/INPUT_LIMITS.md).
+int DecodeErrorStatus(const std::string& message) {
+  return message.find("nested deeper than") != std::string::npos ? 400 : 200;
+}
+
 std::string FilterError(const std::string& message) {
   FilterResult r;
   r.error = message;
@@ -154,7 +161,7 @@ void Extender::Event(const json& pod, std::string_view type, std::string_view re
 
 HttpReply Extender::Filter(std::string_view body) {
   Result<ExtenderArgs> args = ParseExtenderArgs(body);
-  if (!args) return HttpReply{400, FilterError(args.error())};  // not JSON, too deep, not an object
+  if (!args) return HttpReply{DecodeErrorStatus(args.error()), FilterError(args.error())};
   if (args->pod.is_null()) return Ok(FilterError("extender args missing pod"));
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;
@@ -339,7 +346,7 @@ void Extender::BindAsync(std::string body, std::function<void(HttpReply)> done) 
 
 HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>* start) {
   Result<BindingArgs> args = ParseBindingArgs(body);
-  if (!args) return HttpReply{400, EncodeBindingResult(args.error())};
+  if (!args) return HttpReply{DecodeErrorStatus(args.error()), EncodeBindingResult(args.error())};
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
   auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
   if (!raw) {

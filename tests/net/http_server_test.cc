@@ -102,6 +102,32 @@ TEST_F(HttpServerTest, RoutesAndKeepsTheConnectionAlive) {
   EXPECT_EQ(r->status, 405);
 }
 
+// HEAD gets GET's status and headers, Content-Length included, and no body, on routed paths and
+// on the 404/405 answers alike: a keep-alive client that pipelines a GET after it reads the GET's
+// reply next, not the HEAD's body (issue 30 item 10: HEAD /healthz used to get a 405 with a body).
+TEST_F(HttpServerTest, HeadGetsGetsHeadersWithoutABody) {
+  Start();
+  RawClient c(port_);
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(
+      c.Send("HEAD /healthz HTTP/1.1\r\n\r\nHEAD /nothing HTTP/1.1\r\n\r\n"
+             "HEAD /echo HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n"));
+  auto head = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->substr(0, 12), "HTTP/1.1 200");
+  EXPECT_NE(head->find("Content-Length: 2\r\n"), std::string::npos) << *head;
+  auto missing = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->substr(0, 12), "HTTP/1.1 404") << *missing;
+  auto wrong_method = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->substr(0, 12), "HTTP/1.1 405") << *wrong_method;
+  auto get = c.Read();
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(get->body, "ok");
+}
+
 TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrder) {
   Start();
   RawClient c(port_);
