@@ -29,6 +29,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace hami::flags {
@@ -87,7 +88,8 @@ class GoStyleArgs {
  public:
   GoStyleArgs(const FlagSet& set, int argc, const char* const* argv);
   template <typename App>
-  GoStyleArgs(App& app, int argc, const char* const* argv)
+  requires(!std::is_same_v<App, FlagSet>)  // a non-const FlagSet takes the constructor above
+      GoStyleArgs(App& app, int argc, const char* const* argv)
       : GoStyleArgs((ShowDefaults(app), FlagSetOf(app)), argc, argv) {}
   GoStyleArgs(const GoStyleArgs&) = delete;
   GoStyleArgs& operator=(const GoStyleArgs&) = delete;
