@@ -311,6 +311,11 @@ std::vector<std::string> UsageIndex::NodeNames() const {
   return out;
 }
 
+size_t UsageIndex::NodeCount() const {
+  std::shared_lock lock(mu_);
+  return nodes_.size();
+}
+
 std::map<std::string, UsageIndex::Totals> UsageIndex::NamespaceUsage(
     const std::string& namespace_name) const {
   std::shared_lock lock(mu_);

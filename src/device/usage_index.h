@@ -117,6 +117,8 @@ class UsageIndex {
 
   // Every registered node's name, sorted.
   std::vector<std::string> NodeNames() const;
+  // How many nodes are registered.
+  size_t NodeCount() const;
 
   // Sum of usedmem / usedcores of the namespace's pods, by vendor key (the quota "used").
   struct Totals {

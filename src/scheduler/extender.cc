@@ -59,6 +59,8 @@ nodelock::LockerOptions LockerOptionsFrom(const ExtenderOptions& options) {
 // The HTTP status of a /filter or /bind body that cannot be decoded. HAMi answers 200 with the
 // error in the result's Error field (its routes decode, and on failure marshal a result holding
 // only Error), and so do we; a body past the nesting limit keeps its 400 (docs/INPUT_LIMITS.md).
+constexpr size_t kMinNodeNamesCap = 10000;
+
 int DecodeErrorStatus(const std::string& message) {
   return message.find("nested deeper than") != std::string::npos ? 400 : 200;
 }
@@ -160,8 +162,19 @@ void Extender::Event(const json& pod, std::string_view type, std::string_view re
 }
 
 HttpReply Extender::Filter(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  // kube-scheduler sends each candidate once, and the candidates are the cluster's nodes: a list
+  // past twice the registered nodes (at least kMinNodeNamesCap) is cut, so what a body costs is
+  // bounded by the cluster, not by the body (docs/SECURITY.md).
+  Result<ExtenderArgs> args =
+      ParseExtenderArgs(body, std::max<size_t>(kMinNodeNamesCap, 2 * index_.NodeCount()));
   if (!args) return HttpReply{DecodeErrorStatus(args.error()), FilterError(args.error())};
+  if (args->node_names_dropped > 0) {
+    HAMI_WARN(
+        "/filter: NodeNames has {} more distinct names than the {} kept (twice the {} "
+        "registered nodes, at least {}); the rest are ignored",
+        args->node_names_dropped, args->node_names ? args->node_names->size() : 0,
+        index_.NodeCount(), kMinNodeNamesCap);
+  }
   if (args->pod.is_null()) return Ok(FilterError("extender args missing pod"));
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;

@@ -5,6 +5,7 @@
 #ifndef HAMI_SCHEDULER_EXTENDER_ARGS_H_
 #define HAMI_SCHEDULER_EXTENDER_ARGS_H_
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,9 +22,14 @@ namespace hami::scheduler {
 struct ExtenderArgs {
   nlohmann::json pod;                                    // null when absent
   std::optional<std::vector<nlohmann::json>> nodes{};    // Nodes.items; set => simulation
-  std::optional<std::vector<std::string>> node_names{};  // NodeNames
+  std::optional<std::vector<std::string>> node_names{};  // NodeNames, de-duplicated
+  size_t node_names_dropped = 0;                         // distinct names past the cap
 };
-Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+// NodeNames keeps at most `max_node_names` distinct names (in order; duplicates dropped); the
+// rest are counted in node_names_dropped without being stored, so a body of millions of names
+// costs memory in proportion to the cap, not to the body (docs/SECURITY.md).
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body,
+                                       size_t max_node_names = static_cast<size_t>(-1));
 
 // ExtenderBindingArgs.
 struct BindingArgs {
