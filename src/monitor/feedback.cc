@@ -1,5 +1,6 @@
 #include "monitor/feedback.h"
 
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -14,10 +15,13 @@ int Count(const Active& active, const std::string& uuid, int32_t priority) {
   return it == active.end() ? 0 : it->second;
 }
 
+// Walks the active entries of each GPU below the container's priority, never the range of
+// priority values: the container writes its priority (2^31-1 used to loop 2^31 times a pass).
 bool HigherActive(const Active& active, const FeedbackState& c) {
   for (const std::string& uuid : c.uuids) {
-    for (int32_t p = 0; p < c.priority; ++p) {
-      if (Count(active, uuid, p) > 0) return true;
+    for (auto it = active.lower_bound({uuid, std::numeric_limits<int32_t>::min()});
+         it != active.end() && it->first.first == uuid && it->first.second < c.priority; ++it) {
+      if (it->second > 0) return true;
     }
   }
   return false;

@@ -1,7 +1,7 @@
 #include "monitor/monitor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,60 +44,48 @@ std::string Str(const k8s::Json& j, const char* a, const char* b) {
   return j[a][b].get<std::string>();
 }
 
-// The three int32 control words of a region (priority, recent_kernel, utilization_switch),
-// mapped shared so that stores reach the container's processes. Only those 12 bytes' page is
-// mapped; the region's lock is not taken (the words are written with atomics, as libvgpu reads
-// them).
-class MappedControls {
- public:
-  enum Word { kUtilizationSwitch = 0, kRecentKernel = 1, kPriority = 2 };
+// Where the three int32 control words of a region (utilization_switch, recent_kernel, priority,
+// in that order) start: they follow proc_num in both layouts.
+size_t ControlWordsOffset(size_t file_size) {
+  constexpr size_t kV0UtilizationSwitch = 1197884;
+  return file_size >= sizeof(hami_shared_region_t)
+             ? offsetof(hami_shared_region_t, utilization_switch)
+             : kV0UtilizationSwitch;
+}
+enum ControlWord { kUtilizationSwitch = 0, kRecentKernel = 1, kPriority = 2 };
 
-  static Result<MappedControls> Open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return Error{"region file " + Quote(path) + ": " + std::strerror(errno)};
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kRegionV0Size) {
-      ::close(fd);
-      return Error{"region file " + Quote(path) + ": smaller than a region"};
-    }
-    // utilization_switch follows proc_num in both layouts.
-    const size_t off = static_cast<size_t>(st.st_size) >= sizeof(hami_shared_region_t)
-                           ? offsetof(hami_shared_region_t, utilization_switch)
-                           : kV0UtilizationSwitch;
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t base = off / page * page;
-    const size_t len = off - base + 3 * sizeof(int32_t);
-    void* p =
-        ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(base));
-    ::close(fd);
-    if (p == MAP_FAILED)
-      return Error{"region file " + Quote(path) + ": mmap: " + std::strerror(errno)};
-    MappedControls m;
-    m.base_ = p;
-    m.len_ = len;
-    m.words_ = reinterpret_cast<int32_t*>(static_cast<char*>(p) + (off - base));
-    return m;
-  }
-  MappedControls() = default;
-  MappedControls(MappedControls&& o) noexcept { *this = std::move(o); }
-  MappedControls& operator=(MappedControls&& o) noexcept {
-    std::swap(base_, o.base_);
-    std::swap(len_, o.len_);
-    std::swap(words_, o.words_);
-    return *this;
-  }
-  ~MappedControls() {
-    if (base_ != nullptr) ::munmap(base_, len_);
-  }
-  int32_t Load(Word w) const { return __atomic_load_n(&words_[w], __ATOMIC_ACQUIRE); }
-  void Store(Word w, int32_t v) { __atomic_store_n(&words_[w], v, __ATOMIC_RELEASE); }
+// The control words of the region open as `fd`, read with pread (the file may shrink under us:
+// a short read is an error, never a SIGBUS).
+bool ReadControls(int fd, size_t file_size, int32_t words[3]) {
+  const off_t off = static_cast<off_t>(ControlWordsOffset(file_size));
+  return ::pread(fd, words, 3 * sizeof(int32_t), off) == 3 * sizeof(int32_t);
+}
 
- private:
-  static constexpr size_t kV0UtilizationSwitch = 1197884;
-  void* base_ = nullptr;
-  size_t len_ = 0;
-  int32_t* words_ = nullptr;
-};
+bool WriteControl(int fd, size_t file_size, ControlWord w, int32_t value) {
+  const off_t off = static_cast<off_t>(ControlWordsOffset(file_size) + w * sizeof(int32_t));
+  return ::pwrite(fd, &value, sizeof(value), off) == sizeof(value);
+}
+
+// The entry names of the directory open as `dir_fd` (read through a duplicate: the caller keeps
+// its fd); empty when it cannot be read.
+std::vector<std::string> ListDir(int dir_fd) {
+  std::vector<std::string> out;
+  int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return out;
+  DIR* d = ::fdopendir(dup_fd);
+  if (d == nullptr) {
+    ::close(dup_fd);
+    return out;
+  }
+  ::rewinddir(d);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") out.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace
 
@@ -107,6 +95,10 @@ Monitor::Monitor(k8s::Client& client, MonitorOptions options)
       clock_(options_.clock != nullptr ? *options_.clock : RealClock()) {}
 
 Monitor::~Monitor() { Stop(); }
+
+Monitor::OpenFile::~OpenFile() {
+  if (fd >= 0) ::close(fd);
+}
 
 Result<int> Monitor::Start() {
   if (options_.node_name.empty()) return Error{"NODE_NAME: required, got \"\""};
@@ -152,7 +144,15 @@ Result<int> Monitor::Start() {
     r.Send(net::Response{200, "text/plain", "ok"});
   });
   http_->Route("GET", "/metrics", net::RouteOptions{}, [this](net::Request, net::Responder r) {
-    r.Send(net::Response{200, "text/plain; version=0.0.4; charset=utf-8", Metrics()});
+    std::string body;
+    try {
+      body = Metrics();
+    } catch (const std::exception& e) {
+      HAMI_ERROR("monitor: /metrics failed: {}", e.what());
+      r.Send(net::Response{500, "text/plain", "metrics failed\n"});
+      return;
+    }
+    r.Send(net::Response{200, "text/plain; version=0.0.4; charset=utf-8", std::move(body)});
   });
   if (options_.host_gpus) {
     // host series from the containers (hami-sim)
@@ -219,18 +219,17 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
   }
   std::set<std::string> problems;
   const PidAlive alive = ProcPidAlive(options_.proc_root);
-  const fs::path root = fs::path(options_.hook_path) / "containers";
-  std::error_code ec;
-  fs::directory_iterator dirs(root, ec);
-  if (ec) {
-    problems.insert("monitor: cannot list " + Quote(root.string()) + ": " + ec.message());
-    dirs = fs::directory_iterator();
+  // Everything under containers/ is written by the containers: nothing there is followed (the
+  // directories are opened with O_NOFOLLOW relative to their parent, the region files with
+  // O_NOFOLLOW | O_NONBLOCK relative to their directory) and a file is used only after fstat
+  // says it is a regular file of a region's size (docs/SECURITY.md, the monitor's boundary).
+  const std::string root = options_.hook_path + "/containers";
+  const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root_fd < 0) {
+    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(errno));
   }
   std::map<std::string, Found> found;  // by directory name: a stable order
-  for (const fs::directory_entry& dir : dirs) {
-    std::error_code dec;
-    if (!dir.is_directory(dec)) continue;
-    const std::string name = dir.path().filename().string();
+  for (const std::string& name : root_fd >= 0 ? ListDir(root_fd) : std::vector<std::string>{}) {
     const size_t sep = name.find('_');  // pod UIDs have no '_'; container names may
     if (sep == std::string::npos) continue;
     auto pod = by_uid.find(name.substr(0, sep));
@@ -239,36 +238,70 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
     bool known = false;
     for (const std::string& c : pod->second.containers) known = known || c == container;
     if (!known) continue;
-    // Region files: *.cache at least as large as a v0 region (the device plugin creates the
-    // file empty at Allocate; libvgpu sizes it when the first CUDA process starts).
-    std::vector<std::string> regions;
-    for (const fs::directory_entry& f : fs::directory_iterator(dir.path(), dec)) {
-      std::error_code fec;
-      const std::string fname = f.path().filename().string();
-      if (fname.size() < 6 || fname.compare(fname.size() - 6, 6, ".cache") != 0) continue;
-      if (!f.is_regular_file(fec)) continue;
-      const auto size = f.file_size(fec);
-      if (fec || size < kRegionV0Size) continue;
-      regions.push_back(f.path().string());
+    const std::string dir_path = root + "/" + name;
+    const int dir_fd =
+        ::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) {
+      problems.insert("monitor: skipping " + Quote(dir_path) + ": " +
+                      (errno == ELOOP || errno == ENOTDIR
+                           ? std::string("not a directory (a symbolic link is not followed)")
+                           : std::string(std::strerror(errno))));
+      continue;
     }
+    // Region files: *.cache. The device plugin creates the file empty at Allocate and libvgpu
+    // sizes it when the first CUDA process starts: an empty file is normal, a short one is not.
+    std::vector<std::pair<std::string, std::shared_ptr<OpenFile>>> regions;
+    for (const std::string& fname : ListDir(dir_fd)) {
+      if (fname.size() < 6 || fname.compare(fname.size() - 6, 6, ".cache") != 0) continue;
+      const std::string path = dir_path + "/" + fname;
+      int fd = ::openat(dir_fd, fname.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+        fd = ::openat(dir_fd, fname.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      }
+      if (fd < 0) {
+        problems.insert("monitor: skipping " + Quote(path) + ": " +
+                        (errno == ELOOP ? std::string("a symbolic link (not followed)")
+                                        : std::string(std::strerror(errno))));
+        continue;
+      }
+      auto file = std::make_shared<OpenFile>();
+      file->fd = fd;
+      struct stat st;
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        problems.insert("monitor: skipping " + Quote(path) + ": not a regular file");
+        continue;
+      }
+      file->size = static_cast<size_t>(st.st_size);
+      if (file->size == 0) continue;  // no CUDA process yet
+      if (file->size < kRegionV0Size) {
+        problems.insert("monitor: skipping " + Quote(path) + ": " + std::to_string(file->size) +
+                        " bytes, smaller than a region (" + std::to_string(kRegionV0Size) + ")");
+        continue;
+      }
+      regions.emplace_back(path, std::move(file));
+    }
+    ::close(dir_fd);
     if (regions.empty()) continue;
-    std::sort(regions.begin(), regions.end());
     if (regions.size() > 1) {
-      problems.insert("monitor: skipping " + Quote(dir.path().string()) + ": " +
-                      std::to_string(regions.size()) + " region files (" + Join(regions, ", ") +
+      std::vector<std::string> paths;
+      for (const auto& r : regions) paths.push_back(r.first);
+      problems.insert("monitor: skipping " + Quote(dir_path) + ": " +
+                      std::to_string(regions.size()) + " region files (" + Join(paths, ", ") +
                       "), want one");
       continue;
     }
-    auto region = ReadRegionFile(regions[0], alive);
+    auto region = ReadRegionFd(regions[0].second->fd, regions[0].first, alive);
     if (!region) {
       problems.insert("monitor: skipping container " + pod->second.ns + "/" + pod->second.name +
                       "/" + container + ": " + region.error());
       continue;
     }
     found[name] =
-        Found{regions[0], pod->first,
-              ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)}};
+        Found{regions[0].first, pod->first,
+              ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)},
+              std::move(regions[0].second)};
   }
+  if (root_fd >= 0) ::close(root_fd);
   {
     std::lock_guard<std::mutex> lock(log_mu_);
     for (const std::string& p : problems) {
@@ -288,30 +321,34 @@ int Monitor::Feedback() {
     return 0;
   }
   std::vector<Found> regions = ScanRegions();
-  std::vector<MappedControls> maps;
+  std::vector<const Found*> used;
   std::vector<FeedbackState> states;
   for (const Found& f : regions) {
-    auto m = MappedControls::Open(f.path);
-    if (!m) {
-      HAMI_WARN("monitor: feedback: {}", m.error());
+    int32_t words[3];
+    if (!ReadControls(f.file->fd, f.file->size, words)) {
+      HAMI_WARN("monitor: feedback: region file {}: cannot read its control words", Quote(f.path));
       continue;
     }
     FeedbackState s;
     for (const DeviceUsage& d : f.usage.region.devices) s.uuids.push_back(d.uuid);
-    s.priority = m->Load(MappedControls::kPriority);
-    s.recent_kernel = m->Load(MappedControls::kRecentKernel);
-    s.utilization_switch = m->Load(MappedControls::kUtilizationSwitch);
+    s.priority = words[kPriority];
+    s.recent_kernel = words[kRecentKernel];
+    s.utilization_switch = words[kUtilizationSwitch];
     states.push_back(std::move(s));
-    maps.push_back(std::move(*m));
+    used.push_back(&f);
   }
   std::vector<FeedbackState> before = states;
   PriorityFeedback(states);
+  // Written only through the descriptors this pass validated, and only the words that changed.
   for (size_t i = 0; i < states.size(); ++i) {
-    if (states[i].recent_kernel != before[i].recent_kernel) {
-      maps[i].Store(MappedControls::kRecentKernel, states[i].recent_kernel);
+    const OpenFile& file = *used[i]->file;
+    if (states[i].recent_kernel != before[i].recent_kernel &&
+        !WriteControl(file.fd, file.size, kRecentKernel, states[i].recent_kernel)) {
+      HAMI_WARN("monitor: feedback: region file {}: write failed", Quote(used[i]->path));
     }
-    if (states[i].utilization_switch != before[i].utilization_switch) {
-      maps[i].Store(MappedControls::kUtilizationSwitch, states[i].utilization_switch);
+    if (states[i].utilization_switch != before[i].utilization_switch &&
+        !WriteControl(file.fd, file.size, kUtilizationSwitch, states[i].utilization_switch)) {
+      HAMI_WARN("monitor: feedback: region file {}: write failed", Quote(used[i]->path));
     }
   }
   return static_cast<int>(states.size());
@@ -330,14 +367,20 @@ void Monitor::FeedbackLoop() {
   while (!stop_cv_.wait_for(lock, step, [this] { return stopping_; })) {
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    if (feedback.count() > 0 && now >= next_feedback) {
-      Feedback();
-      next_feedback = now + feedback;
-    }
-    if (housekeeping.count() > 0 && now >= next_housekeeping) {
-      Cleanup();
-      CheckLimits();
-      next_housekeeping = now + housekeeping;
+    // Nothing a container writes may end the passes: an exception is logged and the next period
+    // runs as usual.
+    try {
+      if (feedback.count() > 0 && now >= next_feedback) {
+        next_feedback = now + feedback;
+        Feedback();
+      }
+      if (housekeeping.count() > 0 && now >= next_housekeeping) {
+        next_housekeeping = now + housekeeping;
+        Cleanup();
+        CheckLimits();
+      }
+    } catch (const std::exception& e) {
+      HAMI_ERROR("monitor: periodic pass failed: {}", e.what());
     }
     lock.lock();
   }

@@ -98,10 +98,21 @@ class Monitor {
   std::vector<deviceplugin::GpuSample> HostGpus();
 
  private:
+  // A region file the scan opened (openat, O_NOFOLLOW, checked with fstat); the feedback reads
+  // and writes only through it, never by path again (docs/SECURITY.md).
+  struct OpenFile {
+    int fd = -1;
+    size_t size = 0;
+    OpenFile() = default;
+    OpenFile(const OpenFile&) = delete;
+    OpenFile& operator=(const OpenFile&) = delete;
+    ~OpenFile();
+  };
   struct Found {
     std::string path;  // the region file
     std::string pod_uid;
     ContainerUsage usage;
+    std::shared_ptr<const OpenFile> file;
   };
   std::vector<Found> ScanRegions();
   void FeedbackLoop();

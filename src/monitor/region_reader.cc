@@ -111,7 +111,7 @@ Result<RegionUsage> ParseRegion(std::string_view bytes, const PidAlive& alive) {
     const char* uuid = bytes.data() + l.uuids + HAMI_REGION_UUID_LEN * i;
     if (uuid[0] == '\0') continue;  // not yet initialised (HAMi skips it too)
     DeviceUsage d;
-    d.uuid = std::string(uuid, strnlen(uuid, 40));
+    d.uuid = PrintableAscii(std::string_view(uuid, strnlen(uuid, 40)));
     d.limit = Load<uint64_t>(bytes, l.limit + 8 * i);
     for (int k = 0; k < proc_num; ++k) {
       if (!live[static_cast<std::size_t>(k)]) continue;
@@ -129,27 +129,49 @@ Result<RegionUsage> ParseRegion(std::string_view bytes, const PidAlive& alive) {
   return out;
 }
 
-Result<RegionUsage> ReadRegionFile(const std::string& path, const PidAlive& alive) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{"region file \"" + path + "\": " + std::strerror(errno)};
+std::string PrintableAscii(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c <= 0x7e) {
+      out += static_cast<char>(c);
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+Result<RegionUsage> ReadRegionFd(int fd, const std::string& path, const PidAlive& alive) {
   std::string bytes;
   bytes.resize(sizeof(hami_shared_region_t));
   std::size_t got = 0;
   while (got < bytes.size()) {
     ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::string err = std::strerror(errno);
-      ::close(fd);
-      return Error{"region file \"" + path + "\": " + err};
-    }
+    if (n < 0) return Error{"region file \"" + path + "\": " + std::strerror(errno)};
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  ::close(fd);
   bytes.resize(got);
   auto r = ParseRegion(bytes, alive);
   if (!r) return Error{"region file \"" + path + "\": " + r.error()};
+  return r;
+}
+
+Result<RegionUsage> ReadRegionFile(const std::string& path, const PidAlive& alive) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return Error{"region file \"" + path + "\": " + std::strerror(errno)};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{"region file \"" + path + "\": not a regular file"};
+  }
+  auto r = ReadRegionFd(fd, path, alive);
+  ::close(fd);
   return r;
 }
 

@@ -21,7 +21,10 @@ inline constexpr std::size_t kRegionV0Size = 1197896;
 
 // One device of a container, summed over its live process slots.
 struct DeviceUsage {
-  std::string uuid;  // the first 40 bytes of the region's uuid slot (HAMi's label)
+  // The first 40 bytes of the region's uuid slot (HAMi's label). The container writes the region:
+  // bytes outside printable ASCII are spelled \xNN, so the text is valid UTF-8 and safe in JSON,
+  // logs, Prometheus labels and Events (docs/SECURITY.md, the monitor's trust boundary).
+  std::string uuid;
   uint64_t limit = 0;
   uint64_t context = 0;
   uint64_t module = 0;
@@ -49,6 +52,13 @@ Result<RegionUsage> ParseRegion(std::string_view bytes, const PidAlive& alive);
 
 // Reads `path` (one copy) and parses it; errors name the path.
 Result<RegionUsage> ReadRegionFile(const std::string& path, const PidAlive& alive);
+
+// Reads the region open as `fd` (with pread: a file the container truncates meanwhile reads
+// short and fails to parse; nothing is mapped) and parses it; errors name `path`.
+Result<RegionUsage> ReadRegionFd(int fd, const std::string& path, const PidAlive& alive);
+
+// `text` with every byte outside printable ASCII (0x20-0x7e) spelled \xNN.
+std::string PrintableAscii(std::string_view text);
 
 }  // namespace hami::monitor
 
