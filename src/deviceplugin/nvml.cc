@@ -50,6 +50,10 @@ struct NvmlDiscovery::Api {
   nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_st*) = nullptr;
   nvmlReturn_t (*get_pci)(nvmlDevice_t, nvmlPciInfo_st*) = nullptr;
   nvmlReturn_t (*get_utilization)(nvmlDevice_t, nvmlUtilization_st*) = nullptr;  // optional
+  // Optional, the monitor's v2.11 host series.
+  nvmlReturn_t (*get_temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
+  nvmlReturn_t (*get_power)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*get_ecc)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
 };
 
 namespace {
@@ -93,6 +97,9 @@ Status NvmlDiscovery::Load() {
                     Bind(api->handle, "nvmlDeviceGetMemoryInfo", &api->get_memory) &&
                     Bind(api->handle, "nvmlDeviceGetPciInfo_v3", &api->get_pci);
     Bind(api->handle, "nvmlDeviceGetUtilizationRates", &api->get_utilization);
+    Bind(api->handle, "nvmlDeviceGetTemperature", &api->get_temperature);
+    Bind(api->handle, "nvmlDeviceGetPowerUsage", &api->get_power);
+    Bind(api->handle, "nvmlDeviceGetTotalEccErrors", &api->get_ecc);
     MigApi& m = api->mig;
     void* h = api->handle;
     api->has_mig = Bind(h, "nvmlDeviceGetMigMode", &m.get_mig_mode) &&
@@ -203,6 +210,24 @@ Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
       g.has_utilization = true;
       g.gpu_utilization = util.gpu;
       g.memory_utilization = util.memory;
+    }
+    constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+    constexpr int kUncorrected = 1;     // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    constexpr int kVolatile = 0;        // NVML_VOLATILE_ECC
+    unsigned value = 0;
+    if (api_->get_temperature &&
+        api_->get_temperature(l.dev, kTemperatureGpu, &value) == kNvmlSuccess) {
+      g.has_temperature = true;
+      g.temperature_celsius = value;
+    }
+    if (api_->get_power && api_->get_power(l.dev, &value) == kNvmlSuccess) {
+      g.has_power = true;
+      g.power_milliwatts = value;
+    }
+    unsigned long long ecc = 0;
+    if (api_->get_ecc && api_->get_ecc(l.dev, kUncorrected, kVolatile, &ecc) == kNvmlSuccess) {
+      g.has_ecc_errors = true;
+      g.ecc_errors = ecc;
     }
     out.push_back(std::move(g));
   }

@@ -37,6 +37,14 @@ struct GpuSample {
   bool has_utilization = false;     // false: the library lacks the call or it failed
   unsigned gpu_utilization = 0;     // percent
   unsigned memory_utilization = 0;  // percent (memory controller)
+  // HAMi v2.11's host series; each false where the library lacks the call or NVML answers
+  // NOT_SUPPORTED (or fails) for this GPU.
+  bool has_temperature = false;
+  unsigned temperature_celsius = 0;  // NVML_TEMPERATURE_GPU
+  bool has_power = false;
+  unsigned power_milliwatts = 0;
+  bool has_ecc_errors = false;
+  uint64_t ecc_errors = 0;  // uncorrected, volatile (since the driver loaded)
 };
 
 class NvmlDiscovery : public Discovery, public MigDriver {

@@ -18,6 +18,7 @@ struct Series {
 
 struct Family {
   std::string help;
+  std::string type;
   std::vector<Series> series;
 };
 
@@ -39,7 +40,8 @@ std::string Escape(const std::string& v, bool quote) {
 
 class Builder {
  public:
-  void Add(const std::string& name, const std::string& help, Labels labels, double value) {
+  void Add(const std::string& name, const std::string& help, Labels labels, double value,
+           const char* type = "gauge") {
     labels.emplace_back("zone", "vGPU");
     std::sort(labels.begin(), labels.end());
     Series s;
@@ -52,6 +54,7 @@ class Builder {
     s.text += "} " + FormatGoFloat(value) + "\n";
     Family& f = families_[name];
     f.help = help;
+    f.type = type;
     f.series.push_back(std::move(s));
   }
 
@@ -61,7 +64,7 @@ class Builder {
       std::stable_sort(f.series.begin(), f.series.end(),
                        [](const Series& a, const Series& b) { return a.values < b.values; });
       out += "# HELP " + name + " " + Escape(f.help, false) + "\n";
-      out += "# TYPE " + name + " gauge\n";
+      out += "# TYPE " + name + " " + f.type + "\n";
       for (const Series& s : f.series) out += s.text;
     }
     return out;
@@ -115,9 +118,22 @@ std::string RenderMetrics(const MetricsInput& input, bool legacy, SystemTime now
       b.Add("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", labels, util);
       if (legacy) b.Add("HostCoreUtilization", "GPU core utilization", old, util);
       b.Add("hami_host_gpu_memory_controller_utilization_ratio",
-            "GPU memory controller utilization ratio (0-100)",
-            {{"device_index", index}, {"device_uuid", g.uuid}, {"device_type", type}},
+            "GPU memory controller utilization ratio (0-100)", labels,
             static_cast<double>(g.memory_utilization));
+    }
+    // HAMi v2.11's host series, each left out where NVML does not support it.
+    if (g.has_temperature) {
+      b.Add("hami_host_gpu_temperature_celsius", "GPU temperature in degrees Celsius", labels,
+            static_cast<double>(g.temperature_celsius));
+    }
+    if (g.has_power) {
+      b.Add("hami_host_gpu_power_usage_watts", "GPU power usage in watts", labels,
+            static_cast<double>(g.power_milliwatts) / 1000.0);
+    }
+    if (g.has_ecc_errors) {
+      b.Add("hami_host_gpu_ecc_errors_total",
+            "Uncorrected ECC errors of the GPU since the driver loaded", labels,
+            static_cast<double>(g.ecc_errors), "counter");
     }
   }
   const std::vector<ContainerUsage>& containers = input.containers;

@@ -6,6 +6,9 @@
 //   HAMI_FAKE_NVML_USAGE   = "usedMiB|gpu%|memory%;..." per GPU in index order (the monitor's
 //                            host series); a GPU without an entry uses nothing, "-" as gpu%
 //                            makes nvmlDeviceGetUtilizationRates answer NOT_SUPPORTED
+//   HAMI_FAKE_NVML_SENSORS = "tempC|powerMilliwatts|eccErrors;..." per GPU in index order (the
+//                            monitor's v2.11 host series); a GPU without an entry, or "-" in a
+//                            field, answers NOT_SUPPORTED for that call
 // MIG (docs/MIG.md), an A100-like 7-slice geometry with memory in proportion to the GPU's:
 //   HAMI_FAKE_NVML_MIG       = "0,2" the GPU indices in MIG mode, or "all"
 //   HAMI_FAKE_NVML_MIG_STATE = a file holding the GPU and compute instances: read at
@@ -32,7 +35,8 @@ struct FakeGpu {
 };
 std::vector<FakeGpu> g_gpus;
 int g_lost = -1;
-std::vector<std::vector<std::string>> g_usage;  // HAMI_FAKE_NVML_USAGE, per GPU
+std::vector<std::vector<std::string>> g_usage;    // HAMI_FAKE_NVML_USAGE, per GPU
+std::vector<std::vector<std::string>> g_sensors;  // HAMI_FAKE_NVML_SENSORS, per GPU
 
 std::vector<std::string> SplitOn(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -195,6 +199,11 @@ int nvmlInit_v2() {
   if (usage && *usage) {
     for (const std::string& entry : SplitOn(usage, ';')) g_usage.push_back(SplitOn(entry, '|'));
   }
+  g_sensors.clear();
+  const char* sensors = std::getenv("HAMI_FAKE_NVML_SENSORS");
+  if (sensors && *sensors) {
+    for (const std::string& entry : SplitOn(sensors, ';')) g_sensors.push_back(SplitOn(entry, '|'));
+  }
   const char* lost = std::getenv("HAMI_FAKE_NVML_LOST");
   g_lost = lost ? std::atoi(lost) : -1;
   LoadMig();
@@ -256,6 +265,36 @@ int nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_st* util) {
   util->gpu = has ? static_cast<unsigned>(std::atoi(g_usage[i][1].c_str())) : 0;
   util->memory = has ? static_cast<unsigned>(std::atoi(g_usage[i][2].c_str())) : 0;
   return 0;
+}
+
+// The v2.11 host series: field k of the GPU's HAMI_FAKE_NVML_SENSORS entry, or NOT_SUPPORTED.
+int Sensor(nvmlDevice_t dev, size_t k, unsigned long long* out) {
+  if (!Gpu(dev)) return 2;
+  const size_t i = reinterpret_cast<size_t>(dev) - 1;
+  if (i >= g_sensors.size() || g_sensors[i].size() != 3 || g_sensors[i][k] == "-") return 3;
+  *out = std::strtoull(g_sensors[i][k].c_str(), nullptr, 10);
+  return 0;
+}
+
+int nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned* temp) {
+  if (sensor != 0) return 2;  // NVML_TEMPERATURE_GPU only
+  unsigned long long v = 0;
+  int rc = Sensor(dev, 0, &v);
+  if (rc == 0) *temp = static_cast<unsigned>(v);
+  return rc;
+}
+
+int nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* milliwatts) {
+  unsigned long long v = 0;
+  int rc = Sensor(dev, 1, &v);
+  if (rc == 0) *milliwatts = static_cast<unsigned>(v);
+  return rc;
+}
+
+int nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int counter_type,
+                                unsigned long long* count) {
+  if (error_type != 1 || counter_type != 0) return 2;  // uncorrected, volatile only
+  return Sensor(dev, 2, count);
 }
 
 // ---- MIG ----

@@ -168,8 +168,8 @@ deviceplugin::GpuSample HostGpu() {
   return g;
 }
 
-// HAMi v2.10's host series (cmd/vGPUmonitor/metrics.go): labels node, device_index, device_uuid,
-// device_type ("NVIDIA-" + NVML's name); the memory controller's without node.
+// HAMi's host series: labels node, device_index, device_uuid, device_type ("NVIDIA-" + NVML's
+// name); since v2.11 the memory controller's carries node too.
 TEST(RenderMetrics, HostGpuSeries) {
   const std::string l =
       R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",node="node-a",zone="vGPU"})";
@@ -177,8 +177,8 @@ TEST(RenderMetrics, HostGpuSeries) {
       "# HELP hami_host_gpu_memory_controller_utilization_ratio GPU memory controller utilization "
       "ratio (0-100)\n"
       "# TYPE hami_host_gpu_memory_controller_utilization_ratio gauge\n"
-      "hami_host_gpu_memory_controller_utilization_ratio"
-      R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",zone="vGPU"})"
+      "hami_host_gpu_memory_controller_utilization_ratio" +
+      l +
       " 12\n"
       "# HELP hami_host_gpu_memory_used_bytes GPU device memory usage in bytes\n"
       "# TYPE hami_host_gpu_memory_used_bytes gauge\n"
@@ -206,6 +206,35 @@ TEST(RenderMetrics, HostGpuSeries) {
                         old + " 2.147483648e+09\n"),
             std::string::npos)
       << legacy;
+}
+
+// HAMi v2.11's temperature, power and ECC series, each present only where NVML answered.
+TEST(RenderMetrics, HostSensorSeries) {
+  deviceplugin::GpuSample g = HostGpu();
+  g.has_temperature = true;
+  g.temperature_celsius = 61;
+  g.has_power = true;
+  g.power_milliwatts = 70500;
+  g.has_ecc_errors = true;
+  g.ecc_errors = 3;
+  const std::string l =
+      R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",node="node-a",zone="vGPU"})";
+  const std::string text = RenderMetrics(MetricsInput{"node-a", {g}, {}}, false, kNow);
+  EXPECT_NE(text.find("# TYPE hami_host_gpu_temperature_celsius gauge\n"
+                      "hami_host_gpu_temperature_celsius" +
+                      l + " 61\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_host_gpu_power_usage_watts" + l + " 70.5\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE hami_host_gpu_ecc_errors_total counter\n"
+                      "hami_host_gpu_ecc_errors_total" +
+                      l + " 3\n"),
+            std::string::npos)
+      << text;
+  g.has_power = false;
+  EXPECT_EQ(RenderMetrics(MetricsInput{"node-a", {g}, {}}, false, kNow).find("power"),
+            std::string::npos);
 }
 
 // A GPU without memory info (unified memory) or without utilisation rates has only the series
