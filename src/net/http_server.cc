@@ -58,6 +58,9 @@ std::string FormatResponse(const Response& r, bool close, bool head) {
     if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
     out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   }
+  if (r.retry_after_seconds > 0) {
+    out += "Retry-After: " + std::to_string(r.retry_after_seconds) + "\r\n";
+  }
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
   if (!head) out += r.body;
@@ -286,6 +289,8 @@ class HttpServer::Impl {
     bool close_after_write = false;
     // The request being answered is a HEAD: its reply goes out without a body.
     bool head = false;
+    std::string peer;  // the client's address, for the per-peer limit
+    size_t held = 0;   // bytes of an unfinished request counted in pending_bytes_
     size_t drained = 0;
     uint64_t seq = 0;
     uint32_t events = 0;
@@ -330,6 +335,13 @@ class HttpServer::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   uint64_t next_id_ = 2;
   std::atomic<size_t> open_{0};
+  std::unordered_map<std::string, size_t> peers_;  // open connections per peer address
+  size_t pending_bytes_ = 0;                       // sum of Conn::held
+  // The oldest connection (of `peer`, or any when empty) that has sent nothing yet; null if none.
+  Conn* OldestSilent(const std::string& peer);
+  // Re-counts what `c` holds of an unfinished request; false when that takes the server past
+  // max_pending_bytes (the caller refuses the request).
+  bool AccountHeld(Conn& c);
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
   std::thread loop_;
@@ -575,7 +587,10 @@ void HttpServer::Impl::Loop() {
 
 void HttpServer::Impl::Accept() {
   for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof(addr);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &addr_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -583,7 +598,33 @@ void HttpServer::Impl::Accept() {
       }
       return;
     }
-    if (conns_.size() >= max_connections_) {
+    char host[INET6_ADDRSTRLEN] = "";
+    if (addr.ss_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, host, sizeof(host));
+    } else if (addr.ss_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, host, sizeof(host));
+    }
+    const std::string peer = host;
+    // Full (for this peer, or at all): the oldest connection that never sent a byte makes room.
+    bool refused = false;
+    if (options_.max_connections_per_peer > 0 && !peer.empty() &&
+        peers_[peer] >= options_.max_connections_per_peer) {
+      Conn* victim = OldestSilent(peer);
+      if (victim != nullptr) {
+        Close(victim->id);
+      } else {
+        refused = true;
+      }
+    }
+    if (!refused && conns_.size() >= max_connections_) {
+      Conn* victim = OldestSilent("");
+      if (victim != nullptr) {
+        Close(victim->id);
+      } else {
+        refused = true;
+      }
+    }
+    if (refused) {
       Count(503);
       close(fd);
       continue;
@@ -593,6 +634,8 @@ void HttpServer::Impl::Accept() {
     auto c = std::make_unique<Conn>(limits_);
     c->id = next_id_++;
     c->fd = fd;
+    c->peer = peer;
+    ++peers_[peer];
     if (ctx_ != nullptr) {
       c->ssl = SSL_new(ctx_);
       if (c->ssl == nullptr) {
@@ -607,6 +650,9 @@ void HttpServer::Impl::Accept() {
     } else {
       c->phase = Phase::kIdle;
       c->deadline = clock_.Now() + options_.idle_timeout;
+    }
+    if (conns_.size() + 1 > max_connections_ / 4 * 3) {
+      c->deadline = std::min(c->deadline, clock_.Now() + options_.crowded_first_byte_timeout);
     }
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -697,6 +743,10 @@ void HttpServer::Impl::ReadAndParse(Conn& c) {
     }
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
+      if (!AccountHeld(c)) {
+        Refuse(c, 503, "the server holds too many unfinished requests; retry");
+        return;
+      }
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -705,13 +755,34 @@ void HttpServer::Impl::ReadAndParse(Conn& c) {
   }
 }
 
+HttpServer::Impl::Conn* HttpServer::Impl::OldestSilent(const std::string& peer) {
+  Conn* oldest = nullptr;
+  for (auto& [id, c] : conns_) {
+    const bool silent = c->seq == 0 && c->in.empty() && !c->parser.started() && !c->busy &&
+                        c->out.empty() && (c->phase == Phase::kIdle || c->phase == Phase::kHead);
+    if (!silent || (!peer.empty() && c->peer != peer)) continue;
+    if (oldest == nullptr || c->id < oldest->id) oldest = c.get();
+  }
+  return oldest;
+}
+
+bool HttpServer::Impl::AccountHeld(Conn& c) {
+  const size_t now = c.in.size() + c.parser.buffered();
+  pending_bytes_ = pending_bytes_ - c.held + now;
+  const bool grew = now > c.held;
+  c.held = now;
+  return !grew || options_.max_pending_bytes == 0 || pending_bytes_ <= options_.max_pending_bytes;
+}
+
 void HttpServer::Impl::ProcessInput(Conn& c) {
   while (!c.busy && c.out.empty() && !c.close_after_write && !c.in.empty()) {
     size_t used = c.parser.Feed(c.in);
     c.in.erase(0, used);
+    AccountHeld(c);
     switch (c.parser.state()) {
       case RequestParser::State::kDone:
         Dispatch(c, c.parser.Take());
+        AccountHeld(c);  // the request left the parser: it is no longer pending
         break;
       case RequestParser::State::kError:
         Refuse(c, c.parser.error().status, c.parser.error().message);
@@ -727,7 +798,11 @@ void HttpServer::Impl::Refuse(Conn& c, int status, const std::string& message) {
   HAMI_VLOG(3, "{}: refused with {}: {}", options_.name, status, message);
   c.in.clear();
   c.head = false;
-  Queue(c, Response{status, "text/plain", message + "\n"}, /*close=*/true);
+  pending_bytes_ -= c.held;  // nothing more of this request is read (the rest is drained)
+  c.held = 0;
+  Response r{status, "text/plain", message + "\n"};
+  if (status == 503) r.retry_after_seconds = 1;
+  Queue(c, r, /*close=*/true);
   if (conns_.count(c.id) != 0 && !Flush(c)) Close(c.id);
 }
 
@@ -978,6 +1053,8 @@ void HttpServer::Impl::Close(uint64_t id) {
   if (it == conns_.end()) return;
   Conn& c = *it->second;
   if (c.stream) c.stream->closed = true;
+  pending_bytes_ -= c.held;
+  if (auto p = peers_.find(c.peer); p != peers_.end() && --p->second == 0) peers_.erase(p);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   if (c.ssl != nullptr) SSL_free(c.ssl);
   close(c.fd);

@@ -39,6 +39,7 @@ struct Response {
   int status = 200;
   std::string content_type = "application/json";
   std::string body{};
+  int retry_after_seconds = 0;  // > 0: a Retry-After header
 };
 
 // A streamed reply (Responder::StartStream). Copyable and thread-safe; copies share the stream.
@@ -91,7 +92,19 @@ using Handler = std::function<void(Request request, Responder responder)>;
 struct HttpServerOptions {
   std::string name = "http";  // in log lines
   size_t workers = 8;
+  // At the cap a new connection takes the place of the oldest one that has not sent a byte (so a
+  // kubelet probe is answered while idle connections fill the slots); with none, it is refused.
   size_t max_connections = 1024;
+  // Connections from one peer address; past it the peer's oldest silent connection makes room,
+  // or the new one is refused. 0 = no per-peer limit.
+  size_t max_connections_per_peer = 512;
+  // Once more than 3/4 of max_connections are open, a new connection must send its first byte
+  // (with TLS: finish its handshake) within this instead of the idle or header timeout.
+  std::chrono::milliseconds crowded_first_byte_timeout{2000};
+  // Bytes of unfinished requests (heads and bodies being received) held across connections;
+  // a request that takes the total past it is answered 503 with Retry-After and its connection
+  // closed. 0 = no cap.
+  size_t max_pending_bytes = 256 << 20;
   RequestLimits limits{};  // limits.body_limit is set from the routes' max_body
   std::chrono::milliseconds header_timeout{10000};  // first byte of a request -> end of head
   std::chrono::milliseconds body_timeout{30000};    // end of head -> end of body

@@ -45,6 +45,12 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--metrics-bind-address", s.metrics_bind, "metrics listener (host:port)");
   app.add_option("--filter-max-body-bytes", s.filter_max_body,
                  "largest /filter body (413 past it); the Nodes form carries ~5 KiB per node");
+  app.add_option("--max-pending-body-bytes", s.max_pending_body_bytes,
+                 "bytes of unfinished request bodies --http_bind holds across its connections "
+                 "(503 with Retry-After past it)");
+  app.add_option("--max-connections-per-peer", s.max_connections_per_peer,
+                 "--http_bind connections one client address may hold (0: no limit); at the "
+                 "limit its oldest connection that has sent nothing makes room");
   app.add_option("--device-config-file", f.device_config_file,
                  "device-config.yaml (optional: the built-in defaults equal HAMi's chart)");
   app.add_option("--node-label-selector", s.registration.node_label_selector,

@@ -152,6 +152,8 @@ Status Server::ServeApi(const std::string& host, int port) {
   api_options.name = "--http_bind";
   api_options.workers = options_.http_workers;
   api_options.max_connections = options_.max_connections;
+  api_options.max_connections_per_peer = options_.max_connections_per_peer;
+  api_options.max_pending_bytes = options_.max_pending_body_bytes;
   if (!options_.cert_file.empty() && !options_.key_file.empty()) {
     auto certs = CertReloader::Create(options_.cert_file, options_.key_file);
     if (!certs) return std::move(certs).take_error();
@@ -201,6 +203,8 @@ Status Server::ServeMetrics(const std::string& host, int port) {
   metrics_options.name = "--metrics-bind-address";
   metrics_options.workers = 2;
   metrics_options.max_connections = 256;
+  metrics_options.max_connections_per_peer = 128;
+  metrics_options.max_pending_bytes = 1 << 20;  // its routes take no body
   http_->metrics = std::make_unique<net::HttpServer>(metrics_options);
   net::RouteOptions metrics_route;
   metrics_route.max_body = 0;

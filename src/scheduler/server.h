@@ -64,6 +64,9 @@ struct ServerOptions {
   size_t max_body = 3 << 20;
   size_t http_workers = 16;  // no request waits on one: lock and sync waits are parked
   size_t max_connections = 1024;
+  size_t max_connections_per_peer = 512;  // 0: no per-peer limit
+  // Bytes of unfinished requests held across --http_bind's connections; past it 503.
+  size_t max_pending_body_bytes = 256 << 20;
   // $POD_NAME / $POD_NAMESPACE: with both set, the leader labels the scheduler pods of that
   // namespace with hami.io/scheduler-role (LabelSchedulerPods).
   std::string pod_name{};

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,6 +291,99 @@ TEST_F(HttpServerTest, ClosesConnectionsPastTheLimit) {
   EXPECT_TRUE(c.WaitClosed());
   EXPECT_GE(server_->refused(503), 1u);
   EXPECT_EQ(server_->connections(), 2u);
+}
+
+// Waits until the server has `n` connections open (it accepts on its own thread).
+bool WaitConnections(HttpServer& server, size_t n) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server.connections() != n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  return server.connections() == n;
+}
+
+// Issue 30 item 7: connections that send nothing used to hold every slot until their idle
+// timeout (90 s), and /healthz was refused meanwhile. At the cap a new connection takes the
+// place of the oldest silent one.
+TEST_F(HttpServerTest, SilentConnectionsMakeRoomForAProbe) {
+  HttpServerOptions o;
+  o.max_connections = 8;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (size_t i = 0; i < 8; ++i) {
+    silent.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(WaitConnections(*server_, i + 1));
+  }
+  RawClient probe(port_);
+  ASSERT_TRUE(probe.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  auto r = probe.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(silent[0]->WaitClosed()) << "the oldest silent connection made room";
+  EXPECT_EQ(server_->connections(), 8u);
+}
+
+TEST_F(HttpServerTest, OnePeerCannotTakeEverySlot) {
+  HttpServerOptions o;
+  o.max_connections_per_peer = 3;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (size_t i = 0; i < 3; ++i) {
+    silent.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(WaitConnections(*server_, i + 1));
+  }
+  RawClient fourth(port_);
+  EXPECT_TRUE(silent[0]->WaitClosed());
+  ASSERT_TRUE(fourth.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  auto r = fourth.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(server_->connections(), 3u);
+}
+
+// Once 3/4 of the slots are taken, a new connection has 2 s (not 90) to send its first byte.
+TEST_F(HttpServerTest, ACrowdedServerGivesSilentConnectionsLittleTime) {
+  FakeClock clock;
+  HttpServerOptions o;
+  o.clock = &clock;
+  o.max_connections = 8;
+  Start(o);
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (size_t i = 0; i < 7; ++i) {
+    silent.push_back(std::make_unique<RawClient>(port_));
+    ASSERT_TRUE(WaitConnections(*server_, i + 1));
+  }
+  clock.Advance(std::chrono::seconds(3));
+  server_->Wake();
+  EXPECT_TRUE(silent[6]->WaitClosed()) << "the connection opened past 6 of 8";
+  EXPECT_EQ(server_->connections(), 6u);
+}
+
+// Issue 30 item 8: nothing bounded the bytes held by unfinished bodies across connections.
+TEST_F(HttpServerTest, PendingBodiesShareOneBudget) {
+  HttpServerOptions o;
+  o.max_pending_bytes = 4096;
+  Start(o);
+  RawClient a(port_), b(port_);
+  const std::string head = "POST /big HTTP/1.1\r\nContent-Length: 3000\r\n\r\n";
+  ASSERT_TRUE(a.Send(head + std::string(2500, 'a')));
+  ASSERT_TRUE(b.Send(head + std::string(2500, 'b')));
+  // Whichever the server read second takes the total past 4096 bytes.
+  std::optional<Reply> refused;
+  RawClient* other = nullptr;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!refused && std::chrono::steady_clock::now() < until) {
+    if ((refused = a.Read(std::chrono::milliseconds(10)))) other = &b;
+    if (!refused && (refused = b.Read(std::chrono::milliseconds(10)))) other = &a;
+  }
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->head.find("Retry-After: 1\r\n"), std::string::npos) << refused->head;
+  ASSERT_TRUE(other->Send(std::string(500, 'x')));
+  auto ok = other->Read();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->body, "3000");
 }
 
 TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
