@@ -677,7 +677,7 @@ std::string ExplainText(const ExplainView& view, const TableOptions& options) {
       {"Bind phase:", view.bind_phase.value_or("<none>")},
   };
   for (const auto& row : head) {
-    out += row[0] + std::string(12 - row[0].size(), ' ') + row[1] + "\n";
+    out += row[0] + std::string(12 - row[0].size(), ' ') + EscapeTerminal(row[1]) + "\n";
   }
 
   out += "\nRequests (after the webhook):\n";
@@ -697,16 +697,20 @@ std::string ExplainText(const ExplainView& view, const TableOptions& options) {
   }
   if (!view.annotations.empty()) {
     out += "\nAnnotations:\n";
-    for (const auto& [k, v] : view.annotations) out += "  " + k + "=" + v + "\n";
+    for (const auto& [k, v] : view.annotations) {
+      out += "  " + EscapeTerminal(k) + "=" + EscapeTerminal(v) + "\n";
+    }
   }
   if (!view.devices.empty()) {
     out += "\nHolds:\n";
     for (const auto& d : view.devices) {
-      out += "  " + d.uuid + " (" + std::to_string(d.memory) + " MiB, " + std::to_string(d.cores) +
-             "% cores)\n";
+      out += "  " + EscapeTerminal(d.uuid) + " (" + std::to_string(d.memory) + " MiB, " +
+             std::to_string(d.cores) + "% cores)\n";
     }
   }
-  if (view.scheduling) out += "\nLast scheduling failure: " + *view.scheduling + "\n";
+  if (view.scheduling) {
+    out += "\nLast scheduling failure: " + EscapeTerminal(*view.scheduling) + "\n";
+  }
 
   if (!view.nodes.empty()) {
     out += "\nFilter, computed now from the cluster's annotations:\n";
@@ -727,9 +731,9 @@ std::string ExplainText(const ExplainView& view, const TableOptions& options) {
   if (!view.lock) {
     out += "<none>\n";
   } else {
-    out += view.lock->node + " held by " +
-           (view.lock->holder.empty() ? view.lock->value : view.lock->holder) + " for " +
-           ShortAge(view.lock->age_seconds) +
+    out += EscapeTerminal(view.lock->node) + " held by " +
+           EscapeTerminal(view.lock->holder.empty() ? view.lock->value : view.lock->holder) +
+           " for " + ShortAge(view.lock->age_seconds) +
            (view.lock->held_by_pod ? " (this pod)" : " (this pod waits for it)") + "\n";
   }
 
@@ -750,7 +754,7 @@ std::string ExplainText(const ExplainView& view, const TableOptions& options) {
       return view.history[row - first].type == "Warning" ? "\033[33m" : nullptr;
     });
   }
-  out += "\n" + paint("\033[1m", view.summary) + "\n";
+  out += "\n" + paint("\033[1m", EscapeTerminal(view.summary, /*keep_newlines=*/true)) + "\n";
   return out;
 }
 

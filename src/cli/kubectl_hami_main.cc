@@ -157,7 +157,9 @@ hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const auto& w : warnings) {
+    std::fprintf(stderr, "warning: %s\n", hami::EscapeTerminal(w).c_str());
+  }
 }
 
 // decode/encode: hamictl's kinds; no cluster needed.
@@ -177,10 +179,11 @@ int Codec(const Args& args) {
     auto r = args.verb == "decode" ? k.decode(input) : k.encode(input);
     if (!r.ok()) {
       std::fprintf(stderr, "kubectl-hami %s %s: %s\n", args.verb.c_str(), kind_name.c_str(),
-                   r.error().c_str());
+                   hami::EscapeTerminal(r.error()).c_str());
       return 1;
     }
-    std::fwrite(r.value().data(), 1, r.value().size(), stdout);
+    const std::string out = hami::EscapeTerminal(r.value(), /*keep_newlines=*/true);
+    std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;
   }
@@ -196,7 +199,7 @@ bool UseColour(const Args& args) {
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "kubectl-hami: %s\n", message.c_str());
+  std::fprintf(stderr, "kubectl-hami: %s\n", hami::EscapeTerminal(message, true).c_str());
   return 1;
 }
 

@@ -287,7 +287,8 @@ std::string TopTable(const TopView& view, const TableOptions& options) {
   std::string out = RenderTable(rows);
   for (const auto& n : view.nodes) {
     if (!n.error) continue;
-    std::string line = "node " + n.name + ": no measurements, allocations only: " + *n.error;
+    std::string line =
+        EscapeTerminal("node " + n.name + ": no measurements, allocations only: " + *n.error);
     out += options.colour ? "\033[33m" + line + "\033[0m\n" : line + "\n";
   }
   return out;

@@ -204,8 +204,14 @@ std::optional<std::string_view> ReasonPhrase(std::string_view name) {
   return it->second;
 }
 
-std::string RenderTable(const std::vector<std::vector<std::string>>& rows, size_t indent,
+std::string RenderTable(const std::vector<std::vector<std::string>>& raw, size_t indent,
                         const std::function<const char*(size_t row, size_t col)>& colour) {
+  // Every table's cells pass here: the one place they are made safe for a terminal (a cell is
+  // one line, so a newline in it is escaped too).
+  std::vector<std::vector<std::string>> rows = raw;
+  for (auto& row : rows) {
+    for (auto& cell : row) cell = EscapeTerminal(cell);
+  }
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (row.size() > width.size()) width.resize(row.size(), 0);
@@ -678,7 +684,7 @@ std::string PodsTable(const PodsView& view, const TableOptions& options) {
   if (!options.wide) {
     for (const auto& p : view.pods) {
       if (!p.reason) continue;
-      std::string line = p.ns + "/" + p.name + " pending: " + *p.reason;
+      std::string line = EscapeTerminal(p.ns + "/" + p.name + " pending: " + *p.reason);
       out += options.colour ? "\033[33m" + line + "\033[0m\n" : line + "\n";
     }
   }

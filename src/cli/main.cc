@@ -10,6 +10,7 @@
 
 #include "cli/kinds.h"
 #include "common/flags.h"
+#include "common/strings.h"
 
 namespace {
 
@@ -69,10 +70,12 @@ int main(int argc, char** argv_in) {
     auto r = verb == "decode" ? k.decode(input) : k.encode(input);
     if (!r) {
       std::fprintf(stderr, "hamictl %s %s: %s\n", verb.c_str(), kind_name.c_str(),
-                   r.error().c_str());
+                   hami::EscapeTerminal(r.error(), /*keep_newlines=*/true).c_str());
       return 1;
     }
-    std::fwrite(r->data(), 1, r->size(), stdout);
+    // Decoded values come from cluster objects: no control character reaches the terminal.
+    const std::string out = hami::EscapeTerminal(*r, /*keep_newlines=*/true);
+    std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
   }

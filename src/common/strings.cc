@@ -1,5 +1,6 @@
 #include "common/strings.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace hami {
@@ -102,6 +103,82 @@ std::string Quote(std::string_view s) {
   }
   if (s.size() > kMax) out += "...";
   out += '"';
+  return out;
+}
+
+namespace {
+
+// The length of the UTF-8 sequence at text[i] (2 to 4), or 0 when it is not one (overlong forms
+// and surrogates included).
+size_t Utf8Length(std::string_view text, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xbf) {
+    return k < text.size() && at(k) >= lo && at(k) <= hi;
+  };
+  unsigned char c = at(i);
+  if (c >= 0xc2 && c <= 0xdf) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string EscapeTerminal(std::string_view text, bool keep_newlines) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  auto plain = [&](unsigned char c) {
+    return (c >= 0x20 && c < 0x7f) || (c == '\n' && keep_newlines);
+  };
+  if (std::all_of(text.begin(), text.end(), [&](char c) { return plain(c); })) {
+    return std::string(text);
+  }
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (plain(c)) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {  // C0 or DEL
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else {
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+      ++i;
+      continue;
+    }
+    size_t n = Utf8Length(text, i);
+    if (n == 0) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) {
+      unsigned char cp = static_cast<unsigned char>(text[i + 1]);  // U+0080-U+009F: C1
+      out += "\\u00";
+      out += kHex[cp >> 4];
+      out += kHex[cp & 15];
+      i += 2;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
   return out;
 }
 

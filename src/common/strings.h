@@ -37,6 +37,14 @@ std::optional<bool> ParseBool(std::string_view s);
 // 120 bytes with "...". Quote("a\"b") = "\"a\\\"b\"".
 std::string Quote(std::string_view s);
 
+// Text from cluster objects made safe for an operator's terminal (docs/SECURITY.md, "Terminal
+// output of kubectl-hami and hamictl"): C0 controls (U+0000-U+001F), DEL and C1 controls
+// (U+0080-U+009F, as UTF-8) become JSON-style escapes (\n, \r, \t, \u001b, \u007f, \u009b) and
+// bytes that are not UTF-8 become \xNN, so no escape sequence, bell or carriage return reaches the
+// terminal. With `keep_newlines`, '\n' stays (text that is multi-line by design). Everything else
+// (printable ASCII, UTF-8 from U+00A0) is unchanged, and JSON text stays valid JSON.
+std::string EscapeTerminal(std::string_view text, bool keep_newlines = false);
+
 }  // namespace hami
 
 #endif  // HAMI_COMMON_STRINGS_H_

@@ -23,6 +23,7 @@
 #include "device/pod_view.h"
 #include "device/policy.h"
 #include "device/quota.h"
+#include "device/search_budget.h"
 #include "device/usage.h"
 #include "protocol/node_register.h"
 #include "protocol/pair_score.h"
@@ -48,6 +49,9 @@ struct FitContext {
   // hypothetical collapsed pod total in the quota check. nullptr = none.
   const protocol::PodDevices* earlier = nullptr;
   size_t init_count = 0;
+  // What a search over device combinations may still spend in this Schedule call (NVIDIA's
+  // topology-aware pick); nullptr = only the per-node cap (search_budget.h).
+  SearchBudget* search_budget = nullptr;
 };
 
 struct FitResult {

@@ -29,6 +29,7 @@ bool ContainsIgnoreCase(std::string_view haystack, std::string_view needle) {
 // many nodes does not allocate them per node.
 struct Scratch {
   const Registry* registry = nullptr;  // the backends, for Find
+  SearchBudget* budget = nullptr;      // the Schedule call's search budget; null = per node only
   std::vector<double> scores;
   std::vector<ScoredDevice> sorted;
   std::vector<const DeviceUsage*> candidates;
@@ -118,7 +119,8 @@ std::optional<std::string> FitContainer(const PodView& pod, const PodRequests& r
                    .policy = policy.gpu_policy,
                    .quota = quota,
                    .earlier = &earlier,
-                   .init_count = requests.init_count};
+                   .init_count = requests.init_count,
+                   .search_budget = s->budget};
     FitResult fit = backend->Fit(s->candidates, req, ctx);
     if (!fit.fit) return fit.Reason();
     if (record || vendors_left > 0) {
@@ -362,11 +364,17 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   if (!policy) return std::move(policy).take_error();
   Scratch s;
   s.registry = &registry;
+  SearchBudget budget(options.search_steps);
+  s.budget = &budget;
+  // The budget left before each node: the chosen node is fitted again from its own figure, so
+  // that its picks are the ones its pass made.
+  std::vector<uint64_t> budget_before(nodes.size());
   decision.nodes.reserve(nodes.size() + unregistered.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (i + 3 < nodes.size()) PrefetchNode(nodes[i + 3]);
     if (i + 2 < nodes.size()) PrefetchDevices(nodes[i + 2]);
     if (i + 1 < nodes.size()) PrefetchIds(nodes[i + 1]);
+    budget_before[i] = budget.left();
     FitOnNode(pod, decision.requests, *nodes[i], *policy, options.quota, /*complete=*/false, &s,
               &decision.nodes.emplace_back());
   }
@@ -390,6 +398,8 @@ Result<ScheduleDecision> ScheduleRows(const Registry& registry, const PodView& p
   if (decision.chosen) {
     NodeFit& chosen = decision.nodes[*decision.chosen];
     chosen = NodeFit{};
+    SearchBudget again(budget_before[*decision.chosen]);
+    s.budget = &again;
     FitOnNode(pod, decision.requests, *nodes[*decision.chosen], *policy, options.quota,
               /*complete=*/true, &s, &chosen);
   }

@@ -84,6 +84,11 @@ struct ScheduleOptions {
   NodePolicy node_policy = NodePolicy::kBinpack;  // --node-scheduler-policy
   GpuPolicy gpu_policy{};                         // --gpu-scheduler-policy (default: spread)
   const NamespaceQuota* quota = nullptr;          // the pod's namespace; nullptr = unchecked
+  // Steps the searches over device combinations of all candidate nodes may spend together
+  // (search_budget.h; docs/SECURITY.md#the-filters-work-budget). A node the budget cannot pay
+  // for gets a cheaper pick, or fails with the backend's reason; the chosen node's picks are
+  // the ones its pass computed.
+  uint64_t search_steps = kFilterSearchSteps;
 };
 
 // The options for the configured policy defaults (flags or the config's `scheduler` section);

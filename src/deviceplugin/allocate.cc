@@ -168,6 +168,29 @@ ContainerAllocation BuildContainerAllocation(const protocol::ContainerDevices& d
   return out;
 }
 
+namespace {
+
+// Why `entry` gives `container` more than its own request, or nullopt.
+std::optional<std::string> BeyondRequest(const protocol::ContainerDevices& entry,
+                                         const ContainerInfo& container) {
+  for (const auto& d : entry) {
+    if (container.limit.memory_mib && d.usedmem > *container.limit.memory_mib) {
+      return "container " + Quote(container.name) + " is allocated " + std::to_string(d.usedmem) +
+             " MB on device " + Quote(d.uuid) + " but requests " +
+             std::to_string(*container.limit.memory_mib) + " MB";
+    }
+    if (container.limit.cores && *container.limit.cores > 0 &&
+        d.usedcores > *container.limit.cores) {
+      return "container " + Quote(container.name) + " is allocated " + std::to_string(d.usedcores) +
+             "% of the cores on device " + Quote(d.uuid) + " but requests " +
+             std::to_string(*container.limit.cores) + "%";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<AllocationPlan> PlanAllocate(const PodView& pod,
                                     const std::vector<std::vector<std::string>>& requests,
                                     const AllocateEnv& env,
@@ -186,15 +209,19 @@ Result<AllocationPlan> PlanAllocate(const PodView& pod,
                    std::to_string(entry.size()) + ", kubelet asked for " +
                    std::to_string(requests[r].size())};
     }
-    // In MIG mode the reservation names the GPU; kubelet's replica ids do not (HAMi too).
-    if (env.config.enable_preferred_allocation && env.config.operating_mode != kMigOperatingMode) {
-      for (size_t i = 0; i < entry.size(); ++i) entry[i].uuid = StripReplicaSuffix(requests[r][i]);
-    }
     ContainerInfo container;
     if (*index < pod.containers.size()) {
       container = pod.containers[*index];
     } else {
       container.name = "container-" + std::to_string(*index);
+    }
+    // A MIG instance holds its profile's memory, more than asked: nothing to compare.
+    if (env.config.operating_mode != kMigOperatingMode) {
+      if (auto over = BeyondRequest(entry, container)) return Error{where + ": " + *over};
+    }
+    // In MIG mode the reservation names the GPU; kubelet's replica ids do not (HAMi too).
+    if (env.config.enable_preferred_allocation && env.config.operating_mode != kMigOperatingMode) {
+      for (size_t i = 0; i < entry.size(); ++i) entry[i].uuid = StripReplicaSuffix(requests[r][i]);
     }
     plan.containers.push_back(
         BuildContainerAllocation(entry, container, pod.uid, new_cache_id(), env));

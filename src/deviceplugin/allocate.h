@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,11 +71,21 @@ struct AllocateEnv {
   std::string mps_root = "/run/nvidia/mps";
 };
 
+// What a container's own resources entitle it to per device (HAMi ValidateContainerAllocation):
+// nvidia.com/gpumem x memoryFactor (or defaultMemory) MiB, nvidia.com/gpucores (or defaultCores)
+// percent; nullopt = not bounded (a percentage: the card's memory is not known here; cores 0).
+struct ContainerRequestLimit {
+  std::optional<int64_t> memory_mib{};
+  std::optional<int32_t> cores{};
+  bool operator==(const ContainerRequestLimit&) const = default;
+};
+
 // One container of the pod in the annotation's index space (init containers first).
 struct ContainerInfo {
   std::string name;
   bool disable_control = false;    // its env CUDA_DISABLE_CONTROL parses as true
   std::string task_priority = "";  // its env CUDA_TASK_PRIORITY (set by the webhook), "" if none
+  ContainerRequestLimit limit{};   // from its limits (else requests); unbounded when unknown
 };
 
 struct PodView {
@@ -127,8 +138,11 @@ struct AllocationPlan {
 };
 
 // Serves kubelet's requests (device ID lists, in kubelet order) positionally: each takes the
-// first still non-empty entry; its device count must equal the request's. `new_cache_id` is
-// called once per container. Errors name the container index and reason, e.g.
+// first still non-empty entry; its device count must equal the request's, and outside MIG mode
+// no device of it may hold more memory or cores than the container's own request
+// (ContainerInfo::limit; HAMi #3075): `container "main" is allocated 8000 MB on device "GPU-a"
+// but requests 3000 MB`, `... is allocated 80% of the cores on device "GPU-a" but requests 30%`.
+// `new_cache_id` is called once per container. Errors name the container index and reason, e.g.
 // "container 1: device number not matched: annotation has 2, kubelet asked for 1".
 Result<AllocationPlan> PlanAllocate(const PodView& pod,
                                     const std::vector<std::vector<std::string>>& requests,

@@ -16,6 +16,8 @@
 #include "protocol/keys.h"
 #include "protocol/mig_allocations.h"
 #include "protocol/node_lock.h"
+#include "protocol/quantity.h"
+#include "protocol/vendor.h"
 
 namespace hami::deviceplugin {
 namespace {
@@ -52,12 +54,54 @@ std::string StringField(const Json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-void AddContainers(const Json& spec, const char* field, std::vector<ContainerInfo>* out) {
+// resources.limits[name], else resources.requests[name]; null when neither is a string.
+const Json* Resource(const Json& c, std::string_view name) {
+  auto res = c.find("resources");
+  if (res == c.end() || !res->is_object()) return nullptr;
+  for (const char* list : {"limits", "requests"}) {
+    auto l = res->find(list);
+    if (l == res->end() || !l->is_object()) continue;
+    auto v = l->find(std::string(name));
+    if (v != l->end() && v->is_string()) return &*v;
+  }
+  return nullptr;
+}
+
+// The container's per-device entitlement as the scheduler normalises it (memory first from
+// gpumem, unbounded with a percentage; cores from gpucores or the default). A value that does
+// not parse bounds nothing: the scheduler refused such a pod already.
+ContainerRequestLimit RequestLimit(const Json& c, const PluginConfig& config) {
+  ContainerRequestLimit out;
+  const Json* mem = Resource(c, protocol::kNvidiaMemoryResource);
+  const Json* pct = Resource(c, protocol::kNvidiaMemoryPercentageResource);
+  if (mem) {
+    if (auto mib =
+            protocol::ParseMemoryMiB(protocol::kNvidiaMemoryResource, mem->get<std::string>());
+        mib && *mib > 0) {
+      out.memory_mib = int64_t{*mib} * std::max(config.memory_factor, 1);
+    }
+  } else if (!pct && config.default_memory > 0) {
+    out.memory_mib = config.default_memory;
+  }
+  if (const Json* cores = Resource(c, protocol::kNvidiaCoreResource)) {
+    if (auto v =
+            protocol::ParseDeviceCount(protocol::kNvidiaCoreResource, cores->get<std::string>())) {
+      out.cores = *v;
+    }
+  } else if (config.default_cores > 0) {
+    out.cores = config.default_cores;
+  }
+  return out;
+}
+
+void AddContainers(const Json& spec, const char* field, const PluginConfig& config,
+                   std::vector<ContainerInfo>* out) {
   auto list = spec.find(field);
   if (list == spec.end() || !list->is_array()) return;
   for (const Json& c : *list) {
     ContainerInfo info;
     info.name = StringField(c, "name");
+    if (c.is_object()) info.limit = RequestLimit(c, config);
     auto env = c.find("env");
     if (env != c.end() && env->is_array()) {
       for (const Json& e : *env) {
@@ -100,7 +144,7 @@ Result<Json> FindPendingPod(k8s::Client& client, std::string_view node, std::str
   return Error{"no pending pod found on node " + Quote(node)};
 }
 
-PodView PodViewFromJson(const Json& pod) {
+PodView PodViewFromJson(const Json& pod, const PluginConfig& config) {
   PodView view;
   view.ns = k8s::Namespace(pod);
   view.name = k8s::Name(pod);
@@ -108,8 +152,8 @@ PodView PodViewFromJson(const Json& pod) {
   view.to_allocate = k8s::Annotation(pod, kToAllocateKey).value_or("");
   auto spec = pod.find("spec");
   if (spec != pod.end() && spec->is_object()) {
-    AddContainers(*spec, "initContainers", &view.containers);
-    AddContainers(*spec, "containers", &view.containers);
+    AddContainers(*spec, "initContainers", config, &view.containers);
+    AddContainers(*spec, "containers", config, &view.containers);
   }
   return view;
 }
@@ -169,7 +213,7 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   std::string lock_value;  // lets the release skip a GET of the node (nodelock::Release)
   auto found = FindPendingPod(*client_, node_, &lock_value);
   if (!found) return Error{"allocate on node " + Quote(node_) + ": " + found.error()};
-  const PodView pod = PodViewFromJson(*found);
+  const PodView pod = PodViewFromJson(*found, env_.config);
   auto plan = PlanAllocate(pod, requests, env_, new_cache_id_);
   if (!plan) return std::move(Fail(pod, plan.error(), lock_value)).take_error();
   // Steps 4 and 5 in one patch: the entries consumed, and when nothing NVIDIA is left to

@@ -35,8 +35,10 @@ Result<k8s::Json> FindPendingPod(k8s::Client& client, std::string_view node,
                                  std::string* lock = nullptr);
 
 // The pod's containers in annotation order (init containers, then containers), with
-// CUDA_DISABLE_CONTROL read from each container's literal env.
-PodView PodViewFromJson(const k8s::Json& pod);
+// CUDA_DISABLE_CONTROL read from each container's literal env and each container's request
+// limit (ContainerInfo::limit) from its NVIDIA resources under `config`'s memoryFactor and
+// defaults.
+PodView PodViewFromJson(const k8s::Json& pod, const PluginConfig& config = {});
 
 // A random RFC 4122 version-4 UUID (the shared cache file name).
 std::string RandomUuid();

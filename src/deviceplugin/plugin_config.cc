@@ -25,6 +25,9 @@ Result<PluginConfig> ApplyDeviceConfigYaml(std::string_view yaml_text, PluginCon
   c.enable_numa_topology = nv.enable_numa_topology;
   c.disable_core_limit = nv.disable_core_limit;
   c.mig_profile_allowlist = nv.mig_profile_allowlist;
+  c.memory_factor = nv.memory_factor;
+  c.default_memory = nv.default_memory;
+  c.default_cores = nv.default_cores;
   if (Status v = ValidatePluginConfig(c); !v) return std::move(v).take_error();
   return c;
 }

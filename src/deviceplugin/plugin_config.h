@@ -31,7 +31,12 @@ struct PluginConfig {
   bool disable_core_limit = false;           // GPU_CORE_UTILIZATION_POLICY=disable
   std::string operating_mode = "hami-core";  // "hami-core", "mps" or "mig"
   bool enable_preferred_allocation = false;  // Register option + UUIDs from kubelet's ids
-  std::vector<std::string> filter_uuids{};   // GPUs hidden from the plugin
+  // What a container asks for, as the scheduler reads it (Allocate refuses more): nvidia.
+  // memoryFactor, defaultMemory and defaultCores.
+  int32_t memory_factor = 1;
+  int32_t default_memory = 0;
+  int32_t default_cores = 0;
+  std::vector<std::string> filter_uuids{};  // GPUs hidden from the plugin
   std::vector<uint64_t> filter_indices{};
   // nvidia.migProfileAllowlist: the profiles a model may be split into in MIG mode.
   std::vector<device::nvidia::MigAllowlistEntry> mig_profile_allowlist =

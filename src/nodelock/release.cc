@@ -20,11 +20,12 @@ namespace res = k8s::resources;
 // Rounds of GET + conditional patch before giving up on a lock that keeps changing.
 constexpr int kLockChangeRounds = 5;
 
-// One JSON patch that removes the lock only while it still reads `seen`.
+// One JSON patch that removes the lock `key` only while it still reads `seen`: the one removal
+// of a node lock in src/ (tests/nodelock/one_release_check.sh).
 k8s::ApiResult<Json> RemoveIfUnchanged(k8s::Client& client, std::string_view node,
-                                       std::string_view seen, const k8s::RetryPolicy& retry) {
-  const std::string path =
-      "/metadata/annotations/" + k8s::JsonPointerEscape(protocol::kNodeLockKey);
+                                       std::string_view seen, const k8s::RetryPolicy& retry,
+                                       std::string_view key = protocol::kNodeLockKey) {
+  const std::string path = "/metadata/annotations/" + k8s::JsonPointerEscape(key);
   const Json ops = Json::array({{{"op", "test"}, {"path", path}, {"value", std::string(seen)}},
                                 {{"op", "remove"}, {"path", path}}});
   return k8s::RetryTransient<Json>(
@@ -61,6 +62,19 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
   }
   return Error{"release lock on " + Quote(node) + ": the lock changed " +
                std::to_string(kLockChangeRounds) + " times in a row"};
+}
+
+Status ReleaseVendorLock(k8s::Client& client, std::string_view node, std::string_view key,
+                         std::string_view taken, const k8s::RetryPolicy& retry) {
+  auto r = RemoveIfUnchanged(client, node, taken, retry, key);
+  if (r) return OkStatus();
+  // 422: the `test` failed (another bind's lock, or none): not ours to remove.
+  if (k8s::IsInvalid(r.error())) {
+    HAMI_VLOG(2, "node {}: lock {} no longer reads {}; left as it is", node, key, taken);
+    return OkStatus();
+  }
+  return Error{"release lock " + std::string(key) + " on " + Quote(node) + ": " +
+               internal::Describe(r.error(), retry)};
 }
 
 }  // namespace hami::nodelock

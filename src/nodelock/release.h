@@ -34,6 +34,15 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
                std::string_view pod, std::string_view seen = "",
                const k8s::RetryPolicy& retry = {});
 
+// A vendor's own node lock (device.h BindLock::kVendor: Cambricon's cambricon.com/dsmlu.lock,
+// which holds only the bind's time): removes annotation `key` from `node` only while it still
+// reads `taken`, the value this bind wrote, with the same conditional JSON patch as Release
+// (`test` of that value, then `remove`; no GET). A lock that reads anything else -- it expired
+// and another bind took it -- or is gone is left as it is: OK (logged at -v=2). An error names
+// the node and key: `release lock cambricon.com/dsmlu.lock on "<node>": ...`. Retries as Release.
+Status ReleaseVendorLock(k8s::Client& client, std::string_view node, std::string_view key,
+                         std::string_view taken, const k8s::RetryPolicy& retry = {});
+
 }  // namespace hami::nodelock
 
 #endif  // HAMI_NODELOCK_RELEASE_H_

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "k8s/object.h"
+#include "nodelock/release.h"
 #include "protocol/bind.h"
 #include "protocol/keys.h"
 #include "protocol/node_lock.h"
@@ -289,7 +290,7 @@ void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
   }
 }
 
-Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string>* taken) {
+Status Extender::TakeVendorLocks(const BindStart& start, TakenLocks* taken) {
   const std::string& node = start.args.node;
   auto fail = [&](std::string message) -> Status {
     ReleaseVendorLocks(node, *taken);
@@ -303,6 +304,7 @@ Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string
     // another vendor's lock) is read again and the lock decided again (client-go's
     // RetryOnConflict).
     std::string refusal;
+    std::string value_written;
     auto written = k8s::RetryOnConflict<json>(5, [&]() -> k8s::ApiResult<json> {
       auto raw =
           k8s::RetryTransient<json>([&] { return client_.Get(k8s::resources::kNodes, "", node); });
@@ -313,6 +315,7 @@ Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string
         refusal = value.error();
         return *raw;
       }
+      value_written = *value;
       json patch = {
           {"metadata",
            {{"annotations", {{key, *value}}}, {"resourceVersion", k8s::ResourceVersion(*raw)}}}};
@@ -322,18 +325,16 @@ Status Extender::TakeVendorLocks(const BindStart& start, std::vector<std::string
     if (!written) {
       return fail("node " + node + ": take lock " + key + ": " + written.error().ToString());
     }
-    taken->push_back(key);
+    taken->emplace_back(key, value_written);
   }
   return OkStatus();
 }
 
-void Extender::ReleaseVendorLocks(const std::string& node, const std::vector<std::string>& keys) {
-  for (const std::string& key : keys) {
-    json patch = {{"metadata", {{"annotations", {{key, nullptr}}}}}};
-    auto done = k8s::RetryTransient<json>([&] {
-      return client_.Patch(k8s::resources::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    });
-    if (!done) HAMI_WARN("release lock {} of node {}: {}", key, node, done.error().ToString());
+void Extender::ReleaseVendorLocks(const std::string& node, const TakenLocks& taken) {
+  for (const auto& [key, value] : taken) {
+    if (Status s = nodelock::ReleaseVendorLock(client_, node, key, value); !s) {
+      HAMI_WARN("{}", s.error());
+    }
   }
 }
 
@@ -405,7 +406,7 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   const std::string& ns = start.ns;
   const json* raw = &start.raw;
   const bool needs_lock = start.needs_lock;
-  std::vector<std::string> vendor_keys;  // the vendor locks taken
+  TakenLocks vendor_keys;  // the vendor locks taken
   auto fail = [&](const std::string& message, bool release) {
     if (release) ReleaseNodeLock(args->node, ns, args->pod_name);
     ReleaseVendorLocks(args->node, vendor_keys);

@@ -30,6 +30,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -114,8 +115,11 @@ class Extender {
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
   // Takes each vendor lock of `start` on its node, in order; on an error the ones taken are
   // released again and the error names the vendor's words. `taken`: the keys written.
-  Status TakeVendorLocks(const BindStart& start, std::vector<std::string>* taken);
-  void ReleaseVendorLocks(const std::string& node, const std::vector<std::string>& keys);
+  // The vendor locks a bind took: key and the value it wrote.
+  using TakenLocks = std::vector<std::pair<std::string, std::string>>;
+  Status TakeVendorLocks(const BindStart& start, TakenLocks* taken);
+  // nodelock::ReleaseVendorLock for each: a lock another bind took meanwhile stays.
+  void ReleaseVendorLocks(const std::string& node, const TakenLocks& taken);
   std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
                          const nlohmann::json& raw_pod);
   // The decision for a pod whose index entry the caller has claimed; *written is set to what

@@ -158,6 +158,13 @@ for h in -help --help -h; do
 done
 expect_exit 2 decode -help x
 
+# --- terminal safety (issue 30 item 11/5): a decoded value never puts DEL or a C1 control (here
+# U+009B, CSI) on the terminal; they print as JSON escapes ---
+out=$("$hamictl" decode node-lock $'2024-01-23T04:30:34Z,default,p\x7f\xc2\x9b2J') ||
+  fail "decode node-lock with control characters exited $?"
+[[ $out != *$'\x7f'* && $out != *$'\xc2\x9b'* ]] || fail "decode printed a raw control: $out"
+[[ $out == *'p\u007f\u009b2J'* ]] || fail "decode did not escape the controls: $out"
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed" >&2
   exit 1

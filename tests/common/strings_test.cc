@@ -53,6 +53,30 @@ TEST(Quote, EscapesAndCuts) {
   EXPECT_EQ(Quote(std::string(200, 'x')).size(), 120u + 2 + 3);
 }
 
+// Issue 30 item 11/5: C0, DEL and C1 controls as JSON-style escapes, stray bytes as \xNN, the
+// rest of UTF-8 unchanged; newlines kept only when asked.
+TEST(EscapeTerminal, ControlCharactersBecomeVisible) {
+  EXPECT_EQ(EscapeTerminal("GPU-a NVIDIA A100"), "GPU-a NVIDIA A100");
+  EXPECT_EQ(EscapeTerminal("a\x1b[2Jb\x07"), "a\\u001b[2Jb\\u0007");
+  EXPECT_EQ(EscapeTerminal("l1\r\nl2\t"), "l1\\r\\nl2\\t");
+  EXPECT_EQ(EscapeTerminal("l1\r\nl2", /*keep_newlines=*/true), "l1\\r\nl2");
+  EXPECT_EQ(EscapeTerminal(std::string("nul\0x", 5)), "nul\\u0000x");
+  EXPECT_EQ(EscapeTerminal("del\x7f"), "del\\u007f");
+  EXPECT_EQ(EscapeTerminal("csi\xc2\x9b"
+                           "31m"),
+            "csi\\u009b31m");  // U+009B, C1 CSI
+  EXPECT_EQ(EscapeTerminal("raw\x9b"
+                           "31m"),
+            "raw\\x9b31m");                                      // not UTF-8
+  EXPECT_EQ(EscapeTerminal("cut\xe2\x82"), "cut\\xe2\\x82");     // truncated sequence
+  EXPECT_EQ(EscapeTerminal("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(EscapeTerminal("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(EscapeTerminal("caf\xc3\xa9 \xc2\xa0 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xc2\xa0 \xe2\x82\xac \xf0\x9f\x98\x80");  // é, NBSP, €, emoji
+  // JSON with raw DEL and C1 inside strings stays JSON.
+  EXPECT_EQ(EscapeTerminal("{\"a\":\"\x7f\xc2\x85\"}\n", true), "{\"a\":\"\\u007f\\u0085\"}\n");
+}
+
 TEST(Result, ValueAndError) {
   Result<int> ok(5);
   ASSERT_TRUE(ok);

@@ -2,8 +2,11 @@
 // #environment-of-a-container): table tests over the
 // annotation, kubelet's requests and the plugin's configuration.
 #include "deviceplugin/allocate.h"
+#include "deviceplugin/allocator.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 namespace hami::deviceplugin {
 namespace {
@@ -234,6 +237,54 @@ TEST(Allocate, ErrorsTable) {
     ASSERT_FALSE(plan) << c.to_allocate;
     EXPECT_NE(plan.error().find(c.want), std::string::npos) << plan.error();
   }
+}
+
+// HAMi #3075: the annotation is only as trustworthy as whoever wrote the pod; an entry giving
+// the container more memory or cores than its own resources ask for is refused.
+TEST(Allocate, RefusesMoreThanTheContainerRequests) {
+  PodView pod = Pod("GPU-a,NVIDIA,8000,30:;");
+  pod.containers[0].limit = {.memory_mib = 3000, .cores = 30};
+  auto plan = PlanAllocate(pod, {{"a"}}, AllocateEnv{}, Ids());
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error(),
+            "container request 0: container \"main\" is allocated 8000 MB on device \"GPU-a\" "
+            "but requests 3000 MB");
+  pod.to_allocate = "GPU-a,NVIDIA,3000,80:;";
+  plan = PlanAllocate(pod, {{"a"}}, AllocateEnv{}, Ids());
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error(),
+            "container request 0: container \"main\" is allocated 80% of the cores on device "
+            "\"GPU-a\" but requests 30%");
+  // Within the request, or nothing to compare against (a percentage, no cores): served.
+  pod.to_allocate = "GPU-a,NVIDIA,3000,30:;";
+  EXPECT_TRUE(PlanAllocate(pod, {{"a"}}, AllocateEnv{}, Ids()));
+  pod.containers[0].limit = {};
+  pod.to_allocate = "GPU-a,NVIDIA,8000,80:;";
+  EXPECT_TRUE(PlanAllocate(pod, {{"a"}}, AllocateEnv{}, Ids()));
+}
+
+// The limit as read from the pod: gpumem x memoryFactor, gpucores, limits before requests.
+TEST(Allocate, RequestLimitFromThePod) {
+  nlohmann::json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"},
+           {"resources",
+            {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}},
+             {"requests", {{"nvidia.com/gpucores", "30"}}}}}},
+          {{"name", "pct"},
+           {"resources", {{"limits", {{"nvidia.com/gpumem-percentage", "50"}}}}}}}}}}};
+  PluginConfig config;
+  config.memory_factor = 2;
+  PodView view = PodViewFromJson(pod, config);
+  ASSERT_EQ(view.containers.size(), 2u);
+  EXPECT_EQ(view.containers[0].limit, (ContainerRequestLimit{.memory_mib = 6000, .cores = 30}));
+  EXPECT_EQ(view.containers[1].limit, ContainerRequestLimit{});
+  view.to_allocate = "GPU-a,NVIDIA,6001,30:;";
+  auto plan = PlanAllocate(view, {{"a"}}, AllocateEnv{}, Ids());
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().find("but requests 6000 MB"), std::string::npos) << plan.error();
 }
 
 TEST(Allocate, PreferredAllocationRewritesUuidsFromKubeletIds) {

@@ -161,5 +161,50 @@ TEST_F(ReleaseTest, APersistentErrorNamesTheNodeAndTheCall) {
   EXPECT_EQ(Lock(), kOurs);
 }
 
+// Issue 30 item 13: a vendor lock (Cambricon's cambricon.com/dsmlu.lock, only a time) is released
+// like hami.io/mutex.lock, conditional on the value this bind wrote. The extender used to send a
+// merge patch setting it to null, which removed a lock another bind had taken after ours expired.
+class VendorLockReleaseTest : public ReleaseTest {
+ protected:
+  static constexpr const char* kKey = "cambricon.com/dsmlu.lock";
+  static constexpr const char* kMine = "2026-08-21T10:00:05Z";
+  static constexpr const char* kNewer = "2026-08-21T10:02:06Z";  // another bind, after expiry
+  void SetVendorLock(const std::optional<std::string>& value) {
+    k8s::Json patch;
+    patch["metadata"]["annotations"][kKey] = value ? k8s::Json(*value) : k8s::Json(nullptr);
+    ASSERT_TRUE(client_->Patch(k8s::resources::kNodes, "", kNode, k8s::PatchType::kMerge, patch));
+  }
+  std::optional<std::string> VendorLock() {
+    auto n = client_->Get(k8s::resources::kNodes, "", kNode);
+    EXPECT_TRUE(n);
+    return n ? k8s::Annotation(*n, kKey) : std::nullopt;
+  }
+};
+
+TEST_F(VendorLockReleaseTest, ReleasesOnlyTheValueThisBindWrote) {
+  SetVendorLock(std::string(kMine));
+  EXPECT_TRUE(ReleaseVendorLock(*client_, kNode, kKey, kMine, retry_));
+  EXPECT_EQ(VendorLock(), std::nullopt);
+  // Taken by another bind meanwhile: left.
+  SetVendorLock(std::string(kNewer));
+  EXPECT_TRUE(ReleaseVendorLock(*client_, kNode, kKey, kMine, retry_));
+  EXPECT_EQ(VendorLock(), kNewer);
+  // Gone already: fine, nothing written.
+  SetVendorLock(std::nullopt);
+  EXPECT_TRUE(ReleaseVendorLock(*client_, kNode, kKey, kMine, retry_));
+  EXPECT_EQ(VendorLock(), std::nullopt);
+  // Re-taken between our read and our write: the patch's test fails, the new lock stays; the
+  // hami.io/mutex.lock beside it is untouched.
+  SetLock(std::string(kTheirs));
+  SetVendorLock(std::string(kMine));
+  BeforePatch([this] {
+    BeforePatch(nullptr);
+    SetVendorLock(std::string(kNewer));
+  });
+  EXPECT_TRUE(ReleaseVendorLock(*client_, kNode, kKey, kMine, retry_));
+  EXPECT_EQ(VendorLock(), kNewer);
+  EXPECT_EQ(Lock(), kTheirs);
+}
+
 }  // namespace
 }  // namespace hami::nodelock

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "common/strings.h"
@@ -98,17 +99,135 @@ Result<int32_t> ParsePercentage(std::string_view resource, std::string_view valu
   return std::move(v).take_error();
 }
 
-int64_t PairScore(const protocol::PairScores& scores, const std::string& a, const std::string& b) {
-  const int64_t* ab = nullptr;
-  const int64_t* ba = nullptr;
-  for (const auto& entry : scores) {
-    if (entry.uuid == a) {
-      if (auto it = entry.score.find(b); it != entry.score.end()) ab = &it->second;
-    } else if (entry.uuid == b) {
-      if (auto it = entry.score.find(a); it != entry.score.end()) ba = &it->second;
+// Pair scores between the distinct devices among the passed ones, read once per pick.
+// Score a-b is a's last entry's score for b, else b's for a, else 0 (HAMi's lookup, which the
+// spec writes as "a's entry for b, else b's entry for a").
+class PairTable {
+ public:
+  PairTable(const std::vector<const DeviceUsage*>& passed, const protocol::PairScores& scores) {
+    std::map<std::string_view, size_t> index;
+    for (const DeviceUsage* d : passed) {
+      auto [it, added] = index.emplace(d->id, index.size());
+      position_id_.push_back(it->second);
+    }
+    size_t d = index.size();
+    std::vector<std::vector<const protocol::DevicePairScore*>> entries(d);
+    for (const auto& entry : scores) {
+      if (auto it = index.find(entry.uuid); it != index.end()) {
+        entries[it->second].push_back(&entry);
+      }
+    }
+    std::vector<std::string_view> ids(d);
+    for (const auto& [id, i] : index) ids[i] = id;
+    auto from = [&](size_t a, size_t b) -> const int64_t* {
+      for (auto e = entries[a].rbegin(); e != entries[a].rend(); ++e) {
+        if (auto it = (*e)->score.find(std::string(ids[b])); it != (*e)->score.end()) {
+          return &it->second;
+        }
+      }
+      return nullptr;
+    };
+    table_.assign(d * d, 0);
+    for (size_t a = 0; a < d; ++a) {
+      for (size_t b = 0; b < d; ++b) {
+        const int64_t* ab = from(a, b);
+        const int64_t* ba = ab || a == b ? nullptr : from(b, a);
+        table_[a * d + b] = ab ? *ab : (ba ? *ba : 0);
+      }
+    }
+    distinct_ = d;
+  }
+  // The score between passed positions i and j (i != j; a MIG GPU passes once per instance),
+  // read from the earlier position's side as HAMi's search reads it.
+  int64_t operator()(size_t i, size_t j) const {
+    if (i > j) std::swap(i, j);
+    return table_[position_id_[i] * distinct_ + position_id_[j]];
+  }
+
+ private:
+  std::vector<size_t> position_id_;  // passed position -> distinct device
+  size_t distinct_ = 0;
+  std::vector<int64_t> table_;  // distinct x distinct
+};
+
+size_t DistinctIds(const std::vector<const DeviceUsage*>& passed) {
+  std::vector<std::string_view> ids;
+  for (const DeviceUsage* d : passed) ids.push_back(d->id);
+  std::sort(ids.begin(), ids.end());
+  return static_cast<size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
+// a x b, or UINT64_MAX when that overflows.
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return a * b;
+}
+
+// C(n, k), or anything above `cap` once it passes `cap`.
+uint64_t ChooseUpTo(uint64_t n, uint64_t k, uint64_t cap) {
+  k = std::min(k, n - k);
+  uint64_t c = 1;
+  for (uint64_t i = 1; i <= k; ++i) {
+    // c * (n - k + i) / i is exact at each step; past the cap the value no longer matters.
+    c = SaturatingMul(c, n - k + i) / i;
+    if (c > cap) return cap + 1;
+  }
+  return c;
+}
+
+// Every combination in lexicographic order of positions; the first maximum wins.
+std::vector<size_t> ExhaustiveBest(const PairTable& pair, size_t n, size_t k) {
+  std::vector<size_t> combo(k), best;
+  for (size_t i = 0; i < k; ++i) combo[i] = i;
+  int64_t highest = 0;
+  while (true) {
+    int64_t sum = 0;
+    for (size_t a = 0; a < k; ++a) {
+      for (size_t b = a + 1; b < k; ++b) sum += pair(combo[a], combo[b]);
+    }
+    if (best.empty() || sum > highest) best = combo, highest = sum;
+    size_t i = k;
+    while (i > 0 && combo[i - 1] == n - k + (i - 1)) --i;
+    if (i == 0) break;
+    ++combo[i - 1];
+    for (size_t j = i; j < k; ++j) combo[j] = combo[j - 1] + 1;
+  }
+  return best;
+}
+
+// The pair with the highest score (first in lexicographic order), then k - 2 times the position
+// adding the most to the chosen ones' sum (the lowest position on ties). Ascending positions.
+std::vector<size_t> GreedyBest(const PairTable& pair, size_t n, size_t k) {
+  size_t first = 0, second = 1;
+  int64_t highest = pair(0, 1);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      if (pair(i, j) > highest) first = i, second = j, highest = pair(i, j);
     }
   }
-  return ab ? *ab : (ba ? *ba : 0);
+  std::vector<bool> taken(n, false);
+  std::vector<int64_t> gain(n, 0);
+  std::vector<size_t> out;
+  auto take = [&](size_t p) {
+    taken[p] = true;
+    out.push_back(p);
+    for (size_t j = 0; j < n; ++j) {
+      if (!taken[j]) gain[j] += pair(j, p);
+    }
+  };
+  take(first);
+  take(second);
+  while (out.size() < k) {
+    size_t pick = n;
+    for (size_t j = 0; j < n; ++j) {
+      if (!taken[j] && (pick == n || gain[j] > gain[pick])) pick = j;
+    }
+    take(pick);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -125,7 +244,7 @@ bool CheckType(const StringMap& annotations, std::string_view use_key, std::stri
 }
 
 std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed, int32_t nums,
-                                   const protocol::PairScores& scores) {
+                                   const protocol::PairScores& scores, SearchBudget* budget) {
   size_t n = passed.size();
   size_t k = nums > 0 ? static_cast<size_t>(nums) : 0;
   std::vector<size_t> best;
@@ -134,38 +253,29 @@ std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed
     for (size_t i = 0; i < n; ++i) best.push_back(i);
     return best;
   }
-  std::vector<std::vector<int64_t>> pair(n, std::vector<int64_t>(n, 0));
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = i + 1; j < n; ++j) {
-      pair[i][j] = pair[j][i] = PairScore(scores, passed[i]->id, passed[j]->id);
-    }
-  }
+  auto spend = [&](uint64_t steps) { return !budget || budget->TrySpend(steps); };
+  uint64_t d = DistinctIds(passed);
+  uint64_t table_steps = d * d;
   if (k == 1) {
+    if (!spend(SaturatingMul(n, n) / 2 + table_steps)) return best;
+    PairTable pair(passed, scores);
     int64_t lowest = 0;
     for (size_t i = 0; i < n; ++i) {
       int64_t sum = 0;
-      for (size_t j = 0; j < n; ++j) sum += pair[i][j];
+      for (size_t j = 0; j < n; ++j) sum += j == i ? 0 : pair(i, j);
       if (best.empty() || sum < lowest) best = {i}, lowest = sum;
     }
     return best;
   }
-  std::vector<size_t> combo(k);
-  for (size_t i = 0; i < k; ++i) combo[i] = i;
-  int64_t highest = 0;
-  while (true) {
-    int64_t sum = 0;
-    for (size_t a = 0; a < k; ++a) {
-      for (size_t b = a + 1; b < k; ++b) sum += pair[combo[a]][combo[b]];
-    }
-    if (best.empty() || sum > highest) best = combo, highest = sum;
-    // Next combination in lexicographic order.
-    size_t i = k;
-    while (i > 0 && combo[i - 1] == n - k + (i - 1)) --i;
-    if (i == 0) break;
-    ++combo[i - 1];
-    for (size_t j = i; j < k; ++j) combo[j] = combo[j - 1] + 1;
+  // Exhaustive when it fits one node's share: HAMi's answer exactly. Otherwise greedy.
+  uint64_t pairs = k * (k - 1) / 2;
+  uint64_t combos = ChooseUpTo(n, k, kNodeSearchSteps);
+  uint64_t exhaustive = SaturatingMul(combos, pairs) + table_steps;
+  if (combos <= kNodeSearchSteps && exhaustive <= kNodeSearchSteps && spend(exhaustive)) {
+    return ExhaustiveBest(PairTable(passed, scores), n, k);
   }
-  return best;
+  if (!spend(SaturatingMul(n, n) / 2 + SaturatingMul(n, k) + table_steps)) return best;
+  return GreedyBest(PairTable(passed, scores), n, k);
 }
 
 NvidiaDevice::NvidiaDevice(NvidiaConfig config)
@@ -355,9 +465,14 @@ FitResult NvidiaDevice::Fit(const std::vector<const DeviceUsage*>& candidates,
   if (ctx.policy.topology_aware && static_cast<int64_t>(passed.size()) >= request.nums) {
     static const protocol::PairScores kNoScores;
     const auto& scores = ctx.node ? ctx.node->pair_scores : kNoScores;
-    for (size_t pos : PickByTopology(passed, request.nums, scores)) {
-      r.devices.push_back(picked[pos]);
+    std::vector<size_t> chosen = PickByTopology(passed, request.nums, scores, ctx.search_budget);
+    if (chosen.empty()) {
+      // The filter's search budget is spent: the node fails rather than the filter waiting.
+      tally.Add(kTopologySearchBudgetSpent, static_cast<int>(picked.size()));
+      tally.Flush();
+      return r;
     }
+    for (size_t pos : chosen) r.devices.push_back(picked[pos]);
     r.fit = true;
     tally.Flush();
     return r;

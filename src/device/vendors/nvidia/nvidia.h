@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "device/search_budget.h"
 #include "device/vendors/nvidia/nvidia_config.h"
 
 namespace hami::device::nvidia {
@@ -126,13 +127,25 @@ bool CheckUuid(const StringMap& annotations, std::string_view use_key, std::stri
 bool CheckType(const StringMap& annotations, std::string_view use_key, std::string_view nouse_key,
                std::string_view device_type);
 
-// Topology-aware choice among the devices that passed (in pick order): exactly `nums` -> all of
-// them; nums == 1 -> the device with the lowest sum of pair scores to the others (first wins on
-// ties); otherwise the combination with the highest sum of pairwise scores, combinations
-// generated in lexicographic order of positions, first maximum wins. Returns positions into
-// `passed`, ascending. Pair score a-b reads a's entry for b, else b's entry for a, else 0.
+// The reason a topology-aware Fit gives when the filter's search budget (search_budget.h) cannot
+// pay even the greedy pick on this node: "<passed>/<candidates> TopologySearchBudgetSpent".
+inline constexpr std::string_view kTopologySearchBudgetSpent = "TopologySearchBudgetSpent";
+
+// Topology-aware choice among the devices that passed (in pick order; a MIG GPU once per
+// instance): exactly `nums` -> all of them; nums == 1 -> the device with the lowest sum of pair
+// scores to the others (first wins on ties); otherwise the combination with the highest sum of
+// pairwise scores, combinations generated in lexicographic order of positions, first maximum
+// wins (HAMi's exhaustive search) -- when that costs at most kNodeSearchSteps steps and
+// `budget` (null: unlimited) has them. A larger search is replaced by a greedy pick: the pair
+// with the highest score (first in that order), then each time the position adding the most to
+// the chosen ones' sum (lowest on ties). Returns positions into `passed`, ascending; empty when
+// nums is 0 or above passed.size(), or when `budget` cannot pay the greedy pick either. Pair
+// score a-b reads a's entry for b, else b's entry for a, else 0. Spends from `budget`: the pair
+// table (d x d for d distinct devices), plus C(n, k) x k(k-1)/2 exhaustive or n^2/2 + n x k
+// greedy.
 std::vector<size_t> PickByTopology(const std::vector<const DeviceUsage*>& passed, int32_t nums,
-                                   const protocol::PairScores& scores);
+                                   const protocol::PairScores& scores,
+                                   SearchBudget* budget = nullptr);
 
 }  // namespace hami::device::nvidia
 
