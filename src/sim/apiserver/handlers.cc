@@ -12,6 +12,7 @@
 #include "k8s/object.h"
 #include "sim/apiserver/patch.h"
 #include "sim/apiserver/protobuf.h"
+#include "sim/apiserver/table.h"
 
 namespace hami::sim {
 namespace {
@@ -173,12 +174,23 @@ ApiResult<ListFilter> ParseFilter(const ApiRequest& req) {
   return f;
 }
 
-std::string ListBody(const ResourceType& type, const ListPage& page) {
+Json ListMeta(const ListPage& page) {
   Json meta = {{"resourceVersion", std::to_string(page.rv)}};
   if (!page.continue_token.empty()) {
     meta["continue"] = page.continue_token;
     meta["remainingItemCount"] = page.remaining;
   }
+  return meta;
+}
+
+// The Table version the request's Accept asks for, when `type` has printer columns.
+std::optional<std::string> TableVersion(const ResourceType& type, const ApiRequest& req) {
+  if (!HasTableColumns(type)) return std::nullopt;
+  return WantedTableVersion(req.Header("accept"));
+}
+
+std::string ListBody(const ResourceType& type, const ListPage& page) {
+  Json meta = ListMeta(page);
   std::string out = R"({"kind":")" + type.kind + R"(List","apiVersion":")" + type.ApiVersion() +
                     R"(","metadata":)" + meta.dump() + R"(,"items":[)";
   for (size_t i = 0; i < page.items.size(); ++i) {
@@ -202,14 +214,27 @@ void List(Store& store, const Target& t, const ApiRequest& req, net::Response& r
   }
   auto page = store.List(*t.type, t.ns, *filter, limit, req.Param("continue"));
   if (!page) return ReplyError(res, page.error());
+  if (auto version = TableVersion(*t.type, req)) {
+    return ReplyJson(res, 200,
+                     ToTable(*t.type, page->items, *version, req.Param("includeObject"),
+                             store.clock().Now(), ListMeta(*page))
+                         .dump());
+  }
   ReplyJson(res, 200, ListBody(*t.type, *page));
 }
 
 bool IsDryRun(const ApiRequest& req) { return req.Param("dryRun") == "All"; }
 
-void Get(Store& store, const Target& t, net::Response& res) {
+void Get(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
   auto obj = store.Get(*t.type, t.ns, t.name);
   if (!obj) return ReplyError(res, obj.error());
+  if (auto version = TableVersion(*t.type, req); version && t.subresource.empty()) {
+    Json meta = {{"resourceVersion", std::to_string((*obj)->rv)}};
+    return ReplyJson(
+        res, 200,
+        ToTable(*t.type, {*obj}, *version, req.Param("includeObject"), store.clock().Now(), meta)
+            .dump());
+  }
   ReplyJson(res, 200, (*obj)->raw);
 }
 
@@ -441,7 +466,7 @@ bool Dispatch(Store& store, const HandlerConfig& config, const Target& t, const 
     return false;
   }
   if (m == "GET") {
-    Get(store, t, res);
+    Get(store, t, req, res);
   } else if (m == "PUT") {
     Replace(store, t, req, res);
   } else if (m == "PATCH") {
