@@ -160,6 +160,7 @@ int RunScenario(const RunFlags& f) {
     std::cout << "\nJSON report written to " << f.report << "\n";
   }
   if (f.serve) {
+    runner.AdmitApiPods();  // kubectl's pods meet the webhook, as the scenario's did
     // The kubeconfig goes to a fresh temporary directory (not the current one) unless
     // --kubeconfig-out names a file; either way its absolute path is printed.
     std::string kubeconfig = f.kubeconfig_out;

@@ -238,9 +238,16 @@ void Get(Store& store, const Target& t, const ApiRequest& req, net::Response& re
   ReplyJson(res, 200, (*obj)->raw);
 }
 
-void Create(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+void Create(Store& store, const HandlerConfig& config, const Target& t, const ApiRequest& req,
+            net::Response& res) {
   auto body = ParseBody(*t.type, req.body());
   if (!body) return ReplyError(res, body.error());
+  if (config.admit_pod && t.type->group.empty() && t.type->plural == "pods") {
+    if (!(*body)["metadata"].contains("namespace")) (*body)["metadata"]["namespace"] = t.ns;
+    auto admitted = config.admit_pod(*body);
+    if (!admitted) return ReplyError(res, admitted.error());
+    *body = std::move(*admitted);
+  }
   if (IsDryRun(req)) {
     return ReplyJson(res, 201, body->dump());
   }
@@ -449,7 +456,7 @@ bool Dispatch(Store& store, const HandlerConfig& config, const Target& t, const 
     if (m == "GET") {
       List(store, t, req, res);
     } else if (m == "POST" && (t.ns.empty() == !t.type->namespaced)) {
-      Create(store, t, req, res);
+      Create(store, config, t, req, res);
     } else if (m == "DELETE") {
       DeleteCollection(store, t, req, res);
     } else {
