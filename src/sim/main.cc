@@ -7,6 +7,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -77,7 +79,7 @@ struct RunFlags {
   std::string report;
   bool serve = false;
   int port = 0;
-  std::string kubeconfig_out = "hami-sim.kubeconfig";
+  std::string kubeconfig_out;  // empty: <mkdtemp dir>/kubeconfig
   std::string kubelet_latency;
   std::string log_file;
   std::string manifests;
@@ -158,13 +160,29 @@ int RunScenario(const RunFlags& f) {
     std::cout << "\nJSON report written to " << f.report << "\n";
   }
   if (f.serve) {
-    if (auto st = runner.api()->WriteKubeconfig(f.kubeconfig_out); !st) {
+    runner.AdmitApiPods();  // kubectl's pods meet the webhook, as the scenario's did
+    // The kubeconfig goes to a fresh temporary directory (not the current one) unless
+    // --kubeconfig-out names a file; either way its absolute path is printed.
+    std::string kubeconfig = f.kubeconfig_out;
+    if (kubeconfig.empty()) {
+      std::error_code ec;
+      std::string tmpl = (std::filesystem::temp_directory_path(ec) / "hami-sim-XXXXXX").string();
+      if (ec || !mkdtemp(tmpl.data())) {
+        std::cerr << "hami-sim run --serve: cannot create a temporary directory "
+                  << hami::Quote(tmpl) << "\n";
+        return 1;
+      }
+      kubeconfig = tmpl + "/kubeconfig";
+    }
+    kubeconfig = std::filesystem::absolute(kubeconfig).string();
+    if (auto st = runner.api()->WriteKubeconfig(kubeconfig); !st) {
       std::cerr << st.error() << "\n";
       return 1;
     }
-    std::cout << "\nThe cluster keeps running. Look at it with kubectl:\n"
-              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get pods -o wide\n"
-              << "  kubectl --kubeconfig " << f.kubeconfig_out << " get nodes -o yaml\n";
+    std::cout << "\nThe cluster keeps running. Its kubeconfig is " << kubeconfig << "\n"
+              << "  export KUBECONFIG=" << kubeconfig << "\n"
+              << "  kubectl get pods -o wide\n"
+              << "  kubectl get nodes -o yaml\n";
     std::cout << "hami-scheduler metrics: http://127.0.0.1:" << runner.scheduler_metrics_port()
               << "/metrics\n";
     for (const hami::sim::MonitorAddress& m : runner.monitors()) {
@@ -250,7 +268,8 @@ int main(int argc, char** argv) {
   run->add_flag("--serve", run_flags.serve,
                 "keep the cluster up afterwards for kubectl, until Ctrl-C");
   run->add_option("--port", run_flags.port, "API server port (0: any free one)");
-  run->add_option("--kubeconfig-out", run_flags.kubeconfig_out, "kubeconfig --serve writes");
+  run->add_option("--kubeconfig-out", run_flags.kubeconfig_out,
+                  "kubeconfig --serve writes (default: a new temporary directory)");
   run->add_option("--kubelet-latency", run_flags.kubelet_latency,
                   "override the scenario's kubelet admission latency (e.g. 0ms)");
   run->add_option("--log-file", run_flags.log_file, "write component logs here");

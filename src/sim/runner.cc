@@ -180,6 +180,7 @@ class Runner::Impl {
   ApiServer* api() { return api_.get(); }
   std::vector<MonitorAddress> MonitorAddresses() const;
   int SchedulerMetricsPort() const { return schedulers_ ? schedulers_->MetricsPort() : 0; }
+  int WebhookPort() const { return schedulers_ ? schedulers_->WebhookPort() : 0; }
 
  private:
   void Progress(const std::string& line) {
@@ -1194,6 +1195,29 @@ Runner::Runner(Scenario scenario, RunOptions options)
 Runner::~Runner() = default;
 Result<Report> Runner::Run() { return impl_->Run(); }
 void Runner::Stop() { impl_->Stop(); }
+void Runner::AdmitApiPods() {
+  Impl* impl = impl_.get();
+  auto next_uid = std::make_shared<std::atomic<uint64_t>>(0);
+  impl->api()->SetPodAdmission([impl, next_uid](const json& pod) -> k8s::ApiResult<json> {
+    const int port = impl->WebhookPort();
+    if (port <= 0) return pod;
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(std::chrono::seconds(30));
+    http.set_tcp_nodelay(true);
+    auto admitted = Admit(http, pod, "serve-" + std::to_string(next_uid->fetch_add(1)));
+    if (!admitted) {
+      HAMI_WARN("hami-sim: pod {}: {} (failurePolicy Ignore: stored as sent)",
+                Quote(k8s::Name(pod)), admitted.error());
+      return pod;
+    }
+    if (admitted->denied) {
+      return k8s::ApiError{
+          400, "BadRequest",
+          "admission webhook \"vgpu.hami.io\" denied the request: " + admitted->message};
+    }
+    return admitted->pod;
+  });
+}
 ApiServer* Runner::api() { return impl_->api(); }
 std::vector<MonitorAddress> Runner::monitors() const { return impl_->MonitorAddresses(); }
 int Runner::scheduler_metrics_port() const { return impl_->SchedulerMetricsPort(); }

@@ -59,6 +59,12 @@ class Runner {
 
   // Stops every component and removes the socket directory. Idempotent.
   void Stop();
+  // For --serve, after Run(): every pod created through the API server from now on (kubectl's)
+  // goes through hami-scheduler's webhook first, as a scenario pod does; the simulated
+  // kube-scheduler and kubelets then take it as they take the scenario's. A denial answers the
+  // create with 400; an unreachable webhook stores the pod as sent (the chart's failurePolicy
+  // Ignore).
+  void AdmitApiPods();
 
   // The embedded API server; null before Run().
   ApiServer* api();

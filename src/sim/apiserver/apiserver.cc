@@ -164,6 +164,8 @@ class ApiServer::Impl {
   mutable std::mutex forbidden_mu_;
   uint64_t forbidden_count_ = 0;
   std::vector<ForbiddenRequest> forbidden_;
+  std::mutex admit_mu_;
+  std::function<k8s::ApiResult<nlohmann::json>(const nlohmann::json&)> admit_pod_;  // admit_mu_
 };
 
 bool ApiServer::Impl::Authorized(const ApiRequest& req) const {
@@ -291,7 +293,12 @@ void ApiServer::Impl::Route(const ApiRequest& req, const net::Responder& reply) 
   }
   if (IsProxyPath(req.path())) return reply.Send(HandleProxy(store_, req));
   if (IsApiPath(req.path())) {
-    HandlerConfig config{options_.bookmark_interval, options_.drop_watch_every, &stopping_, &hub_};
+    HandlerConfig config{options_.bookmark_interval, options_.drop_watch_every, &stopping_, &hub_,
+                         nullptr};
+    {
+      std::lock_guard lock(admit_mu_);
+      config.admit_pod = admit_pod_;
+    }
     return HandleResourceRequest(store_, config, req, reply);
   }
   reply.Send(ErrorResponse(k8s::ApiError{404, k8s::kReasonNotFound,
@@ -403,6 +410,11 @@ ApiServer::ApiServer(ApiServerOptions options)
 ApiServer::~ApiServer() { Stop(); }
 Status ApiServer::Start() { return impl_->Start(); }
 void ApiServer::Stop() { impl_->Stop(); }
+void ApiServer::SetPodAdmission(
+    std::function<k8s::ApiResult<nlohmann::json>(const nlohmann::json&)> admit) {
+  std::lock_guard lock(impl_->admit_mu_);
+  impl_->admit_pod_ = std::move(admit);
+}
 void ApiServer::StopServing() { impl_->StopServing(); }
 Status ApiServer::ResumeServing() { return impl_->ResumeServing(); }
 int ApiServer::restarts() const {

@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clock.h"
 #include "common/result.h"
+#include "k8s/api_error.h"
 #include "sim/apiserver/rbac.h"
 
 namespace hami::sim {
@@ -69,6 +72,9 @@ class ApiServer {
   Status Start();
   // Ends open watches and stops serving. Idempotent.
   void Stop();
+  // From now on every pod create goes through `admit` first (HandlerConfig::admit_pod): what
+  // `hami-sim run --serve` installs so that kubectl's pods meet HAMi's webhook.
+  void SetPodAdmission(std::function<k8s::ApiResult<nlohmann::json>(const nlohmann::json&)> admit);
 
   // A restart (hami-sim's restartApiServer, docs/RELIABILITY.md): StopServing closes the
   // listener and every connection as a killed kube-apiserver leaves them (requests in flight get

@@ -12,6 +12,7 @@
 #include "k8s/object.h"
 #include "sim/apiserver/patch.h"
 #include "sim/apiserver/protobuf.h"
+#include "sim/apiserver/table.h"
 
 namespace hami::sim {
 namespace {
@@ -173,12 +174,23 @@ ApiResult<ListFilter> ParseFilter(const ApiRequest& req) {
   return f;
 }
 
-std::string ListBody(const ResourceType& type, const ListPage& page) {
+Json ListMeta(const ListPage& page) {
   Json meta = {{"resourceVersion", std::to_string(page.rv)}};
   if (!page.continue_token.empty()) {
     meta["continue"] = page.continue_token;
     meta["remainingItemCount"] = page.remaining;
   }
+  return meta;
+}
+
+// The Table version the request's Accept asks for, when `type` has printer columns.
+std::optional<std::string> TableVersion(const ResourceType& type, const ApiRequest& req) {
+  if (!HasTableColumns(type)) return std::nullopt;
+  return WantedTableVersion(req.Header("accept"));
+}
+
+std::string ListBody(const ResourceType& type, const ListPage& page) {
+  Json meta = ListMeta(page);
   std::string out = R"({"kind":")" + type.kind + R"(List","apiVersion":")" + type.ApiVersion() +
                     R"(","metadata":)" + meta.dump() + R"(,"items":[)";
   for (size_t i = 0; i < page.items.size(); ++i) {
@@ -202,20 +214,40 @@ void List(Store& store, const Target& t, const ApiRequest& req, net::Response& r
   }
   auto page = store.List(*t.type, t.ns, *filter, limit, req.Param("continue"));
   if (!page) return ReplyError(res, page.error());
+  if (auto version = TableVersion(*t.type, req)) {
+    return ReplyJson(res, 200,
+                     ToTable(*t.type, page->items, *version, req.Param("includeObject"),
+                             store.clock().Now(), ListMeta(*page))
+                         .dump());
+  }
   ReplyJson(res, 200, ListBody(*t.type, *page));
 }
 
 bool IsDryRun(const ApiRequest& req) { return req.Param("dryRun") == "All"; }
 
-void Get(Store& store, const Target& t, net::Response& res) {
+void Get(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
   auto obj = store.Get(*t.type, t.ns, t.name);
   if (!obj) return ReplyError(res, obj.error());
+  if (auto version = TableVersion(*t.type, req); version && t.subresource.empty()) {
+    Json meta = {{"resourceVersion", std::to_string((*obj)->rv)}};
+    return ReplyJson(
+        res, 200,
+        ToTable(*t.type, {*obj}, *version, req.Param("includeObject"), store.clock().Now(), meta)
+            .dump());
+  }
   ReplyJson(res, 200, (*obj)->raw);
 }
 
-void Create(Store& store, const Target& t, const ApiRequest& req, net::Response& res) {
+void Create(Store& store, const HandlerConfig& config, const Target& t, const ApiRequest& req,
+            net::Response& res) {
   auto body = ParseBody(*t.type, req.body());
   if (!body) return ReplyError(res, body.error());
+  if (config.admit_pod && t.type->group.empty() && t.type->plural == "pods") {
+    if (!(*body)["metadata"].contains("namespace")) (*body)["metadata"]["namespace"] = t.ns;
+    auto admitted = config.admit_pod(*body);
+    if (!admitted) return ReplyError(res, admitted.error());
+    *body = std::move(*admitted);
+  }
   if (IsDryRun(req)) {
     return ReplyJson(res, 201, body->dump());
   }
@@ -424,7 +456,7 @@ bool Dispatch(Store& store, const HandlerConfig& config, const Target& t, const 
     if (m == "GET") {
       List(store, t, req, res);
     } else if (m == "POST" && (t.ns.empty() == !t.type->namespaced)) {
-      Create(store, t, req, res);
+      Create(store, config, t, req, res);
     } else if (m == "DELETE") {
       DeleteCollection(store, t, req, res);
     } else {
@@ -441,7 +473,7 @@ bool Dispatch(Store& store, const HandlerConfig& config, const Target& t, const 
     return false;
   }
   if (m == "GET") {
-    Get(store, t, res);
+    Get(store, t, req, res);
   } else if (m == "PUT") {
     Replace(store, t, req, res);
   } else if (m == "PATCH") {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,9 @@ struct HandlerConfig {
   const std::atomic<bool>* stopping = nullptr;  // no new watch starts once it turns true
   // Serves the open watches; without one (handler tests, the fuzzer) a watch gets 503.
   WatchHub* watches = nullptr;
+  // A mutating admission webhook for pod creates (`hami-sim run --serve`): the pod to store, or
+  // the error to answer (a denial). Unset: pods are stored as sent.
+  std::function<k8s::ApiResult<nlohmann::json>(const nlohmann::json& pod)> admit_pod = nullptr;
 };
 
 // Serves every /api/... and /apis/... resource request (not discovery) and answers through

@@ -128,6 +128,8 @@ class Store {
   // Wakes every waiter; later waits return immediately.
   void Shutdown();
   bool shut_down() const;
+  // The clock the store stamps objects with (Table ages are measured on it).
+  const Clock& clock() const { return clock_; }
 
  private:
   using Objects = std::map<std::string, ObjectPtr>;  // by ObjectKey
