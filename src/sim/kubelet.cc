@@ -103,14 +103,6 @@ void KubeletFleet::Impl::Stop() {
   stop_informer.join();
 }
 
-namespace {
-// A run is one pod object: a pod deleted and created again under its name (kubectl delete, then
-// apply) is a new run, not the finished one.
-std::string RunKey(const json& pod) {
-  return k8s::ObjectKey(pod) + "#" + k8s::FieldString(pod, "metadata.uid");
-}
-}  // namespace
-
 void KubeletFleet::Impl::OnPod(const json& pod) {
   const std::string node = k8s::FieldString(pod, "spec.nodeName");
   if (node.empty()) return;
@@ -120,7 +112,7 @@ void KubeletFleet::Impl::OnPod(const json& pod) {
     OnPodGone(pod);
     return;
   }
-  const std::string key = RunKey(pod);
+  const std::string key = k8s::ObjectKey(pod);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (runs_.count(key) > 0) return;
@@ -137,7 +129,7 @@ void KubeletFleet::Impl::OnPod(const json& pod) {
 
 void KubeletFleet::Impl::OnPodGone(const json& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = runs_.find(RunKey(pod));
+  auto it = runs_.find(k8s::ObjectKey(pod));
   if (it == runs_.end()) return;
   ReleaseIds(it->second);
   // A pod ended by someone else (deleted, or failed by another writer) takes no more steps; our
