@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -99,7 +100,10 @@ Result<RegionUsage> ParseRegion(std::string_view bytes, const PidAlive& alive) {
 
   RegionUsage out;
   out.version = l.version;
-  if (l.version == 1) out.last_kernel_time = Load<int64_t>(bytes, l.last_kernel_time);
+  // Written by the container: a negative time (INT64_MIN would overflow now - last) reads as none.
+  if (l.version == 1) {
+    out.last_kernel_time = std::max<int64_t>(Load<int64_t>(bytes, l.last_kernel_time), 0);
+  }
   std::vector<bool> live(static_cast<std::size_t>(proc_num));
   for (int k = 0; k < proc_num; ++k) {
     const std::size_t slot = l.procs + l.slot_size * static_cast<std::size_t>(k);
