@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/utf8.h"
+
 namespace hami {
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -106,30 +108,6 @@ std::string Quote(std::string_view s) {
   return out;
 }
 
-namespace {
-
-// The length of the UTF-8 sequence at text[i] (2 to 4), or 0 when it is not one (overlong forms
-// and surrogates included).
-size_t Utf8Length(std::string_view text, size_t i) {
-  auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xbf) {
-    return k < text.size() && at(k) >= lo && at(k) <= hi;
-  };
-  unsigned char c = at(i);
-  if (c >= 0xc2 && c <= 0xdf) return cont(i + 1) ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    return cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  }
-  return 0;
-}
-
-}  // namespace
-
 std::string EscapeTerminal(std::string_view text, bool keep_newlines) {
   static constexpr char kHex[] = "0123456789abcdef";
   auto plain = [&](unsigned char c) {
@@ -162,7 +140,7 @@ std::string EscapeTerminal(std::string_view text, bool keep_newlines) {
       ++i;
       continue;
     }
-    size_t n = Utf8Length(text, i);
+    size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       out += "\\x";
       out += kHex[c >> 4];

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/strings.h"
+#include "common/utf8.h"
 #include "device/device.h"
 #include "device/policy.h"
 #include "device/yaml_error.h"
@@ -67,13 +68,10 @@ Result<DeviceConfig> Parse(const YAML::Node& root) {
   if (auto s = ReadScheduler(root[std::string(kSchedulerSection)], &config.scheduler); !s)
     return std::move(s).take_error();
   if (auto s = ValidateScheduler(config.scheduler); !s) return std::move(s).take_error();
-  // Each present vendor section is parsed by its own backend (device.h self-registration).
-  for (const auto& [name, text] : config.sections) {
-    const VendorFactory* factory = FindVendorFactory(name);
-    if (!factory) continue;  // no vendor knows it: ignored
-    auto made = (*factory)(root[name], config);
-    if (!made) return std::move(made).take_error();
-  }
+  // Each present vendor section is parsed by its own backend (device.h self-registration), from
+  // the text kept in `sections`, the form every reader of the config gets: what loads here is
+  // what they build.
+  if (auto built = BuildRegistry(config); !built) return std::move(built).take_error();
   return config;
 }
 
@@ -92,6 +90,12 @@ Status ValidateDeviceConfig(const DeviceConfig& config) {
 }
 
 Result<DeviceConfig> LoadDeviceConfig(std::string_view yaml_text) {
+  // YAML is Unicode text. yaml-cpp takes other bytes as they come, and some of them (FE FF, a
+  // UTF-16 byte order mark) change how a section reads once it is written out again.
+  if (auto bad = FirstNonUtf8(yaml_text)) {
+    return Error{"device config: not UTF-8 text: byte " + std::to_string(*bad) + " is " +
+                 Quote(yaml_text.substr(*bad, 1))};
+  }
   // yaml-cpp reports syntax errors (and a few access errors) by exception; they stop here.
   try {
     YAML::Node root = YAML::Load(std::string(yaml_text));

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "common/utf8.h"
 
 namespace hami {
 namespace {
@@ -75,6 +76,22 @@ TEST(EscapeTerminal, ControlCharactersBecomeVisible) {
             "caf\xc3\xa9 \xc2\xa0 \xe2\x82\xac \xf0\x9f\x98\x80");  // é, NBSP, €, emoji
   // JSON with raw DEL and C1 inside strings stays JSON.
   EXPECT_EQ(EscapeTerminal("{\"a\":\"\x7f\xc2\x85\"}\n", true), "{\"a\":\"\\u007f\\u0085\"}\n");
+}
+
+TEST(Utf8, SequenceLengthsAndTheFirstBadByte) {
+  EXPECT_EQ(Utf8SequenceLength("a", 0), 1u);
+  EXPECT_EQ(Utf8SequenceLength("\xc3\xa9", 0), 2u);
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 0), 3u);
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x9f\x98\x80", 0), 4u);
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x90\x80\x80", 0), 0u);  // above U+10FFFF
+  EXPECT_EQ(Utf8SequenceLength("\xc0\xaf", 0), 0u);          // overlong
+  EXPECT_EQ(Utf8SequenceLength("\xed\xa0\x80", 0), 0u);      // surrogate
+  EXPECT_EQ(Utf8SequenceLength("a", 1), 0u);                 // past the end
+  EXPECT_EQ(FirstNonUtf8("caf\xc3\xa9 \xe2\x82\xac"), std::nullopt);
+  EXPECT_EQ(FirstNonUtf8(""), std::nullopt);
+  EXPECT_EQ(FirstNonUtf8("ab\xfe\xff"), 2u);
+  EXPECT_EQ(FirstNonUtf8("ab\xe2\x82"), 2u);  // cut sequence
+  EXPECT_EQ(FirstNonUtf8("\x80"), 0u);        // stray continuation byte
 }
 
 TEST(Result, ValueAndError) {

@@ -97,6 +97,18 @@ TEST(DeviceConfig, SyntaxErrorIsAValueNotAnException) {
   EXPECT_NE(r.error().find("invalid YAML"), std::string::npos) << r.error();
 }
 
+// The fuzzer's find: a key starting FE FF (a UTF-16 byte order mark) loaded, but the section
+// written out and read again by its vendor was a string, not a map. Text that is not UTF-8 is
+// refused with the offset of the first bad byte; whatever loads also validates.
+TEST(DeviceConfig, TextThatIsNotUtf8IsRefusedWithItsOffset) {
+  auto r = LoadDeviceConfig("nvidia:\n  \xfe\xff\xff\xf8urceName: nvidia.com/gpu\n");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), R"(device config: not UTF-8 text: byte 10 is "\xfe")");
+  auto ok = LoadDeviceConfig("nvidia:\n  caf\xc3\xa9: 1\n  \xef\xbb\xbfkey: 2\n");
+  ASSERT_TRUE(ok) << ok.error();
+  EXPECT_TRUE(ValidateDeviceConfig(*ok));
+}
+
 TEST(DeviceConfig, ValidateChecksChangedSectionsAndPolicies) {
   DeviceConfig c = DefaultDeviceConfig();
   c.sections["nvidia"] = "deviceSplitCount: 0";
