@@ -15,6 +15,11 @@
 
 namespace hami::monitor {
 
+// HAMi's two priority levels (CUDA_TASK_PRIORITY, from nvidia.com/priority). The monitor counts
+// a region's priority outside them as the nearest one.
+inline constexpr int32_t kHighestPriority = 0;
+inline constexpr int32_t kLowestPriority = 1;
+
 struct FeedbackState {
   std::vector<std::string> uuids;  // the container's GPUs (empty uuids are ignored)
   int32_t priority = 0;

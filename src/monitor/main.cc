@@ -23,6 +23,8 @@ struct Flags {
   std::string hook_path = "/usr/local/vgpu";
   std::string metrics_bind = ":9394";
   std::string resync_interval = "5m";
+  std::string feedback_period = "5s";
+  std::string mig_apply_lock = "/tmp/hami/hami-mig-apply.lock";
   std::string nvml_library = "libnvidia-ml.so.1";
   bool legacy_metrics = false;
   int verbosity = 0;
@@ -42,6 +44,12 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Go duration: the directories and limits files of pods gone from the node are "
                  "removed after it")
       ->envname("HAMI_RESYNC_INTERVAL");
+  app.add_option("--feedback-period", f.feedback_period,
+                 "Go duration: how often the priority feedback and the housekeeping (clean-up, "
+                 "over-limit Events) run; HAMi's is 5s");
+  app.add_option("--mig-apply-lock", f.mig_apply_lock,
+                 "the priority feedback pauses while this file exists (the device plugin's MIG "
+                 "apply lock)");
   app.add_option("--nvml-library", f.nvml_library,
                  "NVML library to dlopen for the host GPU series (empty: leave them out)")
       ->envname("HAMI_NVML_LIBRARY");
@@ -61,6 +69,12 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
               << "\"\n";
     return 2;
   }
+  const auto period = k8s::ParseGoDuration(f.feedback_period);
+  if (!period || *period < std::chrono::milliseconds(1)) {
+    std::cerr << "--feedback-period: want a duration of at least 1ms such as 5s, got \""
+              << f.feedback_period << "\"\n";
+    return 2;
+  }
   auto rest = k8s::LoadConfig(f.kubeconfig);
   if (!rest) return std::cerr << "kubeconfig: " << rest.error() << "\n", 1;
 
@@ -76,8 +90,9 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   options.hook_path = f.hook_path;
   options.metrics_bind = f.metrics_bind;
   options.legacy_metrics = f.legacy_metrics;
-  options.feedback_period = std::chrono::seconds(5);  // HAMi's period
-  options.housekeeping_period = std::chrono::seconds(5);
+  options.feedback_period = std::chrono::duration_cast<std::chrono::milliseconds>(*period);
+  options.housekeeping_period = options.feedback_period;
+  options.mig_apply_lock = f.mig_apply_lock;
   options.resync_interval = *resync;
   options.nvml_library = f.nvml_library;
   Monitor monitor(client, options);

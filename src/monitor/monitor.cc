@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -28,8 +27,6 @@
 namespace hami::monitor {
 namespace {
 
-namespace fs = std::filesystem;
-
 struct PodInfo {
   std::string ns;
   std::string name;
@@ -45,31 +42,32 @@ std::string Str(const k8s::Json& j, const char* a, const char* b) {
 }
 
 // Where the three int32 control words of a region (utilization_switch, recent_kernel, priority,
-// in that order) start: they follow proc_num in both layouts.
-size_t ControlWordsOffset(size_t file_size) {
+// in that order) start: they follow proc_num in both layouts. The layout is the one the scan
+// parsed, not the size fstat saw (the file may have grown or shrunk in between).
+size_t ControlWordsOffset(int version) {
   constexpr size_t kV0UtilizationSwitch = 1197884;
-  return file_size >= sizeof(hami_shared_region_t)
-             ? offsetof(hami_shared_region_t, utilization_switch)
-             : kV0UtilizationSwitch;
+  return version == 1 ? offsetof(hami_shared_region_t, utilization_switch) : kV0UtilizationSwitch;
 }
 enum ControlWord { kUtilizationSwitch = 0, kRecentKernel = 1, kPriority = 2 };
 
 // The control words of the region open as `fd`, read with pread (the file may shrink under us:
 // a short read is an error, never a SIGBUS).
-bool ReadControls(int fd, size_t file_size, int32_t words[3]) {
-  const off_t off = static_cast<off_t>(ControlWordsOffset(file_size));
+bool ReadControls(int fd, int version, int32_t words[3]) {
+  const off_t off = static_cast<off_t>(ControlWordsOffset(version));
   return ::pread(fd, words, 3 * sizeof(int32_t), off) == 3 * sizeof(int32_t);
 }
 
-bool WriteControl(int fd, size_t file_size, ControlWord w, int32_t value) {
-  const off_t off = static_cast<off_t>(ControlWordsOffset(file_size) + w * sizeof(int32_t));
+bool WriteControl(int fd, int version, ControlWord w, int32_t value) {
+  const off_t off = static_cast<off_t>(ControlWordsOffset(version) + w * sizeof(int32_t));
   return ::pwrite(fd, &value, sizeof(value), off) == sizeof(value);
 }
 
 // The entry names of the directory open as `dir_fd` (read through a duplicate: the caller keeps
-// its fd); empty when it cannot be read.
-std::vector<std::string> ListDir(int dir_fd) {
+// its fd), sorted; empty when it cannot be read. At most `max` names: *more is set when the
+// directory holds more (a container can fill its directory; a pass never lists it all).
+std::vector<std::string> ListDir(int dir_fd, size_t max, bool* more = nullptr) {
   std::vector<std::string> out;
+  if (more != nullptr) *more = false;
   int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) return out;
   DIR* d = ::fdopendir(dup_fd);
@@ -80,11 +78,92 @@ std::vector<std::string> ListDir(int dir_fd) {
   ::rewinddir(d);
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name != "." && name != "..") out.push_back(name);
+    if (name == "." || name == "..") continue;
+    if (out.size() == max) {
+      if (more != nullptr) *more = true;
+      break;
+    }
+    out.push_back(name);
   }
   ::closedir(d);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// A container directory holds its region, the limiter's side file and little else.
+constexpr size_t kMaxContainerDirEntries = 256;
+// containers/ holds one directory per GPU container of the node.
+constexpr size_t kMaxContainerDirs = 1 << 16;
+
+// Opens `name` in the directory `dir_fd` for reading and writing (reading only where writing is
+// refused) when, and only when, it is a regular file with one link: the name is first opened with
+// O_PATH | O_NOFOLLOW, which opens nothing (a FIFO does not block, a device node the container
+// made with mknod is not opened by the host's root, a symbolic link is not followed), and that
+// very inode is then re-opened through /proc/self/fd after fstat has checked it, so a name swapped
+// in between is never opened. The error says what the entry is.
+Result<int> OpenRegularFile(int dir_fd, const std::string& name, struct stat* st) {
+  const int path_fd = ::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (path_fd < 0) return Error{std::strerror(errno)};
+  if (::fstat(path_fd, st) != 0) {
+    const std::string err = std::strerror(errno);
+    ::close(path_fd);
+    return Error{err};
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(path_fd);
+    return Error{S_ISLNK(st->st_mode) ? "a symbolic link (not followed)" : "not a regular file"};
+  }
+  if (st->st_nlink != 1) {
+    ::close(path_fd);
+    return Error{std::to_string(st->st_nlink) + " hard links (a region has one)"};
+  }
+  const std::string proc = "/proc/self/fd/" + std::to_string(path_fd);
+  int fd = ::open(proc.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && (errno == EACCES || errno == EROFS || errno == ETXTBSY)) {
+    fd = ::open(proc.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  }
+  const int open_errno = errno;
+  ::close(path_fd);
+  if (fd < 0)
+    return Error{"re-open through /proc/self/fd: " + std::string(std::strerror(open_errno))};
+  struct stat again;
+  if (::fstat(fd, &again) != 0 || !S_ISREG(again.st_mode) || again.st_ino != st->st_ino ||
+      again.st_dev != st->st_dev) {
+    ::close(fd);
+    return Error{"changed while it was opened"};
+  }
+  *st = again;
+  return fd;
+}
+
+// Removes the entry `name` of the directory `dir_fd` and, when it is a directory, everything
+// under it, without following a symbolic link anywhere: each directory is opened with O_NOFOLLOW
+// relative to its parent's descriptor and its entries are unlinked relative to it, so an entry a
+// container swaps for a link while this runs removes the link, never what it points at
+// (std::filesystem::remove_all re-resolves paths). Returns false with errno set on failure.
+bool RemoveTreeAt(int dir_fd, const std::string& name, int depth = 0) {
+  if (::unlinkat(dir_fd, name.c_str(), 0) == 0) return true;
+  if (errno != EISDIR && errno != EPERM) return false;
+  if (depth > 16) {
+    errno = ELOOP;
+    return false;
+  }
+  const int sub = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0) return false;
+  bool ok = true;
+  for (int round = 0; round < 64; ++round) {
+    bool more = false;
+    const std::vector<std::string> entries = ListDir(sub, 4096, &more);
+    for (const std::string& e : entries) ok = RemoveTreeAt(sub, e, depth + 1) && ok;
+    if (!more || !ok) break;
+  }
+  const int saved = errno;
+  ::close(sub);
+  if (!ok) {
+    errno = saved;
+    return false;
+  }
+  return ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0;
 }
 
 }  // namespace
@@ -149,6 +228,10 @@ Result<int> Monitor::Start() {
       body = Metrics();
     } catch (const std::exception& e) {
       HAMI_ERROR("monitor: /metrics failed: {}", e.what());
+      r.Send(net::Response{500, "text/plain", "metrics failed\n"});
+      return;
+    } catch (...) {
+      HAMI_ERROR("monitor: /metrics failed: unknown exception");
       r.Send(net::Response{500, "text/plain", "metrics failed\n"});
       return;
     }
@@ -229,7 +312,15 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
     problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(errno));
   }
   std::map<std::string, Found> found;  // by directory name: a stable order
-  for (const std::string& name : root_fd >= 0 ? ListDir(root_fd) : std::vector<std::string>{}) {
+  bool too_many_dirs = false;
+  const std::vector<std::string> names = root_fd >= 0
+                                             ? ListDir(root_fd, kMaxContainerDirs, &too_many_dirs)
+                                             : std::vector<std::string>{};
+  if (too_many_dirs) {
+    problems.insert("monitor: " + Quote(root) + " holds more than " +
+                    std::to_string(kMaxContainerDirs) + " entries: only the first are scanned");
+  }
+  for (const std::string& name : names) {
     const size_t sep = name.find('_');  // pod UIDs have no '_'; container names may
     if (sep == std::string::npos) continue;
     auto pod = by_uid.find(name.substr(0, sep));
@@ -248,29 +339,29 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
                            : std::string(std::strerror(errno))));
       continue;
     }
+    bool too_many = false;
+    const std::vector<std::string> entries = ListDir(dir_fd, kMaxContainerDirEntries, &too_many);
+    if (too_many) {
+      ::close(dir_fd);
+      problems.insert("monitor: skipping " + Quote(dir_path) + ": more than " +
+                      std::to_string(kMaxContainerDirEntries) + " entries");
+      continue;
+    }
     // Region files: *.cache. The device plugin creates the file empty at Allocate and libvgpu
     // sizes it when the first CUDA process starts: an empty file is normal, a short one is not.
+    // Names are the container's: they reach the log only through Quote().
     std::vector<std::pair<std::string, std::shared_ptr<OpenFile>>> regions;
-    for (const std::string& fname : ListDir(dir_fd)) {
+    for (const std::string& fname : entries) {
       if (fname.size() < 6 || fname.compare(fname.size() - 6, 6, ".cache") != 0) continue;
       const std::string path = dir_path + "/" + fname;
-      int fd = ::openat(dir_fd, fname.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-      if (fd < 0 && (errno == EACCES || errno == EROFS)) {
-        fd = ::openat(dir_fd, fname.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-      }
-      if (fd < 0) {
-        problems.insert("monitor: skipping " + Quote(path) + ": " +
-                        (errno == ELOOP ? std::string("a symbolic link (not followed)")
-                                        : std::string(std::strerror(errno))));
+      struct stat st;
+      auto fd = OpenRegularFile(dir_fd, fname, &st);
+      if (!fd) {
+        problems.insert("monitor: skipping " + Quote(path) + ": " + fd.error());
         continue;
       }
       auto file = std::make_shared<OpenFile>();
-      file->fd = fd;
-      struct stat st;
-      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        problems.insert("monitor: skipping " + Quote(path) + ": not a regular file");
-        continue;
-      }
+      file->fd = *fd;
       file->size = static_cast<size_t>(st.st_size);
       if (file->size == 0) continue;  // no CUDA process yet
       if (file->size < kRegionV0Size) {
@@ -284,7 +375,7 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
     if (regions.empty()) continue;
     if (regions.size() > 1) {
       std::vector<std::string> paths;
-      for (const auto& r : regions) paths.push_back(r.first);
+      for (const auto& r : regions) paths.push_back(Quote(r.first));
       problems.insert("monitor: skipping " + Quote(dir_path) + ": " +
                       std::to_string(regions.size()) + " region files (" + Join(paths, ", ") +
                       "), want one");
@@ -302,13 +393,7 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
               std::move(regions[0].second)};
   }
   if (root_fd >= 0) ::close(root_fd);
-  {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    for (const std::string& p : problems) {
-      if (problems_.count(p) == 0) HAMI_WARN("{}", p);
-    }
-    problems_ = std::move(problems);
-  }
+  LogProblems(problems);
   for (auto& [name, f] : found) out.push_back(std::move(f));
   return out;
 }
@@ -323,15 +408,27 @@ int Monitor::Feedback() {
   std::vector<Found> regions = ScanRegions();
   std::vector<const Found*> used;
   std::vector<FeedbackState> states;
+  std::set<std::string> problems;
   for (const Found& f : regions) {
+    const int version = f.usage.region.version;
     int32_t words[3];
-    if (!ReadControls(f.file->fd, f.file->size, words)) {
-      HAMI_WARN("monitor: feedback: region file {}: cannot read its control words", Quote(f.path));
+    if (!ReadControls(f.file->fd, version, words)) {
+      problems.insert("monitor: feedback: region file " + Quote(f.path) +
+                      ": cannot read its control words");
       continue;
     }
     FeedbackState s;
     for (const DeviceUsage& d : f.usage.region.devices) s.uuids.push_back(d.uuid);
-    s.priority = words[kPriority];
+    // The container writes its priority: HAMi's two levels (0 high, 1 low) are used as they are,
+    // anything else counts as the nearest of them (priority -1 would have the container block
+    // every other one; 2^31-1 used to loop 2^31 times a pass).
+    s.priority = std::clamp(words[kPriority], kHighestPriority, kLowestPriority);
+    if (s.priority != words[kPriority]) {
+      problems.insert("monitor: feedback: region file " + Quote(f.path) + ": priority " +
+                      std::to_string(words[kPriority]) + " out of range [" +
+                      std::to_string(kHighestPriority) + ", " + std::to_string(kLowestPriority) +
+                      "], counted as " + std::to_string(s.priority));
+    }
     s.recent_kernel = words[kRecentKernel];
     s.utilization_switch = words[kUtilizationSwitch];
     states.push_back(std::move(s));
@@ -342,16 +439,43 @@ int Monitor::Feedback() {
   // Written only through the descriptors this pass validated, and only the words that changed.
   for (size_t i = 0; i < states.size(); ++i) {
     const OpenFile& file = *used[i]->file;
-    if (states[i].recent_kernel != before[i].recent_kernel &&
-        !WriteControl(file.fd, file.size, kRecentKernel, states[i].recent_kernel)) {
-      HAMI_WARN("monitor: feedback: region file {}: write failed", Quote(used[i]->path));
-    }
-    if (states[i].utilization_switch != before[i].utilization_switch &&
-        !WriteControl(file.fd, file.size, kUtilizationSwitch, states[i].utilization_switch)) {
-      HAMI_WARN("monitor: feedback: region file {}: write failed", Quote(used[i]->path));
+    const int version = used[i]->usage.region.version;
+    if ((states[i].recent_kernel != before[i].recent_kernel &&
+         !WriteControl(file.fd, version, kRecentKernel, states[i].recent_kernel)) ||
+        (states[i].utilization_switch != before[i].utilization_switch &&
+         !WriteControl(file.fd, version, kUtilizationSwitch, states[i].utilization_switch))) {
+      problems.insert("monitor: feedback: region file " + Quote(used[i]->path) +
+                      ": write failed: " + std::strerror(errno));
     }
   }
+  LogProblems(problems);
   return static_cast<int>(states.size());
+}
+
+void Monitor::LogProblems(const std::set<std::string>& problems) {
+  // Each problem is logged when first seen and again at most every kProblemLogInterval while it
+  // lasts, and no pass logs more than kMaxProblemLinesPerPass new lines: a container that swaps
+  // its files in a loop, or makes thousands of them, cannot flood the node's log.
+  const SystemTime now = clock_.Now();
+  std::lock_guard<std::mutex> lock(log_mu_);
+  for (auto it = logged_.begin(); it != logged_.end();) {
+    it = now - it->second >= kProblemLogInterval ? logged_.erase(it) : std::next(it);
+  }
+  size_t lines = 0, suppressed = 0;
+  for (const std::string& p : problems) {
+    if (logged_.count(p) > 0) continue;
+    if (lines == kMaxProblemLinesPerPass || logged_.size() >= kMaxRememberedProblems) {
+      ++suppressed;
+      continue;
+    }
+    HAMI_WARN("{}", p);
+    logged_[p] = now;
+    ++lines;
+  }
+  if (suppressed > 0) {
+    HAMI_WARN("monitor: {} more problems in this pass not logged (at most {} lines a pass)",
+              suppressed, kMaxProblemLinesPerPass);
+  }
 }
 
 void Monitor::FeedbackLoop() {
@@ -381,6 +505,8 @@ void Monitor::FeedbackLoop() {
       }
     } catch (const std::exception& e) {
       HAMI_ERROR("monitor: periodic pass failed: {}", e.what());
+    } catch (...) {
+      HAMI_ERROR("monitor: periodic pass failed: unknown exception");
     }
     lock.lock();
   }
@@ -407,42 +533,42 @@ int Monitor::Cleanup() {
   const SystemTime now = clock_.Now();
   std::map<std::string, SystemTime> gone;
   int removed = 0;
-  // containers/<podUID>_<container>/ and limits/<podUID>_<container>.limits
+  // containers/<podUID>_<container>/ and limits/<podUID>_<container>.limits. What is under a
+  // container's directory is the container's: it is removed through descriptors, never by a path
+  // that a link swapped in meanwhile could redirect (RemoveTreeAt).
   for (const char* sub : {"containers", "limits"}) {
-    const fs::path root = fs::path(options_.hook_path) / sub;
-    std::error_code ec;
-    fs::directory_iterator entries(root, ec);
-    if (ec) continue;
-    for (const fs::directory_entry& e : entries) {
-      const std::string name = e.path().filename().string();
+    const std::string root = options_.hook_path + "/" + sub;
+    const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root_fd < 0) continue;
+    for (const std::string& name : ListDir(root_fd, kMaxContainerDirs)) {
       const size_t sep = name.find('_');
       if (sep == 0 || sep == std::string::npos) continue;  // not a <podUID>_<container> name
-      std::error_code tec;
-      const bool dir = e.is_directory(tec);
+      struct stat st;
+      if (::fstatat(root_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      const bool dir = S_ISDIR(st.st_mode);
       if (std::string(sub) == "containers"
               ? !dir
               : dir || name.size() < 7 || name.compare(name.size() - 7, 7, ".limits") != 0) {
         continue;
       }
       if (uids.count(name.substr(0, sep)) > 0) continue;
-      const std::string path = e.path().string();
+      const std::string path = root + "/" + name;
       auto seen = gone_since_.find(path);
       const SystemTime since = seen != gone_since_.end() ? seen->second : now;
       if (now - since < options_.resync_interval) {
         gone[path] = since;
         continue;
       }
-      std::error_code rec;
-      fs::remove_all(e.path(), rec);
-      if (rec) {
-        HAMI_WARN("monitor: cannot remove {}: {}", Quote(path), rec.message());
+      if (!RemoveTreeAt(root_fd, name)) {
+        HAMI_WARN("monitor: cannot remove {}: {}", Quote(path), std::strerror(errno));
         gone[path] = since;
         continue;
       }
       HAMI_INFO("monitor: removed {}: pod {} is gone from node {}", Quote(path),
-                name.substr(0, sep), options_.node_name);
+                Quote(name.substr(0, sep)), options_.node_name);
       ++removed;
     }
+    ::close(root_fd);
   }
   gone_since_ = std::move(gone);
   return removed;

@@ -122,10 +122,14 @@ class Monitor {
   const Clock& clock_;
   std::unique_ptr<k8s::Informer> pods_;
   std::unique_ptr<net::HttpServer> http_;
+  // Logs the problems of one pass (rate-limited: LogProblems in monitor.cc).
+  void LogProblems(const std::set<std::string>& problems);
+  static constexpr std::chrono::minutes kProblemLogInterval{10};
+  static constexpr size_t kMaxProblemLinesPerPass = 20;
+  static constexpr size_t kMaxRememberedProblems = 4096;
   std::mutex log_mu_;
-  // The previous scan's problems: a problem is logged once, when it first appears.
-  std::set<std::string> problems_;
-  std::mutex feedback_mu_;  // one pass at a time
+  std::map<std::string, SystemTime> logged_;  // problem -> when it was last logged
+  std::mutex feedback_mu_;                    // one pass at a time
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

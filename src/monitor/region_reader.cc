@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "common/strings.h"
 #include "vgpu/shared_region.h"
 
 namespace hami::monitor {
@@ -156,23 +157,23 @@ Result<RegionUsage> ReadRegionFd(int fd, const std::string& path, const PidAlive
   while (got < bytes.size()) {
     ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{"region file \"" + path + "\": " + std::strerror(errno)};
+    if (n < 0) return Error{"region file " + Quote(path) + ": " + std::strerror(errno)};
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
   bytes.resize(got);
   auto r = ParseRegion(bytes, alive);
-  if (!r) return Error{"region file \"" + path + "\": " + r.error()};
+  if (!r) return Error{"region file " + Quote(path) + ": " + r.error()};
   return r;
 }
 
 Result<RegionUsage> ReadRegionFile(const std::string& path, const PidAlive& alive) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return Error{"region file \"" + path + "\": " + std::strerror(errno)};
+  if (fd < 0) return Error{"region file " + Quote(path) + ": " + std::strerror(errno)};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error{"region file \"" + path + "\": not a regular file"};
+    return Error{"region file " + Quote(path) + ": not a regular file"};
   }
   auto r = ReadRegionFd(fd, path, alive);
   ::close(fd);

@@ -4,7 +4,9 @@
 // SIGBUS when the region shrank under its mapping, blocked in open() on a FIFO, and looped over
 // 2^31 priority values. A second thread plays the container and mutates the directory while the
 // monitor's passes run (docs/SECURITY.md, the monitor's trust boundary).
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -245,6 +247,104 @@ TEST_F(HostileRegionTest, ShortFilesAreSkipped) {
   EXPECT_TRUE(monitor_->Scan().empty());
   ASSERT_TRUE(Region(1).Save(dir_ + "/a.cache"));
   EXPECT_EQ(monitor_->Scan().size(), 1u);
+}
+
+// A hard link to a file elsewhere is not this container's region (nothing it points at is read or
+// written), nor is a device node the container made with mknod ever opened.
+TEST_F(HostileRegionTest, HardLinksAndDeviceNodesAreNotRegions) {
+  char out[] = "/tmp/hami-monitor-outside-XXXXXX";
+  ASSERT_NE(mkdtemp(out), nullptr);
+  outside_ = out;
+  const std::string target = outside_ + "/victim";
+  ASSERT_TRUE(Region(1).RecentKernel(2).Save(target));
+  const std::string before = ReadAll(target);
+  ASSERT_EQ(::link(target.c_str(), (dir_ + "/a.cache").c_str()), 0);
+  EXPECT_TRUE(monitor_->Scan().empty());
+  EXPECT_EQ(monitor_->Feedback(), 0);
+  EXPECT_EQ(ReadAll(target), before);
+  fs::remove(dir_ + "/a.cache");
+  if (geteuid() == 0) {
+    ASSERT_EQ(::mknod((dir_ + "/a.cache").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ASSERT_GE(watch, 0);
+    ASSERT_GE(inotify_add_watch(watch, dir_.c_str(), IN_OPEN), 0);
+    EXPECT_TRUE(monitor_->Scan().empty());
+    EXPECT_EQ(monitor_->Feedback(), 0);
+    alignas(inotify_event) char buf[4096];
+    std::string opened;
+    for (ssize_t n; (n = read(watch, buf, sizeof(buf))) > 0;) {
+      for (ssize_t off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
+        if (e->len > 0) opened += std::string(e->name) + " ";  // the directory's own: no name
+        off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    }
+    close(watch);
+    EXPECT_EQ(opened, "") << "a device node was opened";
+  }
+}
+
+// A region's priority outside HAMi's two levels counts as the nearest one: -5 is 0 (it does not
+// block a priority-0 container on its GPU), 2^31-1 is 1.
+TEST_F(HostileRegionTest, PrioritiesOutsideHamisLevelsCountAsTheNearest) {
+  auto r = client_->Create(k8s::resources::kPods, "default", Pod("q", "main"));
+  ASSERT_TRUE(r.ok());
+  const std::string other =
+      hook_ + "/containers/" + (*r)["metadata"]["uid"].get<std::string>() + "_main";
+  fs::create_directories(other);
+  ASSERT_TRUE(Region(1).Priority(-5).RecentKernel(100).Save(dir_ + "/a.cache"));
+  ASSERT_TRUE(Region(1).Priority(0).RecentKernel(100).Save(other + "/a.cache"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (monitor_->Scan().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(monitor_->Feedback(), 2);
+  // Both active at the same level: neither blocked, both share.
+  EXPECT_EQ(testing::ReadI32(other + "/a.cache", kV1.proc_num + 8), 99);
+  EXPECT_EQ(testing::ReadI32(other + "/a.cache", kV1.proc_num + 4), 1);
+  EXPECT_EQ(testing::ReadI32(dir_ + "/a.cache", kV1.proc_num + 8), 99);
+  // 2^31-1 is the low level: blocked behind the active priority-0 one.
+  ASSERT_TRUE(Region(1).Priority(2147483647).RecentKernel(100).Save(dir_ + "/a.cache"));
+  EXPECT_EQ(monitor_->Feedback(), 2);
+  EXPECT_EQ(testing::ReadI32(dir_ + "/a.cache", kV1.proc_num + 8), -1);
+  EXPECT_EQ(testing::ReadI32(other + "/a.cache", kV1.proc_num + 8), 98);
+}
+
+// A container directory with more entries than a container makes is skipped, not listed whole.
+TEST_F(HostileRegionTest, ADirectoryFullOfEntriesIsSkipped) {
+  ASSERT_TRUE(Region(1).Save(dir_ + "/a.cache"));
+  ASSERT_EQ(monitor_->Scan().size(), 1u);
+  for (int i = 0; i < 300; ++i) std::ofstream(dir_ + "/junk-" + std::to_string(i));
+  EXPECT_TRUE(monitor_->Scan().empty());
+}
+
+// Clean-up of a gone pod's directory removes links, never what they point at.
+TEST_F(HostileRegionTest, CleanupRemovesLinksNotTheirTargets) {
+  char out[] = "/tmp/hami-monitor-outside-XXXXXX";
+  ASSERT_NE(mkdtemp(out), nullptr);
+  outside_ = out;
+  std::ofstream(outside_ + "/keep") << "host file";
+  const std::string gone = hook_ + "/containers/0b7e1d9c-gone_main";
+  fs::create_directories(gone + "/sub/deeper");
+  std::ofstream(gone + "/sub/deeper/f") << "x";
+  fs::create_directory_symlink(outside_, gone + "/sub/link");
+  fs::create_symlink(outside_ + "/keep", gone + "/file-link");
+  EXPECT_EQ(monitor_->Cleanup(), 0);  // first seen gone; the default interval is 5 minutes
+  MonitorOptions o;
+  o.node_name = "node-a";
+  o.hook_path = hook_;
+  o.metrics_bind = "127.0.0.1:0";
+  o.resync_interval = std::chrono::nanoseconds(0);
+  Monitor now(*client_, o);
+  ASSERT_TRUE(now.Start().ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!now.synced() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(now.Cleanup(), 1);
+  EXPECT_FALSE(fs::exists(gone));
+  EXPECT_EQ(ReadAll(outside_ + "/keep"), "host file");
+  now.Stop();
 }
 
 }  // namespace
