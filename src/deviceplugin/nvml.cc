@@ -212,8 +212,9 @@ Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
       g.memory_utilization = util.memory;
     }
     constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+    constexpr int kCorrected = 0;       // NVML_MEMORY_ERROR_TYPE_CORRECTED
     constexpr int kUncorrected = 1;     // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-    constexpr int kVolatile = 0;        // NVML_VOLATILE_ECC
+    constexpr int kAggregate = 1;       // NVML_AGGREGATE_ECC (the GPU's lifetime)
     unsigned value = 0;
     if (api_->get_temperature &&
         api_->get_temperature(l.dev, kTemperatureGpu, &value) == kNvmlSuccess) {
@@ -225,9 +226,13 @@ Result<std::vector<GpuSample>> NvmlDiscovery::Sample() {
       g.power_milliwatts = value;
     }
     unsigned long long ecc = 0;
-    if (api_->get_ecc && api_->get_ecc(l.dev, kUncorrected, kVolatile, &ecc) == kNvmlSuccess) {
-      g.has_ecc_errors = true;
-      g.ecc_errors = ecc;
+    if (api_->get_ecc && api_->get_ecc(l.dev, kCorrected, kAggregate, &ecc) == kNvmlSuccess) {
+      g.has_ecc_corrected = true;
+      g.ecc_corrected = ecc;
+    }
+    if (api_->get_ecc && api_->get_ecc(l.dev, kUncorrected, kAggregate, &ecc) == kNvmlSuccess) {
+      g.has_ecc_uncorrected = true;
+      g.ecc_uncorrected = ecc;
     }
     out.push_back(std::move(g));
   }

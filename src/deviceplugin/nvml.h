@@ -43,8 +43,11 @@ struct GpuSample {
   unsigned temperature_celsius = 0;  // NVML_TEMPERATURE_GPU
   bool has_power = false;
   unsigned power_milliwatts = 0;
-  bool has_ecc_errors = false;
-  uint64_t ecc_errors = 0;  // uncorrected, volatile (since the driver loaded)
+  // ECC errors over the GPU's lifetime (NVML_AGGREGATE_ECC), corrected and uncorrected.
+  bool has_ecc_corrected = false;
+  uint64_t ecc_corrected = 0;
+  bool has_ecc_uncorrected = false;
+  uint64_t ecc_uncorrected = 0;
 };
 
 class NvmlDiscovery : public Discovery, public MigDriver {

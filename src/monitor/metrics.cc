@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace hami::monitor {
@@ -127,13 +128,18 @@ std::string RenderMetrics(const MetricsInput& input, bool legacy, SystemTime now
             static_cast<double>(g.temperature_celsius));
     }
     if (g.has_power) {
-      b.Add("hami_host_gpu_power_usage_watts", "GPU power usage in watts", labels,
+      b.Add("hami_host_gpu_power_usage_watts", "GPU power draw in watts", labels,
             static_cast<double>(g.power_milliwatts) / 1000.0);
     }
-    if (g.has_ecc_errors) {
-      b.Add("hami_host_gpu_ecc_errors_total",
-            "Uncorrected ECC errors of the GPU since the driver loaded", labels,
-            static_cast<double>(g.ecc_errors), "counter");
+    // HAMi declares it a gauge despite the _total name; one series per error_type.
+    for (const auto& [has, count, error_type] :
+         {std::tuple{g.has_ecc_corrected, g.ecc_corrected, "corrected"},
+          std::tuple{g.has_ecc_uncorrected, g.ecc_uncorrected, "uncorrected"}}) {
+      if (!has) continue;
+      Labels ecc = labels;
+      ecc.emplace_back("error_type", error_type);
+      b.Add("hami_host_gpu_ecc_errors_total", "Lifetime aggregate ECC errors", ecc,
+            static_cast<double>(count));
     }
   }
   const std::vector<ContainerUsage>& containers = input.containers;

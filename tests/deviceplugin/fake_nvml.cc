@@ -6,7 +6,8 @@
 //   HAMI_FAKE_NVML_USAGE   = "usedMiB|gpu%|memory%;..." per GPU in index order (the monitor's
 //                            host series); a GPU without an entry uses nothing, "-" as gpu%
 //                            makes nvmlDeviceGetUtilizationRates answer NOT_SUPPORTED
-//   HAMI_FAKE_NVML_SENSORS = "tempC|powerMilliwatts|eccErrors;..." per GPU in index order (the
+//   HAMI_FAKE_NVML_SENSORS = "tempC|powerMilliwatts|eccCorrected|eccUncorrected;..." per GPU in
+//                            index order, ECC over the GPU's lifetime (NVML_AGGREGATE_ECC) (the
 //                            monitor's v2.11 host series); a GPU without an entry, or "-" in a
 //                            field, answers NOT_SUPPORTED for that call
 // MIG (docs/MIG.md), an A100-like 7-slice geometry with memory in proportion to the GPU's:
@@ -271,7 +272,7 @@ int nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_st* util) {
 int Sensor(nvmlDevice_t dev, size_t k, unsigned long long* out) {
   if (!Gpu(dev)) return 2;
   const size_t i = reinterpret_cast<size_t>(dev) - 1;
-  if (i >= g_sensors.size() || g_sensors[i].size() != 3 || g_sensors[i][k] == "-") return 3;
+  if (i >= g_sensors.size() || g_sensors[i].size() != 4 || g_sensors[i][k] == "-") return 3;
   *out = std::strtoull(g_sensors[i][k].c_str(), nullptr, 10);
   return 0;
 }
@@ -293,8 +294,8 @@ int nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* milliwatts) {
 
 int nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int counter_type,
                                 unsigned long long* count) {
-  if (error_type != 1 || counter_type != 0) return 2;  // uncorrected, volatile only
-  return Sensor(dev, 2, count);
+  if (error_type < 0 || error_type > 1 || counter_type != 1) return 2;  // aggregate only
+  return Sensor(dev, 2 + static_cast<size_t>(error_type), count);
 }
 
 // ---- MIG ----

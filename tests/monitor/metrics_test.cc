@@ -215,8 +215,10 @@ TEST(RenderMetrics, HostSensorSeries) {
   g.temperature_celsius = 61;
   g.has_power = true;
   g.power_milliwatts = 70500;
-  g.has_ecc_errors = true;
-  g.ecc_errors = 3;
+  g.has_ecc_corrected = true;
+  g.ecc_corrected = 3;
+  g.has_ecc_uncorrected = true;
+  g.ecc_uncorrected = 1;
   const std::string l =
       R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",node="node-a",zone="vGPU"})";
   const std::string text = RenderMetrics(MetricsInput{"node-a", {g}, {}}, false, kNow);
@@ -227,9 +229,16 @@ TEST(RenderMetrics, HostSensorSeries) {
       << text;
   EXPECT_NE(text.find("hami_host_gpu_power_usage_watts" + l + " 70.5\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("# TYPE hami_host_gpu_ecc_errors_total counter\n"
+  EXPECT_NE(text.find("# HELP hami_host_gpu_power_usage_watts GPU power draw in watts\n"),
+            std::string::npos);
+  // HAMi's type is gauge (GaugeValue), labelled by error_type.
+  const std::string ecc = R"({device_index="1",device_type="NVIDIA-Tesla T4",device_uuid="GPU-1",)";
+  EXPECT_NE(text.find("# HELP hami_host_gpu_ecc_errors_total Lifetime aggregate ECC errors\n"
+                      "# TYPE hami_host_gpu_ecc_errors_total gauge\n"
                       "hami_host_gpu_ecc_errors_total" +
-                      l + " 3\n"),
+                      ecc + R"(error_type="corrected",node="node-a",zone="vGPU"} 3)" +
+                      "\nhami_host_gpu_ecc_errors_total" + ecc +
+                      R"(error_type="uncorrected",node="node-a",zone="vGPU"} 1)" + "\n"),
             std::string::npos)
       << text;
   g.has_power = false;

@@ -259,7 +259,7 @@ TEST_F(MonitorTest, FeedbackRunsPeriodically) {
 TEST_F(MonitorTest, HostGpuSeriesFromNvml) {
   setenv("HAMI_FAKE_NVML_DEVICES", "GPU-h0|Tesla T4|15360|0000:3B:00.0;GPU-h1|A100|40960|x", 1);
   setenv("HAMI_FAKE_NVML_USAGE", "1024|40|7;2048|-|0", 1);
-  setenv("HAMI_FAKE_NVML_SENSORS", "55|70000|0;-|-|-", 1);
+  setenv("HAMI_FAKE_NVML_SENSORS", "55|70000|4|-;-|-|-|-", 1);
   MonitorOptions o;
   o.node_name = "node-a";
   o.hook_path = hook_;
@@ -297,7 +297,13 @@ TEST_F(MonitorTest, HostGpuSeriesFromNvml) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("hami_host_gpu_power_usage_watts{device_index=\"0\""), std::string::npos);
-  EXPECT_NE(text.find("hami_host_gpu_ecc_errors_total{device_index=\"0\""), std::string::npos);
+  EXPECT_NE(text.find("hami_host_gpu_ecc_errors_total{device_index=\"0\",device_type=\"NVIDIA-"
+                      "Tesla T4\",device_uuid=\"GPU-h0\",error_type=\"corrected\",node=\"node-a\","
+                      "zone=\"vGPU\"} 4\n"),
+            std::string::npos)
+      << text;
+  // GPU 0 answers NOT_SUPPORTED for its uncorrected count: that series alone is left out.
+  EXPECT_EQ(text.find("error_type=\"uncorrected\""), std::string::npos) << text;
   // GPU 1 answers NOT_SUPPORTED for its sensors: none of their series.
   EXPECT_EQ(text.find("hami_host_gpu_temperature_celsius{device_index=\"1\""), std::string::npos);
   EXPECT_EQ(text.find("hami_host_gpu_ecc_errors_total{device_index=\"1\""), std::string::npos);
