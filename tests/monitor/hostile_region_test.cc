@@ -16,12 +16,16 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "common/log.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "monitor/monitor.h"
@@ -247,6 +251,54 @@ TEST_F(HostileRegionTest, ShortFilesAreSkipped) {
   EXPECT_TRUE(monitor_->Scan().empty());
   ASSERT_TRUE(Region(1).Save(dir_ + "/a.cache"));
   EXPECT_EQ(monitor_->Scan().size(), 1u);
+}
+
+// The monitor's log lines, captured while a LogCapture lives.
+std::mutex g_log_mu;
+std::vector<std::string> g_log;
+class LogCapture {
+ public:
+  LogCapture() {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log.clear();
+    log::SetSink([](std::string_view line) {
+      std::lock_guard<std::mutex> l(g_log_mu);
+      g_log.emplace_back(line);
+    });
+  }
+  ~LogCapture() { log::SetSink(nullptr); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  // The lines holding every one of `parts`.
+  static int Count(const std::vector<std::string>& parts) {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    int n = 0;
+    for (const std::string& line : g_log) {
+      bool all = true;
+      for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+      n += all ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+// Item 14: a non-empty file shorter than a region is logged with its path and size; the
+// plugin's empty placeholder is not. A problem that comes and goes (a container flipping its
+// file in a loop) is logged once, not at every scan.
+TEST_F(HostileRegionTest, AShortFileIsLoggedWithItsPathOnce) {
+  LogCapture capture;
+  const std::string region = dir_ + "/a.cache";
+  ASSERT_TRUE(Region(1).Save(region, 0));
+  EXPECT_TRUE(monitor_->Scan().empty());
+  EXPECT_EQ(LogCapture::Count({"a.cache"}), 0);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(Region(1).Save(region, 100));
+    EXPECT_TRUE(monitor_->Scan().empty());
+    ASSERT_TRUE(Region(1).Save(region));
+    EXPECT_EQ(monitor_->Scan().size(), 1u);
+  }
+  EXPECT_EQ(LogCapture::Count({"skipping \"" + region + "\"", "100 bytes, smaller than a region"}),
+            1);
 }
 
 // A hard link to a file elsewhere is not this container's region (nothing it points at is read or
