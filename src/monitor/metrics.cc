@@ -178,7 +178,11 @@ std::string RenderMetrics(const MetricsInput& input, bool legacy, SystemTime now
               "vGPU device memory used beyond the limit in bytes", labels,
               static_cast<double>(d.total - d.limit));
       }
-      const int64_t elapsed = std::max<int64_t>(now_sec - c.region.last_kernel_time, 0);
+      // The region's last kernel time is the container's word: only a positive one is used, so
+      // the difference cannot overflow (INT64_MIN there used to).
+      const int64_t elapsed = c.region.last_kernel_time > 0
+                                  ? std::max<int64_t>(now_sec - c.region.last_kernel_time, 0)
+                                  : 0;
       if (c.region.last_kernel_time > 0) {
         b.Add("hami_container_last_kernel_elapsed_seconds",
               "Seconds since last kernel execution in container", labels,

@@ -3,6 +3,7 @@
 #include "monitor/metrics.h"
 
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -138,6 +139,14 @@ TEST(RenderMetrics, NoKernelYetNoElapsedSeries) {
                 .find("hami_container_last_kernel_elapsed_seconds{container=\"main\",device_uuid="
                       "\"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec\",namespace=\"team-a\",pod="
                       "\"train\",vdevice_index=\"0\",zone=\"vGPU\"} 0\n"),
+            std::string::npos);
+  // Written by the container: the extremes give no series and no overflow (UBSan builds).
+  for (int64_t t : {std::numeric_limits<int64_t>::min(), int64_t{-1}}) {
+    c.region.last_kernel_time = t;
+    EXPECT_EQ(RenderMetrics({c}, true, kNow).find("last_kernel"), std::string::npos);
+  }
+  c.region.last_kernel_time = std::numeric_limits<int64_t>::max();
+  EXPECT_NE(RenderMetrics({c}, false, kNow).find("hami_container_last_kernel_elapsed_seconds"),
             std::string::npos);
 }
 
