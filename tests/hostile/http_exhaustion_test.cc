@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "binary_fixture.h"
 #include "hostile_helpers.h"
 #include "scheduler_process.h"
+#include "sim/apiserver/certs.h"
 
 namespace hami {
 namespace {
@@ -40,6 +42,13 @@ class HttpExhaustionTest : public scheduler::testing::SchedulerBinaryTest {
     sched_ = std::make_unique<scheduler::testing::SchedulerProcess>(HAMI_SCHEDULER_BIN,
                                                                     SchedulerArgs(extra));
     return sched_->WaitForPort();
+  }
+  // The metrics listener's port from the start line; -1 when not there.
+  int MetricsPort() const {
+    static const std::regex metrics("metrics on port (\\d+)\\D");
+    std::smatch m;
+    const std::string log = sched_->log();
+    return std::regex_search(log, m, metrics) ? std::stoi(m[1].str()) : -1;
   }
   // Opens `n` connections to `port` that send nothing.
   static std::vector<std::unique_ptr<RawClient>> Silent(int port, int n) {
@@ -86,6 +95,38 @@ TEST_F(HttpExhaustionTest, PendingBodiesPastTheBudgetGet503) {
   }
   EXPECT_EQ(refused, 1) << sched_->log();
   EXPECT_TRUE(hostile::HealthzWithin1s(port));
+}
+
+// The metrics listener (256 slots) and its probes: 300 silent connections used to refuse them.
+TEST_F(HttpExhaustionTest, TheMetricsListenerAnswersWith300SilentConnectionsOpen) {
+  ASSERT_GT(Start(), 0) << sched_->log();
+  const int metrics = MetricsPort();
+  ASSERT_GT(metrics, 0) << sched_->log();
+  auto silent = Silent(metrics, 300);
+  EXPECT_TRUE(hostile::HealthzWithin1s(metrics)) << sched_->log();
+  EXPECT_TRUE(hostile::HealthzWithin1s(metrics, "/metrics"));
+}
+
+// With TLS a connection that never starts its handshake held a slot for 10 s: the probes over
+// TLS are answered within 1 s with 1,030 of them open.
+TEST_F(HttpExhaustionTest, ProbesOverTlsAreAnsweredWith1030SilentConnectionsOpen) {
+  auto files = sim::GenerateTlsFiles(dir_ + "/tls");
+  ASSERT_TRUE(files.ok()) << files.error();
+  const int port = Start({"--cert_file", files->server_cert, "--key_file", files->server_key});
+  ASSERT_GT(port, 0) << sched_->log();
+  auto silent = Silent(port, 1030);
+  for (const char* path : {"/healthz", "/healthz"}) {
+    const auto start = std::chrono::steady_clock::now();
+    httplib::SSLClient c("127.0.0.1", port);
+    c.enable_server_certificate_verification(false);
+    c.set_connection_timeout(std::chrono::seconds(1));
+    c.set_read_timeout(std::chrono::seconds(1));
+    auto res = c.Get(path);
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error()) << "\n" << sched_->log();
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << path;
+  }
+  std::filesystem::remove_all(dir_ + "/tls");
 }
 
 }  // namespace
