@@ -75,6 +75,10 @@ template <typename Create, typename Undo>
 CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Undo undo) {
   std::uint64_t key = 0;
   if (t_measuring) return create(&key);  // nested inside a measured call of this thread
+  // Whole GPUs (no memory limit anywhere): nothing to refuse, so nothing is measured and no call
+  // waits for another's measurement (NCCL and frameworks create contexts and load modules from
+  // many threads at once).
+  if (!AnyMemoryLimit(rt)) return create(&key);
   if (!rt->accounting || dev < 0) {
     if (AnyMemoryLimit(rt)) {
       return RefuseUnaccounted(dev, 0,
@@ -121,6 +125,7 @@ CUresult MeasuredCreate(Runtime* rt, int dev, ChargeKind kind, Create create, Un
 // make the new object look free.
 template <typename Call>
 CUresult MeasuredDestroy(Runtime* rt, std::uint64_t key, Call call) {
+  if (!AnyMemoryLimit(rt)) return call();  // whole GPUs: nothing was measured (MeasuredCreate)
   const bool outer = !t_measuring;
   if (outer) LockMeasure(rt);
   AllocEntry entry{};
@@ -335,7 +340,7 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     }
     return real(limit, value);
   }
-  if (t_measuring) return real(limit, value);
+  if (t_measuring || !AnyMemoryLimit(rt)) return real(limit, value);
   LockMeasure(rt);
   Sample before = Take(rt, dev);
   CUresult r = real(limit, value);

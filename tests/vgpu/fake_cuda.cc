@@ -421,8 +421,24 @@ static unsigned long long Round2M(unsigned long long n) {
 }
 // FAKE_CUDA_CREATE_DELAY_MS: an array creation takes that long before committing its memory;
 // FAKE_GPU_OTHER_FREES_ON_CREATE: another tenant frees that many bytes meanwhile.
+// FAKE_CUDA_CREATE_RENDEZVOUS_MS: the first array creation waits (up to that long) until a second
+// one is inside the driver too, and fails with CUDA_ERROR_INVALID_VALUE, saying so on stderr,
+// when none comes: shows whether two creations may run at once.
 std::atomic<unsigned long long> g_other_freed{0};
+std::atomic<int> g_creating{0};
 static CUresult CreateArray(const char* name, void** handle, unsigned long long bytes) {
+  if (unsigned long long wait_ms = fake::EnvU64("FAKE_CUDA_CREATE_RENDEZVOUS_MS", 0)) {
+    g_creating.fetch_add(1);
+    timespec step{0, 1000000};
+    for (unsigned long long waited = 0; g_creating.load() < 2; ++waited) {
+      if (waited >= wait_ms) {
+        std::fprintf(stderr, "fake cuda: %s: no second creation came within %llu ms\n", name,
+                     wait_ms);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      nanosleep(&step, nullptr);
+    }
+  }
   unsigned long long delay_ms = fake::EnvU64("FAKE_CUDA_CREATE_DELAY_MS", 0);
   if (delay_ms > 0) {
     timespec ts{static_cast<time_t>(delay_ms / 1000), static_cast<long>(delay_ms % 1000) * 1000000};

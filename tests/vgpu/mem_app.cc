@@ -350,6 +350,35 @@ void RaceDestroy() {
   CHECK_EQ(free_after, free_before);  // one array held before and after
 }
 
+// overlap: two threads create an array at once; the fake driver (FAKE_CUDA_CREATE_RENDEZVOUS_MS)
+// lets the first finish only once the second is inside it too. Both succeed unless libvgpu
+// makes one wait for the other (its measurement under a memory limit; issue 29 item 5).
+void Overlap() {
+  UseDevice(0);
+  struct Desc {
+    size_t Width, Height;
+    int Format;
+    unsigned int NumChannels;
+  } desc{1024, 1024, 3 /* float */, 1};
+  CUcontext ctx = nullptr;
+  cuCtxGetCurrent(&ctx);
+  void* arrays[2] = {nullptr, nullptr};
+  CUresult results[2] = {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_VALUE};
+  std::thread threads[2];
+  for (int i = 0; i < 2; ++i) {
+    threads[i] = std::thread([&, i] {
+      cuCtxSetCurrent(ctx);
+      results[i] = cuArrayCreate_v2(&arrays[i], &desc);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK_EQ(results[0], CUDA_SUCCESS);
+  CHECK_EQ(results[1], CUDA_SUCCESS);
+  for (void* a : arrays) {
+    if (a != nullptr) CHECK_EQ(cuArrayDestroy(a), CUDA_SUCCESS);
+  }
+}
+
 // pidns: this process is not recognisable in NVML (FAKE_NVML_HIDE_SELF) while another tenant
 // frees memory during our creation: nothing may be measured from the device-wide figure
 // (finding 6).
@@ -610,6 +639,7 @@ int main(int argc, char** argv) {
       {"nested", Nested},
       {"multidevice", MultiDevice},
       {"racedestroy", RaceDestroy},
+      {"overlap", Overlap},
       {"pidns", PidNamespace},
       {"legacy", Legacy},
       {"refused", Refused},

@@ -72,6 +72,8 @@ class MemoryAuditTest : public ::testing::Test {
     return pid;
   }
 
+  // The environment of a run: LD_PRELOAD, the fakes, the region and a 1 GiB limit; each of
+  // `extra` ("K=V") replaces K's entry or is added, and "!K" removes K.
   std::vector<std::string> Env(const std::vector<std::string>& extra) {
     std::vector<std::string> env = {
         "LD_PRELOAD=" + Lib(),
@@ -81,22 +83,19 @@ class MemoryAuditTest : public ::testing::Test {
         "VGPU_LIB_PATH=" + Lib(),
         "PATH=/usr/bin:/bin",
     };
-    env.insert(env.end(), extra.begin(), extra.end());
+    for (const std::string& e : extra) {
+      const bool remove = !e.empty() && e[0] == '!';
+      const std::string key = remove ? e.substr(1) + "=" : e.substr(0, e.find('=') + 1);
+      std::erase_if(env, [&](const std::string& have) { return have.starts_with(key); });
+      if (!remove) env.push_back(e);
+    }
     return env;
   }
 
   // Runs mem_app <scenario> <1 GiB> with `extra` environment; killed after `timeout_s`.
   Outcome Run(const std::string& scenario, const std::vector<std::string>& extra,
               int timeout_s = 30) {
-    std::vector<std::string> env = {
-        "LD_PRELOAD=" + Lib(),
-        "LD_LIBRARY_PATH=" + testing::FakesDir(),
-        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/vgpu.cache",
-        "CUDA_DEVICE_MEMORY_LIMIT=1g",
-        "VGPU_LIB_PATH=" + Lib(),
-        "PATH=/usr/bin:/bin",
-    };
-    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<std::string> env = Env(extra);
     std::vector<std::string> argv = {VGPU_MEM_APP_FILE, scenario, std::to_string(kGiB)};
     std::string err_path = dir_ + "/stderr." + scenario;
     pid_t pid = fork();
@@ -207,6 +206,20 @@ TEST_F(MemoryAuditTest, MultiDeviceLaunchWithAShortListDoesNotCrash) {
 // Finding 6: measurements.
 TEST_F(MemoryAuditTest, DestroyDuringAMeasuredCreateDoesNotMakeItFree) {
   EXPECT_SCENARIO(Run("racedestroy", {"FAKE_CUDA_CREATE_DELAY_MS=400"}));
+}
+
+// Item 5: a container with whole GPUs (no memory limit) measures nothing, so two creations run
+// at once. Under a limit the second waits for the first's measurement, which the fake's
+// rendezvous shows as a failed creation (the control: the rendezvous detects serialisation).
+TEST_F(MemoryAuditTest, WholeGpusCreateConcurrentlyWithoutMeasuring) {
+  EXPECT_SCENARIO(
+      Run("overlap", {"!CUDA_DEVICE_MEMORY_LIMIT", "FAKE_CUDA_CREATE_RENDEZVOUS_MS=10000"}));
+  // A region of its own: the first run's holds no limit, and a region's limits are its first
+  // process's.
+  Outcome limited = Run("overlap", {"CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/limited.cache",
+                                    "FAKE_CUDA_CREATE_RENDEZVOUS_MS=300"});
+  EXPECT_FALSE(limited.ok());
+  EXPECT_NE(limited.err.find("no second creation came"), std::string::npos) << limited.err;
 }
 
 TEST_F(MemoryAuditTest, UnrecognisableProcessIsNeverMeasuredDeviceWide) {
