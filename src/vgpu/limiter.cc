@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <cmath>
+
 #include "vgpu/env.h"
 
 namespace hami::vgpu {
@@ -18,6 +20,34 @@ constexpr double kSmoothing = 0.8;
 constexpr double kRegimeRatio = 4.0;
 
 double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+bool Finite(double v) { return std::isfinite(v); }
+
+// The shared bucket lives in a file every process of the container can write (and truncate, see
+// the SIGBUS guard): what the limiter reads from it is brought back into the range the limiter
+// itself writes before it is used, so a value written there (NaN, infinities, a debt of years, a
+// refill time in the future) can neither hang the container's launches nor turn the limit off
+// for longer than a calibration.
+void Repair(SharedBucket& b, std::int64_t now_ns) {
+  if (!Finite(b.rate) || b.rate < 0) {
+    b.rate = 0;  // uncalibrated: the next observation calibrates again
+    b.tokens = 0;
+  }
+  if (!Finite(b.tokens)) b.tokens = 0;
+  if (b.rate > 0) {
+    double burst = b.rate * static_cast<double>(ComputeLimiter::kBurstNs) / kNsPerS;
+    double floor = -b.rate * static_cast<double>(ComputeLimiter::kMaxDebtNs) / kNsPerS;
+    b.tokens = Clamp(b.tokens, floor, burst);
+  }
+  if (b.last_refill_ns <= 0 || b.last_refill_ns > now_ns) b.last_refill_ns = now_ns;
+  if (b.window_start_ns <= 0 || b.window_start_ns > now_ns) {
+    b.window_start_ns = now_ns;
+    b.window_units = 0;
+  }
+  if (!Finite(b.window_units) || b.window_units < 0) b.window_units = 0;
+  if (!Finite(b.avg_rate) || b.avg_rate < 0) b.avg_rate = 0;
+  if (!Finite(b.avg_util) || b.avg_util > 100) b.avg_util = -1;
+}
 
 }  // namespace
 
@@ -76,6 +106,7 @@ std::int64_t ComputeLimiter::Admit(std::uint64_t cost, std::int64_t now_ns) {
   if (!active()) return 0;
   LockState();
   SharedBucket& b = *bucket_;
+  if (bucket_ != &own_) Repair(b, now_ns);
   std::int64_t wait_ns = 0;
   if (b.rate > 0) {
     double elapsed = static_cast<double>(now_ns - b.last_refill_ns);
@@ -101,6 +132,7 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
   if (!active()) return;
   LockState();
   SharedBucket& b = *bucket_;
+  if (bucket_ != &own_) Repair(b, now_ns);
   std::int64_t window_ns = now_ns - b.window_start_ns;
   if (window_ns < kMinWindowNs) {
     UnlockState();

@@ -75,6 +75,9 @@ class ComputeLimiter {
  public:
   // Burst capacity of the bucket, as time at the calibrated rate.
   static constexpr std::int64_t kBurstNs = 100'000'000;
+  // The largest debt a shared bucket is read with, as time at the calibrated rate: a launch
+  // costing more than this is priced at it (one kernel of over 10 s of the container's share).
+  static constexpr std::int64_t kMaxDebtNs = 10'000'000'000;
 
   // limit_pct in [1, 99] enables throttling; anything else makes Admit() always return 0.
   void Configure(int limit_pct, std::int64_t now_ns);

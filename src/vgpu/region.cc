@@ -87,22 +87,31 @@ std::uint64_t* KindField(hami_device_memory_t* m, ChargeKind kind) {
   return &m->data_size;
 }
 
-// The SIGBUS guard: a region file truncated by another process makes every access to the
-// mapping fault. The handler extends the file again (ftruncate is async-signal-safe) and
-// returns, so the faulting access is retried on zero-filled pages; the next charge or the
-// guardian then repairs the contents. Faults elsewhere go to the previous handler.
-std::atomic<int> g_bus_fd{-1};
-std::atomic<std::uintptr_t> g_bus_begin{0};
+// The SIGBUS guard: a file truncated by another process of the container (the region, the
+// limiter side file) makes every access to its mapping fault. The handler extends the file again
+// (ftruncate is async-signal-safe) and returns, so the faulting access is retried on zero-filled
+// pages; the next charge or the guardian then repairs a region's contents, the limiter its
+// bucket's. Faults elsewhere go to the previous handler.
+struct BusGuard {
+  std::atomic<int> fd{-1};
+  std::atomic<std::uintptr_t> begin{0};
+  std::atomic<std::size_t> size{0};       // bytes mapped
+  std::atomic<std::size_t> file_size{0};  // what the file is extended to
+};
+BusGuard g_bus[kBusGuardSlots];
 struct sigaction g_bus_previous;
 std::atomic<bool> g_bus_installed{false};
 
 void OnBus(int sig, siginfo_t* info, void* uctx) {
   auto addr = reinterpret_cast<std::uintptr_t>(info != nullptr ? info->si_addr : nullptr);
-  std::uintptr_t begin = g_bus_begin.load(std::memory_order_relaxed);
-  int fd = g_bus_fd.load(std::memory_order_relaxed);
-  if (fd >= 0 && begin != 0 && addr >= begin && addr < begin + sizeof(hami_shared_region_t) &&
-      ftruncate(fd, HAMI_REGION_FILE_SIZE) == 0) {
-    return;
+  for (BusGuard& g : g_bus) {
+    std::uintptr_t begin = g.begin.load(std::memory_order_relaxed);
+    int fd = g.fd.load(std::memory_order_relaxed);
+    if (fd >= 0 && begin != 0 && addr >= begin &&
+        addr < begin + g.size.load(std::memory_order_relaxed) &&
+        ftruncate(fd, static_cast<off_t>(g.file_size.load(std::memory_order_relaxed))) == 0) {
+      return;
+    }
   }
   if ((g_bus_previous.sa_flags & SA_SIGINFO) != 0 && g_bus_previous.sa_sigaction != nullptr) {
     g_bus_previous.sa_sigaction(sig, info, uctx);
@@ -116,15 +125,10 @@ void OnBus(int sig, siginfo_t* info, void* uctx) {
   }
 }
 
-void InstallBusGuard(int fd, void* map) {
-  g_bus_fd.store(fd);
-  g_bus_begin.store(reinterpret_cast<std::uintptr_t>(map));
-  if (g_bus_installed.exchange(true)) return;
-  struct sigaction sa {};
-  sa.sa_sigaction = OnBus;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGBUS, &sa, &g_bus_previous);
+void ReleaseBusGuard(int slot, int fd) {
+  if (g_bus[slot].fd.load() != fd) return;
+  g_bus[slot].begin.store(0);
+  g_bus[slot].fd.store(-1);
 }
 
 // True when process `pid` maps the file `file` (device and inode; reads /proc/<pid>/maps).
@@ -149,6 +153,22 @@ bool MapsFile(std::int32_t pid, const FileId& file) {
 }
 
 }  // namespace
+
+void GuardAgainstTruncation(int slot, int fd, void* map, std::size_t size, std::size_t file_size) {
+  if (slot < 0 || slot >= kBusGuardSlots) return;
+  BusGuard& g = g_bus[slot];
+  g.begin.store(0);
+  g.size.store(size);
+  g.file_size.store(file_size);
+  g.fd.store(fd);
+  g.begin.store(reinterpret_cast<std::uintptr_t>(map));
+  if (g_bus_installed.exchange(true)) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = OnBus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &g_bus_previous);
+}
 
 bool ProcessAlive(std::int32_t pid) {
   if (pid <= 0) return false;
@@ -211,7 +231,8 @@ bool Region::Open(const VgpuConfig& config, char* err, std::size_t errcap) {
   }
   region_ = static_cast<hami_shared_region_t*>(map);
   fd_ = fd;
-  InstallBusGuard(fd, map);
+  GuardAgainstTruncation(kBusGuardRegion, fd, map, sizeof(hami_shared_region_t),
+                         HAMI_REGION_FILE_SIZE);
   trusted_ = config.from_limits_file;
   for (int i = 0; i < HAMI_REGION_MAX_DEVICES; ++i) {
     trusted_limit_[i] = config.memory_limit[i];
@@ -421,10 +442,7 @@ void Region::CheckHeader(const VgpuConfig& config) {
 void Region::Close() {
   if (region_ != nullptr) munmap(region_, sizeof(hami_shared_region_t));
   if (fd_ >= 0) {
-    if (g_bus_fd.load() == fd_) {
-      g_bus_begin.store(0);
-      g_bus_fd.store(-1);
-    }
+    ReleaseBusGuard(kBusGuardRegion, fd_);
     close(fd_);
   }
   fd_ = -1;

@@ -39,6 +39,15 @@ inline constexpr int kGuardPeriodMs = 50;
 // True when `pid` exists and is not a zombie (reads /proc/<pid>/stat).
 bool ProcessAlive(std::int32_t pid);
 
+// The SIGBUS guard of a shared mapping: when a process of the container truncates the file, an
+// access to [map, map + size) faults; the handler extends the file (through `fd`, kept open by
+// the caller) back to `file_size` and the access is retried on zero-filled pages instead of
+// killing this process. One slot per mapping; installing a slot again replaces it.
+inline constexpr int kBusGuardRegion = 0;
+inline constexpr int kBusGuardLimiter = 1;
+inline constexpr int kBusGuardSlots = 2;
+void GuardAgainstTruncation(int slot, int fd, void* map, std::size_t size, std::size_t file_size);
+
 class Region {
  public:
   Region() = default;

@@ -184,11 +184,14 @@ LimiterFile* OpenLimiterFile(const char* region_path) {
     }
     lockf(fd, F_ULOCK, 0);
   }
-  if (fd >= 0) close(fd);
   if (map == MAP_FAILED) {
+    if (fd >= 0) close(fd);
     VGPU_WARN("limiter file \"%s\" unusable; each process calibrates on its own", path);
     return nullptr;
   }
+  // Kept open for the SIGBUS guard: a process of the container that truncates the file must not
+  // kill the others at their next launch (the limiter repairs what it then reads, limiter.cc).
+  GuardAgainstTruncation(kBusGuardLimiter, fd, map, sizeof(LimiterFile), sizeof(LimiterFile));
   g_limiter_file = static_cast<LimiterFile*>(map);
   return g_limiter_file;
 }

@@ -728,6 +728,23 @@ void BigKernel() {
            CUDA_SUCCESS);
 }
 
+// limitertruncate: after a throttled launch (the limiter side file mapped), the side file is
+// truncated, as any process of the container may do; the next launches read the bucket through
+// the mapping and must not die of SIGBUS.
+void LimiterTruncate() {
+  UseDevice(0);
+  CHECK_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  const char* cache = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  CHECK(cache != nullptr);
+  if (cache == nullptr) return;
+  CHECK_EQ(truncate((std::string(cache) + ".limiter").c_str(), 0), 0);
+  for (int i = 0; i < 10; ++i) {
+    CHECK_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr),
+             CUDA_SUCCESS);
+  }
+  std::printf("survived\n");
+}
+
 // streamkernel: from device 0's context, one 2^30-thread launch on a stream of device 1's context
 // (the fake's stream handle is its context's handle); the current context stays device 0's.
 void StreamKernel() {
@@ -1774,6 +1791,8 @@ int main(int argc, char** argv) {
     GraphMem(argv);
   } else if (s == "bigkernel") {
     BigKernel();
+  } else if (s == "limitertruncate") {
+    LimiterTruncate();
   } else if (s == "streamkernel") {
     StreamKernel();
   } else if (s == "launch") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kUs = 1'000;
+constexpr std::int64_t kS = 1'000'000'000;
 
 TEST(ThrottleEnabledTest, PolicyAndSwitch) {
   EXPECT_TRUE(ThrottleEnabled(kPolicyForce, 0, false));
@@ -115,6 +117,45 @@ TEST(ComputeLimiterTest, ASharedBucketThrottlesANewLimiterAtOnce) {
   EXPECT_EQ(alone.rate(), 0);
   EXPECT_EQ(alone.Admit(std::uint64_t{1} << 30, kMs), 0);
   EXPECT_EQ(alone.Admit(1, 2 * kMs), 0);
+}
+
+// Issue 29 item 3: the shared bucket is in a file every process of the container can write.
+// What a process writes there cannot hang the others' launches: NaN or infinite values, a debt
+// of years and a refill time in the future are read back into the limiter's own range (a debt
+// of at most kMaxDebtNs at the rate).
+TEST(ComputeLimiterTest, AWrittenBucketCannotHangTheContainer) {
+  SharedBucket bucket{};
+  ComputeLimiter l;
+  l.Share(&bucket);
+  l.Configure(50, 0);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(l.Admit(1000, i * kUs), 0);
+  l.Observe(100, 200 * kMs);
+  const double rate = l.rate();
+  ASSERT_GT(rate, 0);
+  std::int64_t t = 300 * kMs;
+  bucket.tokens = -1e300;  // years of debt
+  std::int64_t wait = l.Admit(1, t);
+  EXPECT_GT(wait, 9 * kS);
+  EXPECT_LE(wait, ComputeLimiter::kMaxDebtNs + 1);
+  EXPECT_EQ(l.Admit(1, t + wait), 0);
+  t += wait + kMs;
+  bucket.last_refill_ns = INT64_MAX;  // a refill time in the future: no refill, ever
+  bucket.tokens = -rate;              // one second of debt
+  wait = l.Admit(1, t);
+  EXPECT_GT(wait, 0);
+  EXPECT_EQ(l.Admit(1, t + wait), 0);  // refilled from now
+  t += wait + kMs;
+  bucket.rate = std::nan("");
+  bucket.tokens = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(l.Admit(1, t), 0);  // uncalibrated again
+  EXPECT_EQ(l.rate(), 0);
+  bucket.avg_rate = std::nan("");
+  bucket.avg_util = 1e308;
+  bucket.window_units = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(l.Admit(1000, t + i * kUs), 0);
+  l.Observe(100, t + 200 * kMs);  // calibrates again (over the window since the last one)
+  EXPECT_GT(l.rate(), 0);
+  EXPECT_TRUE(std::isfinite(l.rate()));
 }
 
 TEST(ComputeLimiterTest, LargeLaunchIsAdmittedAndPaidBackLater) {

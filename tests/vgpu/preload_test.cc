@@ -414,6 +414,18 @@ TEST_F(PreloadTest, ALinkInPlaceOfTheSideFileIsNotFollowed) {
   EXPECT_NE(r.err.find("limiter file"), std::string::npos) << r.err;
 }
 
+TEST_F(PreloadTest, TruncatingTheLimiterFileKillsNoLauncher) {
+  // Issue 29 item 3: the side file is mapped shared and sits where the container can write; one
+  // process truncating it made the next launch of every throttled process fault (SIGBUS).
+  AppResult r =
+      Run({"CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force"}, {"limitertruncate"});
+  EXPECT_APP_OK(r);
+  EXPECT_NE(r.out.find("survived"), std::string::npos) << r.err;
+  struct stat st;
+  ASSERT_EQ(stat((cache_ + ".limiter").c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 16 + 16 * 64);  // extended again by the guard
+}
+
 TEST_F(PreloadTest, NvmlEarlierOnTheLibraryPathDoesNotTurnTheLimitOff) {
   // A libnvidia-ml.so.1 that is not NVML, ahead of the driver's directory on the search path.
   std::string evil = dir_ + "/evil";
