@@ -11,9 +11,8 @@
 #include "common/strings.h"
 
 namespace hami::deviceplugin {
-namespace {
 
-Status WriteOne(const FileSpec& file) {
+Status WriteFileAtomically(const FileSpec& file) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(fs::path(file.host_path).parent_path(), ec);
@@ -47,12 +46,10 @@ Status WriteOne(const FileSpec& file) {
   return OkStatus();
 }
 
-}  // namespace
-
 Status WriteContainerFiles(const std::vector<ContainerAllocation>& containers) {
   for (const ContainerAllocation& c : containers) {
     for (const FileSpec& f : c.files) {
-      if (Status s = WriteOne(f); !s) return s;
+      if (Status s = WriteFileAtomically(f); !s) return s;
     }
   }
   return OkStatus();

@@ -17,6 +17,10 @@ namespace hami::deviceplugin {
 // the system's reason.
 Status WriteContainerFiles(const std::vector<ContainerAllocation>& containers);
 
+// One file the same way: parent directories created, written to "<path>.tmp" with its mode,
+// synced, then renamed over the path.
+Status WriteFileAtomically(const FileSpec& file);
+
 }  // namespace hami::deviceplugin
 
 #endif  // HAMI_DEVICEPLUGIN_CONTAINER_FILES_H_
