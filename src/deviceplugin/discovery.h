@@ -34,6 +34,20 @@ struct GpuDevice {
   bool operator==(const GpuDevice&) const = default;
 };
 
+// What NVML tells about a GPU beyond GpuDevice, for the DRA plugin's device attributes (HAMi's
+// k8s-dra-driver publishes them). Strings empty where the library lacks the call or it failed;
+// versions as semantic versions ("8.0.0", "550.54.15", "12.4.0").
+struct GpuAttributes {
+  int minor = -1;  // /dev/nvidia<minor>; -1 unknown (then the index is used)
+  std::string brand{};
+  std::string architecture{};
+  std::string cuda_compute_capability{};
+  std::string driver_version{};
+  std::string cuda_driver_version{};
+  std::string pcie_bus_id{};
+  bool operator==(const GpuAttributes&) const = default;
+};
+
 class Discovery {
  public:
   virtual ~Discovery() = default;

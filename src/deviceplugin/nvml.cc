@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <iterator>
 
 #include "common/strings.h"
 #include "deviceplugin/nvml_types.h"
@@ -54,6 +55,13 @@ struct NvmlDiscovery::Api {
   nvmlReturn_t (*get_temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*get_power)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*get_ecc)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  // Optional, the DRA plugin's device attributes (Attributes()).
+  nvmlReturn_t (*get_minor)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*get_brand)(nvmlDevice_t, int*) = nullptr;
+  nvmlReturn_t (*get_architecture)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*get_compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
+  nvmlReturn_t (*get_driver_version)(char*, unsigned) = nullptr;
+  nvmlReturn_t (*get_cuda_driver_version)(int*) = nullptr;
 };
 
 namespace {
@@ -100,6 +108,12 @@ Status NvmlDiscovery::Load() {
     Bind(api->handle, "nvmlDeviceGetTemperature", &api->get_temperature);
     Bind(api->handle, "nvmlDeviceGetPowerUsage", &api->get_power);
     Bind(api->handle, "nvmlDeviceGetTotalEccErrors", &api->get_ecc);
+    Bind(api->handle, "nvmlDeviceGetMinorNumber", &api->get_minor);
+    Bind(api->handle, "nvmlDeviceGetBrand", &api->get_brand);
+    Bind(api->handle, "nvmlDeviceGetArchitecture", &api->get_architecture);
+    Bind(api->handle, "nvmlDeviceGetCudaComputeCapability", &api->get_compute_capability);
+    Bind(api->handle, "nvmlSystemGetDriverVersion", &api->get_driver_version);
+    Bind(api->handle, "nvmlSystemGetCudaDriverVersion_v2", &api->get_cuda_driver_version);
     MigApi& m = api->mig;
     void* h = api->handle;
     api->has_mig = Bind(h, "nvmlDeviceGetMigMode", &m.get_mig_mode) &&
@@ -187,6 +201,105 @@ Result<std::vector<GpuDevice>> NvmlDiscovery::Discover() {
       d.healthy = false;
     }
     out.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+
+// nvmlBrandType_t's names (nvml.h NVML_BRAND_*), as NVIDIA's DRA driver prints them.
+std::string BrandName(int brand) {
+  static constexpr const char* kNames[] = {
+      "Unknown",   "Quadro",      "Tesla",     "NVS",        "Grid",      "GeForce",
+      "Titan",     "NvidiaVApps", "NvidiaVPC", "NvidiaVCS",  "NvidiaVWS", "NvidiaCloudGaming",
+      "QuadroRTX", "NvidiaRTX",   "Nvidia",    "GeForceRTX", "TitanRTX"};
+  return brand >= 0 && brand < static_cast<int>(std::size(kNames)) ? kNames[brand] : "";
+}
+
+// nvmlDeviceArchitecture_t (nvml.h NVML_DEVICE_ARCH_*).
+std::string ArchitectureName(unsigned arch) {
+  switch (arch) {
+    case 2:
+      return "Kepler";
+    case 3:
+      return "Maxwell";
+    case 4:
+      return "Pascal";
+    case 5:
+      return "Volta";
+    case 6:
+      return "Turing";
+    case 7:
+      return "Ampere";
+    case 8:
+      return "Ada";
+    case 9:
+      return "Hopper";
+    case 10:
+      return "Blackwell";
+    default:
+      return "";
+  }
+}
+
+// "550.54" -> "550.54.0": a semantic version has three parts.
+std::string ThreePartVersion(std::string v) {
+  if (v.empty()) return v;
+  const auto dots = std::count(v.begin(), v.end(), '.');
+  for (auto i = dots; i < 2; ++i) v += ".0";
+  return v;
+}
+
+// NVML's 8-digit PCI domain ("00000000:07:00.0") as the 4-digit form ("0000:07:00.0"), lower case.
+std::string PcieBusId(std::string bus) {
+  std::transform(bus.begin(), bus.end(), bus.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto colon = bus.find(':');
+  if (colon == 8 && bus.compare(0, 4, "0000") == 0) bus.erase(0, 4);
+  return bus;
+}
+
+}  // namespace
+
+Result<std::vector<GpuAttributes>> NvmlDiscovery::Attributes() {
+  auto listed = ListGpus();
+  if (!listed) return std::move(listed).take_error();
+  std::string driver;
+  if (api_->get_driver_version) {
+    char v[kNvmlStringSize] = {};
+    if (api_->get_driver_version(v, sizeof v) == kNvmlSuccess) driver = ThreePartVersion(v);
+  }
+  std::string cuda;
+  if (int v = 0;
+      api_->get_cuda_driver_version && api_->get_cuda_driver_version(&v) == kNvmlSuccess && v > 0) {
+    cuda = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) + ".0";
+  }
+  std::vector<GpuAttributes> out;
+  for (const ListedGpu& g : *listed) {
+    GpuAttributes a;
+    a.driver_version = driver;
+    a.cuda_driver_version = cuda;
+    if (unsigned minor = 0; api_->get_minor && api_->get_minor(g.dev, &minor) == kNvmlSuccess) {
+      a.minor = static_cast<int>(minor);
+    }
+    if (int brand = 0; api_->get_brand && api_->get_brand(g.dev, &brand) == kNvmlSuccess) {
+      a.brand = BrandName(brand);
+    }
+    if (unsigned arch = 0;
+        api_->get_architecture && api_->get_architecture(g.dev, &arch) == kNvmlSuccess) {
+      a.architecture = ArchitectureName(arch);
+    }
+    if (int major = 0, minor = 0;
+        api_->get_compute_capability &&
+        api_->get_compute_capability(g.dev, &major, &minor) == kNvmlSuccess) {
+      a.cuda_compute_capability = std::to_string(major) + "." + std::to_string(minor) + ".0";
+    }
+    nvmlPciInfo_st pci{};
+    if (api_->get_pci(g.dev, &pci) == kNvmlSuccess) {
+      pci.busId[sizeof pci.busId - 1] = '\0';
+      a.pcie_bus_id = PcieBusId(pci.busId);
+    }
+    out.push_back(std::move(a));
   }
   return out;
 }

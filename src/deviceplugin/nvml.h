@@ -66,6 +66,11 @@ class NvmlDiscovery : public Discovery, public MigDriver {
   // uuid or name cannot be read fails the whole call.
   Result<std::vector<GpuSample>> Sample();
 
+  // Every GPU's attributes for the DRA plugin (discovery.h GpuAttributes), in index order. Each
+  // attribute the library lacks a call for, or NVML does not answer, is left empty; only the
+  // listing itself (as Discover's) can fail.
+  Result<std::vector<GpuAttributes>> Attributes();
+
   // MigDriver. Errors name the NVML call, the GPU and the return code.
   Result<bool> MigEnabled(uint32_t gpu) override;
   Result<std::vector<GpuInstanceProfile>> GpuInstanceProfiles(uint32_t gpu) override;

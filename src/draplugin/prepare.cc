@@ -39,14 +39,14 @@ Result<int64_t> ReadCapacity(const Json& consumed, const char* name, const std::
 
 const GpuFacts* FindGpu(const std::vector<GpuFacts>& gpus, std::string_view device) {
   for (const GpuFacts& g : gpus) {
-    if (GpuDeviceName(g.minor) == device) return &g;
+    if (GpuDeviceName(g.minor()) == device) return &g;
   }
   return nullptr;
 }
 
 bool IsMigDevice(const std::vector<GpuFacts>& gpus, std::string_view device) {
   for (const GpuFacts& g : gpus) {
-    if (device.starts_with(GpuDeviceName(g.minor) + "-mig-")) return true;
+    if (device.starts_with(GpuDeviceName(g.minor()) + "-mig-")) return true;
   }
   return false;
 }
@@ -135,7 +135,7 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
       }
       return Error{where + path + ": no such device on this node"};
     }
-    ClaimGpu& g = by_minor[gpu->minor];
+    ClaimGpu& g = by_minor[gpu->minor()];
     g.gpu = gpu;
     const int64_t full_mib = gpu->gpu.memory_mib;
     int64_t mib = r.memory_bytes < 0 ? full_mib : (r.memory_bytes + kMiB - 1) / kMiB;
@@ -195,7 +195,7 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
         {{"name", cdi_name},
          {"containerEdits",
           {{"deviceNodes",
-            Json::array({{{"path", "/dev/nvidia" + std::to_string(gpu->minor)}}})}}}});
+            Json::array({{{"path", "/dev/nvidia" + std::to_string(gpu->minor())}}})}}}});
     PreparedDevice d;
     d.requests = {r.request};
     d.pool = r.pool;

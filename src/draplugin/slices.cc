@@ -25,18 +25,21 @@ std::string MemorySliceCounter(uint32_t i) { return "memory-slice-" + std::to_st
 // Attributes shared by a GPU and its MIG devices; versions only when discovery knew them.
 void CommonAttributes(const GpuFacts& g, Json* attrs) {
   (*attrs)["uuid"] = StringAttr(g.gpu.uuid);
-  (*attrs)["minor"] = IntAttr(g.minor);
+  (*attrs)["minor"] = IntAttr(g.minor());
   (*attrs)["productName"] = StringAttr(g.gpu.model);
-  if (!g.brand.empty()) (*attrs)["brand"] = StringAttr(g.brand);
-  if (!g.architecture.empty()) (*attrs)["architecture"] = StringAttr(g.architecture);
-  if (!g.cuda_compute_capability.empty()) {
-    (*attrs)["cudaComputeCapability"] = VersionAttr(g.cuda_compute_capability);
+  if (!g.attributes.brand.empty()) (*attrs)["brand"] = StringAttr(g.attributes.brand);
+  if (!g.attributes.architecture.empty())
+    (*attrs)["architecture"] = StringAttr(g.attributes.architecture);
+  if (!g.attributes.cuda_compute_capability.empty()) {
+    (*attrs)["cudaComputeCapability"] = VersionAttr(g.attributes.cuda_compute_capability);
   }
-  if (!g.driver_version.empty()) (*attrs)["driverVersion"] = VersionAttr(g.driver_version);
-  if (!g.cuda_driver_version.empty()) {
-    (*attrs)["cudaDriverVersion"] = VersionAttr(g.cuda_driver_version);
+  if (!g.attributes.driver_version.empty())
+    (*attrs)["driverVersion"] = VersionAttr(g.attributes.driver_version);
+  if (!g.attributes.cuda_driver_version.empty()) {
+    (*attrs)["cudaDriverVersion"] = VersionAttr(g.attributes.cuda_driver_version);
   }
-  if (!g.pcie_bus_id.empty()) (*attrs)["pcieBusID"] = StringAttr(g.pcie_bus_id);
+  if (!g.attributes.pcie_bus_id.empty())
+    (*attrs)["pcieBusID"] = StringAttr(g.attributes.pcie_bus_id);
 }
 
 void AddUnhealthyTaint(const GpuFacts& g, Json* device) {
@@ -58,13 +61,13 @@ std::vector<Json> MigDevices(const GpuFacts& g) {
         counters[MemorySliceCounter(s)] = {{"value", "1"}};
       }
       Json device = {
-          {"name", MigDeviceName(g.minor, profile.name, placement.start)},
+          {"name", MigDeviceName(g.minor(), profile.name, placement.start)},
           {"attributes", attrs},
           {"capacity",
            {{"memory", {{"value", FormatBinaryBytes(profile.memory_mb * kMiB)}}},
             {"cores", {{"value", std::to_string(profile.core)}}}}},
           {"consumesCounters",
-           Json::array({{{"counterSet", CounterSetName(g.minor)}, {"counters", counters}}})}};
+           Json::array({{{"counterSet", CounterSetName(g.minor())}, {"counters", counters}}})}};
       AddUnhealthyTaint(g, &device);
       out.push_back(std::move(device));
     }
@@ -76,7 +79,7 @@ Json CounterSet(const GpuFacts& g) {
   Json counters = Json::object();
   for (uint32_t s = 0; s < kMigMemorySlices; ++s)
     counters[MemorySliceCounter(s)] = {{"value", "1"}};
-  return {{"name", CounterSetName(g.minor)}, {"counters", counters}};
+  return {{"name", CounterSetName(g.minor())}, {"counters", counters}};
 }
 
 Json Slice(const SliceOptions& o, size_t index, int64_t generation) {
@@ -135,7 +138,7 @@ Json ShareableGpuDevice(const GpuFacts& g, double memory_scaling) {
                                            (memory_scaling > 0 ? memory_scaling : 1.0));
   const std::string memory = FormatBinaryBytes(mib * kMiB);
   Json device = {
-      {"name", GpuDeviceName(g.minor)},
+      {"name", GpuDeviceName(g.minor())},
       {"attributes", attrs},
       {"capacity",
        {{"cores",
@@ -159,8 +162,8 @@ Result<std::vector<Json>> BuildSlices(const std::vector<GpuFacts>& gpus,
   std::vector<Json> counter_sets;
   std::set<std::string> names;
   for (const GpuFacts& g : gpus) {
-    if (!names.insert(GpuDeviceName(g.minor)).second) {
-      return Error{"ResourceSlice: two GPUs with minor " + std::to_string(g.minor) + " (" +
+    if (!names.insert(GpuDeviceName(g.minor())).second) {
+      return Error{"ResourceSlice: two GPUs with minor " + std::to_string(g.minor()) + " (" +
                    Quote(g.gpu.uuid) + ")"};
     }
     if (g.gpu.mig_profiles.empty()) {

@@ -37,16 +37,13 @@ inline constexpr size_t kMaxCountersPerSet = 32;
 inline constexpr size_t kMaxConsumesCountersPerDevice = 2;
 
 // A GPU as the DRA plugin describes it: what device discovery reports, plus the attributes
-// HAMi's driver publishes. Versions are semantic versions ("8.0.0", "550.54.15", "12.4.0").
+// HAMi's driver publishes. `attributes.minor` < 0 means the GPU's index.
 struct GpuFacts {
   deviceplugin::GpuDevice gpu{};
-  int minor = 0;  // /dev/nvidia<minor>
-  std::string brand{};
-  std::string architecture{};
-  std::string cuda_compute_capability{};
-  std::string driver_version{};
-  std::string cuda_driver_version{};
-  std::string pcie_bus_id{};
+  deviceplugin::GpuAttributes attributes{};
+  int minor() const {
+    return attributes.minor >= 0 ? attributes.minor : static_cast<int>(gpu.index);
+  }
 };
 
 struct SliceOptions {

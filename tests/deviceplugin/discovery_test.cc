@@ -158,6 +158,27 @@ TEST_F(NvmlTest, DiscoversCountUuidNameMemoryAndNuma) {
   EXPECT_EQ((*devices)[2], (GpuDevice{2, "GPU-c", "NVIDIA GH200", 0, 0, true}));    // no sysfs
 }
 
+// The DRA plugin's device attributes: each from its NVML call; a call NVML does not answer
+// leaves that attribute empty, never the listing.
+TEST_F(NvmlTest, AttributesForTheDraPlugin) {
+  setenv(
+      "HAMI_FAKE_NVML_DEVICES",
+      "GPU-a|NVIDIA A100-SXM4-80GB|81920|00000000:3B:00.0;GPU-b|NVIDIA A10|24576|00000000:AF:00.0",
+      1);
+  setenv("HAMI_FAKE_NVML_ATTRIBUTES", "4|14|7|8.0;-|2|-|-", 1);
+  setenv("HAMI_FAKE_NVML_DRIVER", "550.54|12040", 1);
+  NvmlDiscovery nvml(Options());
+  auto attrs = nvml.Attributes();
+  unsetenv("HAMI_FAKE_NVML_ATTRIBUTES");
+  unsetenv("HAMI_FAKE_NVML_DRIVER");
+  ASSERT_TRUE(attrs) << attrs.error();
+  ASSERT_EQ(attrs->size(), 2u);
+  EXPECT_EQ((*attrs)[0],
+            (GpuAttributes{4, "Nvidia", "Ampere", "8.0.0", "550.54.0", "12.4.0", "0000:3b:00.0"}));
+  EXPECT_EQ((*attrs)[1],
+            (GpuAttributes{-1, "Tesla", "", "", "550.54.0", "12.4.0", "0000:af:00.0"}));
+}
+
 TEST_F(NvmlTest, LostGpuIsUnhealthy) {
   setenv("HAMI_FAKE_NVML_DEVICES", "GPU-a|A10|100|0:0:0.0;GPU-b|A10|100|0:0:0.0", 1);
   setenv("HAMI_FAKE_NVML_LOST", "1", 1);

@@ -10,6 +10,11 @@
 //                            index order, ECC over the GPU's lifetime (NVML_AGGREGATE_ECC) (the
 //                            monitor's v2.11 host series); a GPU without an entry, or "-" in a
 //                            field, answers NOT_SUPPORTED for that call
+//   HAMI_FAKE_NVML_ATTRIBUTES = "minor|brand|arch|ccMajor.ccMinor;..." per GPU in index order
+//                            (the DRA plugin's attributes; nvmlBrandType_t and
+//                            nvmlDeviceArchitecture_t numbers); a GPU without an entry, or "-" in
+//                            a field, answers NOT_SUPPORTED for that call
+//   HAMI_FAKE_NVML_DRIVER  = "driverVersion|cudaDriverVersion", e.g. "550.54.15|12040"
 // MIG (docs/MIG.md), an A100-like 7-slice geometry with memory in proportion to the GPU's:
 //   HAMI_FAKE_NVML_MIG       = "0,2" the GPU indices in MIG mode, or "all"
 //   HAMI_FAKE_NVML_MIG_STATE = a file holding the GPU and compute instances: read at
@@ -36,8 +41,16 @@ struct FakeGpu {
 };
 std::vector<FakeGpu> g_gpus;
 int g_lost = -1;
-std::vector<std::vector<std::string>> g_usage;    // HAMI_FAKE_NVML_USAGE, per GPU
-std::vector<std::vector<std::string>> g_sensors;  // HAMI_FAKE_NVML_SENSORS, per GPU
+std::vector<std::vector<std::string>> g_usage;       // HAMI_FAKE_NVML_USAGE, per GPU
+std::vector<std::vector<std::string>> g_sensors;     // HAMI_FAKE_NVML_SENSORS, per GPU
+std::vector<std::vector<std::string>> g_attributes;  // HAMI_FAKE_NVML_ATTRIBUTES, per GPU
+
+// Field `field` of GPU `dev`'s HAMI_FAKE_NVML_ATTRIBUTES entry; nullptr when absent or "-".
+const std::string* Attribute(nvmlDevice_t dev, size_t field) {
+  const size_t i = reinterpret_cast<size_t>(dev) - 1;
+  if (i >= g_attributes.size() || field >= g_attributes[i].size()) return nullptr;
+  return g_attributes[i][field] == "-" ? nullptr : &g_attributes[i][field];
+}
 
 std::vector<std::string> SplitOn(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -205,6 +218,11 @@ int nvmlInit_v2() {
   if (sensors && *sensors) {
     for (const std::string& entry : SplitOn(sensors, ';')) g_sensors.push_back(SplitOn(entry, '|'));
   }
+  g_attributes.clear();
+  if (const char* attrs = std::getenv("HAMI_FAKE_NVML_ATTRIBUTES"); attrs && *attrs) {
+    for (const std::string& entry : SplitOn(attrs, ';'))
+      g_attributes.push_back(SplitOn(entry, '|'));
+  }
   const char* lost = std::getenv("HAMI_FAKE_NVML_LOST");
   g_lost = lost ? std::atoi(lost) : -1;
   LoadMig();
@@ -254,6 +272,45 @@ int nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_st* pci) {
   if (!g) return 2;
   std::memset(pci, 0, sizeof *pci);
   return Copy(g->bus_id, pci->busId, sizeof pci->busId);
+}
+
+// The DRA plugin's attributes (HAMI_FAKE_NVML_ATTRIBUTES, HAMI_FAKE_NVML_DRIVER).
+int nvmlDeviceGetMinorNumber(nvmlDevice_t dev, unsigned* minor) {
+  const std::string* v = Attribute(dev, 0);
+  if (!v) return 3;  // NVML_ERROR_NOT_SUPPORTED
+  *minor = static_cast<unsigned>(std::atoi(v->c_str()));
+  return 0;
+}
+int nvmlDeviceGetBrand(nvmlDevice_t dev, int* brand) {
+  const std::string* v = Attribute(dev, 1);
+  if (!v) return 3;
+  *brand = std::atoi(v->c_str());
+  return 0;
+}
+int nvmlDeviceGetArchitecture(nvmlDevice_t dev, unsigned* arch) {
+  const std::string* v = Attribute(dev, 2);
+  if (!v) return 3;
+  *arch = static_cast<unsigned>(std::atoi(v->c_str()));
+  return 0;
+}
+int nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev, int* major, int* minor) {
+  const std::string* v = Attribute(dev, 3);
+  if (!v) return 3;
+  auto parts = SplitOn(*v, '.');
+  *major = std::atoi(parts[0].c_str());
+  *minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
+  return 0;
+}
+int nvmlSystemGetDriverVersion(char* out, unsigned len) {
+  const char* v = std::getenv("HAMI_FAKE_NVML_DRIVER");
+  if (!v) return 3;
+  return Copy(SplitOn(v, '|')[0], out, len);
+}
+int nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  const char* v = std::getenv("HAMI_FAKE_NVML_DRIVER");
+  if (!v || SplitOn(v, '|').size() < 2) return 3;
+  *version = std::atoi(SplitOn(v, '|')[1].c_str());
+  return 0;
 }
 
 // The vGPU monitor's host series (hami_host_gpu_utilization_ratio and the memory controller's).

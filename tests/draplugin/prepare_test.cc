@@ -10,7 +10,7 @@ GpuFacts Gpu(int minor, int64_t memory_mib = 81920) {
   g.gpu.uuid = "GPU-" + std::to_string(minor);
   g.gpu.model = "NVIDIA A100-SXM4-80GB";
   g.gpu.memory_mib = memory_mib;
-  g.minor = minor;
+  g.attributes.minor = minor;
   return g;
 }
 

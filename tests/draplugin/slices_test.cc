@@ -7,17 +7,16 @@ namespace {
 
 GpuFacts A100(int minor, int64_t memory_mib = 81920) {
   GpuFacts g;
-  g.gpu.index = static_cast<uint64_t>(minor);
   g.gpu.uuid = "GPU-a100-" + std::to_string(minor);
   g.gpu.model = "NVIDIA A100-SXM4-80GB";
   g.gpu.memory_mib = memory_mib;
-  g.minor = minor;
-  g.brand = "Nvidia";
-  g.architecture = "Ampere";
-  g.cuda_compute_capability = "8.0.0";
-  g.driver_version = "550.54.15";
-  g.cuda_driver_version = "12.4.0";
-  g.pcie_bus_id = "0000:07:00.0";
+  g.attributes.minor = minor;
+  g.attributes.brand = "Nvidia";
+  g.attributes.architecture = "Ampere";
+  g.attributes.cuda_compute_capability = "8.0.0";
+  g.attributes.driver_version = "550.54.15";
+  g.attributes.cuda_driver_version = "12.4.0";
+  g.attributes.pcie_bus_id = "0000:07:00.0";
   return g;
 }
 

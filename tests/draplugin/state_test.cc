@@ -32,7 +32,7 @@ class PreparedClaimsTest : public ::testing::Test {
     GpuFacts g;
     g.gpu.uuid = "GPU-0";
     g.gpu.memory_mib = 16384;
-    g.minor = 0;
+    g.attributes.minor = 0;
     return {g};
   }
   static ClaimAllocation Claim(const std::string& uid = "u-1") {
