@@ -1,0 +1,234 @@
+#include "draplugin/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/strings.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "drahealth/v1alpha1/api.grpc.pb.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
+
+namespace hami::draplugin {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+Result<std::vector<PreparedDevice>> PrepareOne(const std::string& ns, const std::string& uid,
+                                               const std::string& name, const ClaimGetter& get,
+                                               PreparedClaims* claims,
+                                               const std::vector<GpuFacts>& gpus) {
+  const std::string what = "ResourceClaim " + ns + "/" + name;
+  if (claims->Has(uid)) {
+    // Prepared before (kubelet retries, or a second pod of a shared claim): the recorded
+    // answer, without asking the API server again.
+    return claims->Prepare(ClaimAllocation{uid, ns, name, {}}, gpus);
+  }
+  auto claim = get(ns, name);
+  if (!claim) return Error{what + ": " + claim.error()};
+  auto allocation = ReadClaimAllocation(*claim);
+  if (!allocation) return std::move(allocation).take_error();
+  if (allocation->uid != uid) {
+    return Error{what + ": uid " + Quote(allocation->uid) + ", kubelet asked for " + Quote(uid) +
+                 " (the claim was replaced)"};
+  }
+  return claims->Prepare(*allocation, gpus);
+}
+
+class DraServer::Registration final : public ::pluginregistration::Registration::Service {
+ public:
+  explicit Registration(DraServer* server) : server_(server) {}
+  grpc::Status GetInfo(grpc::ServerContext*, const ::pluginregistration::InfoRequest*,
+                       ::pluginregistration::PluginInfo* info) override {
+    info->set_type("DRAPlugin");
+    info->set_name(std::string(kDriverName));
+    info->set_endpoint(server_->plugin_socket());
+    info->add_supported_versions("v1.DRAPlugin");
+    info->add_supported_versions("v1alpha1.DRAResourceHealth");
+    return grpc::Status::OK;
+  }
+  grpc::Status NotifyRegistrationStatus(
+      grpc::ServerContext*, const ::pluginregistration::RegistrationStatus* status,
+      ::pluginregistration::RegistrationStatusResponse*) override {
+    std::lock_guard<std::mutex> lock(server_->mu_);
+    server_->registered_ = status->plugin_registered();
+    server_->registration_error_ = status->error();
+    return grpc::Status::OK;
+  }
+
+ private:
+  DraServer* server_;
+};
+
+class DraServer::Plugin final : public drapb::DRAPlugin::Service {
+ public:
+  explicit Plugin(DraServer* server) : server_(server) {}
+  grpc::Status NodePrepareResources(grpc::ServerContext*,
+                                    const drapb::NodePrepareResourcesRequest* request,
+                                    drapb::NodePrepareResourcesResponse* response) override {
+    const std::vector<GpuFacts> gpus = server_->gpus_();
+    for (const drapb::Claim& c : request->claims()) {
+      drapb::NodePrepareResourceResponse& out = (*response->mutable_claims())[c.uid()];
+      auto devices = PrepareOne(c.namespace_(), c.uid(), c.name(), server_->get_claim_,
+                                server_->claims_, gpus);
+      if (!devices) {
+        out.set_error(devices.error());
+        continue;
+      }
+      for (const PreparedDevice& d : *devices) {
+        drapb::Device* device = out.add_devices();
+        for (const std::string& r : d.requests) device->add_request_names(r);
+        device->set_pool_name(d.pool);
+        device->set_device_name(d.device);
+        for (const std::string& id : d.cdi_device_ids) device->add_cdi_device_ids(id);
+        if (!d.share_id.empty()) device->set_share_id(d.share_id);
+      }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status NodeUnprepareResources(grpc::ServerContext*,
+                                      const drapb::NodeUnprepareResourcesRequest* request,
+                                      drapb::NodeUnprepareResourcesResponse* response) override {
+    for (const drapb::Claim& c : request->claims()) {
+      drapb::NodeUnprepareResourceResponse& out = (*response->mutable_claims())[c.uid()];
+      if (auto done = server_->claims_->Unprepare(c.uid()); !done) {
+        out.set_error("ResourceClaim " + c.namespace_() + "/" + c.name() + ": " + done.error());
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  DraServer* server_;
+};
+
+class DraServer::Health final : public ::v1alpha1::DRAResourceHealth::Service {
+ public:
+  explicit Health(DraServer* server) : server_(server) {}
+  grpc::Status NodeWatchResources(
+      grpc::ServerContext* context, const ::v1alpha1::NodeWatchResourcesRequest*,
+      grpc::ServerWriter<::v1alpha1::NodeWatchResourcesResponse>* writer) override {
+    uint64_t sent = 0;
+    for (;;) {
+      ::v1alpha1::NodeWatchResourcesResponse response;
+      {
+        std::unique_lock<std::mutex> lock(server_->mu_);
+        // Woken by UpdateHealth and Stop; the timeout only notices a kubelet that went away.
+        server_->cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+          return server_->stopping_ || server_->health_version_ != sent;
+        });
+        if (server_->stopping_) return grpc::Status::OK;
+        if (context->IsCancelled()) return grpc::Status::CANCELLED;
+        if (server_->health_version_ == sent) continue;
+        sent = server_->health_version_;
+        for (const auto& [device, healthy] : server_->health_state_) {
+          auto* h = response.add_devices();
+          h->mutable_device()->set_pool_name(server_->options_.node_name);
+          h->mutable_device()->set_device_name(device);
+          h->set_health(healthy ? ::v1alpha1::HEALTHY : ::v1alpha1::UNHEALTHY);
+          h->set_last_updated_time(server_->health_time_);
+        }
+      }
+      if (!writer->Write(response)) return grpc::Status::CANCELLED;
+    }
+  }
+
+ private:
+  DraServer* server_;
+};
+
+DraServer::DraServer(ServerOptions options, PreparedClaims* claims, ClaimGetter get_claim,
+                     GpuSource gpus)
+    : options_(std::move(options)),
+      claims_(claims),
+      get_claim_(std::move(get_claim)),
+      gpus_(std::move(gpus)) {}
+
+DraServer::~DraServer() { Stop(); }
+
+std::string DraServer::registration_socket() const {
+  return options_.registrar_dir + "/" + std::string(kDriverName) + "-reg.sock";
+}
+
+std::string DraServer::plugin_socket() const { return options_.plugin_dir + "/dra.sock"; }
+
+Status DraServer::Start() {
+  namespace fs = std::filesystem;
+  for (const std::string& dir : {options_.registrar_dir, options_.plugin_dir}) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Error{"create " + Quote(dir) + ": " + ec.message()};
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = false;
+  }
+  registration_ = std::make_unique<Registration>(this);
+  plugin_ = std::make_unique<Plugin>(this);
+  health_ = std::make_unique<Health>(this);
+  // The plugin socket first: kubelet connects to it as soon as the registration socket appears.
+  ::unlink(plugin_socket().c_str());
+  grpc::ServerBuilder plugin_builder;
+  plugin_builder.AddListeningPort("unix://" + plugin_socket(), grpc::InsecureServerCredentials());
+  plugin_builder.RegisterService(plugin_.get());
+  plugin_builder.RegisterService(health_.get());
+  plugin_server_ = plugin_builder.BuildAndStart();
+  if (!plugin_server_) return Error{"cannot serve on " + Quote(plugin_socket())};
+  ::unlink(registration_socket().c_str());
+  grpc::ServerBuilder registration_builder;
+  registration_builder.AddListeningPort("unix://" + registration_socket(),
+                                        grpc::InsecureServerCredentials());
+  registration_builder.RegisterService(registration_.get());
+  registration_server_ = registration_builder.BuildAndStart();
+  if (!registration_server_) {
+    Stop();
+    return Error{"cannot serve on " + Quote(registration_socket())};
+  }
+  return OkStatus();
+}
+
+void DraServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  if (registration_server_) {
+    registration_server_->Shutdown(deadline);
+    registration_server_.reset();
+    ::unlink(registration_socket().c_str());
+  }
+  if (plugin_server_) {
+    plugin_server_->Shutdown(deadline);
+    plugin_server_.reset();
+    ::unlink(plugin_socket().c_str());
+  }
+}
+
+void DraServer::UpdateHealth(const std::vector<GpuFacts>& gpus, int64_t now_unix) {
+  std::vector<std::pair<std::string, bool>> state;
+  for (const GpuFacts& g : gpus) state.emplace_back(GpuDeviceName(g.minor()), g.gpu.healthy);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state == health_state_ && health_version_ != 0) return;
+    health_state_ = std::move(state);
+    health_time_ = now_unix;
+    ++health_version_;
+  }
+  cv_.notify_all();
+}
+
+bool DraServer::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_;
+}
+
+std::string DraServer::registration_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registration_error_;
+}
+
+}  // namespace hami::draplugin

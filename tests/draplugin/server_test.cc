@@ -1,0 +1,174 @@
+// hami-dra-plugin's gRPC surface driven by the test kubelet over real unix sockets: registration,
+// prepare twice, a restart between prepare and unprepare, a claim replaced under its name, and
+// the health stream.
+#include "draplugin/server.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+
+#include "draplugin/dra_test_kubelet.h"
+
+namespace hami::draplugin {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::DraTestKubelet;
+
+class DraServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hami-dra-srv-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    env_.hook_path = dir_ + "/hook";
+    env_.cdi_dir = dir_ + "/cdi";
+    options_.node_name = "node-a";
+    options_.registrar_dir = dir_ + "/plugins_registry";
+    options_.plugin_dir = dir_ + "/plugins/hami-core-gpu.project-hami.io";
+    GpuFacts g;
+    g.gpu.uuid = "GPU-0";
+    g.gpu.memory_mib = 16384;
+    gpus_ = {g};
+    g.gpu.uuid = "GPU-1";
+    g.gpu.index = 1;
+    gpus_.push_back(g);
+    // The API server's claims, by namespace/name.
+    api_["ml/c"] = Claim("uid-1", "s1");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static Json Claim(const std::string& uid, const std::string& share) {
+    return {{"metadata", {{"name", "c"}, {"namespace", "ml"}, {"uid", uid}}},
+            {"status",
+             {{"allocation",
+               {{"devices",
+                 {{"results",
+                   {{{"request", "gpu"},
+                     {"driver", "hami-core-gpu.project-hami.io"},
+                     {"pool", "node-a"},
+                     {"device", "hami-gpu-1"},
+                     {"shareID", share},
+                     {"consumedCapacity", {{"memory", "3000Mi"}, {"cores", "30"}}}}}}}}}}}}};
+  }
+
+  std::unique_ptr<DraServer> Serve(PreparedClaims* claims) {
+    auto server = std::make_unique<DraServer>(
+        options_, claims,
+        [this](const std::string& ns, const std::string& name) -> Result<Json> {
+          ++gets_;
+          auto it = api_.find(ns + "/" + name);
+          if (it == api_.end()) return Error{"404 NotFound"};
+          return it->second;
+        },
+        [this] { return gpus_; });
+    auto started = server->Start();
+    EXPECT_TRUE(started) << started.error();
+    return server;
+  }
+
+  std::string dir_;
+  PrepareEnv env_;
+  ServerOptions options_;
+  std::vector<GpuFacts> gpus_;
+  std::map<std::string, Json> api_;
+  int gets_ = 0;
+};
+
+TEST_F(DraServerTest, RegistersPreparesTwiceSurvivesARestartAndUnprepares) {
+  const std::string checkpoint = dir_ + "/checkpoint.json";
+  PreparedClaims claims(checkpoint, env_);
+  ASSERT_TRUE(claims.Load());
+  auto server = Serve(&claims);
+  DraTestKubelet kubelet;
+  auto reg = kubelet.Register(server->registration_socket(),
+                              {.want_driver = "hami-core-gpu.project-hami.io"});
+  ASSERT_TRUE(reg) << reg.error();
+  EXPECT_EQ(reg->dra_service, "v1.DRAPlugin");
+  EXPECT_EQ(reg->endpoint, options_.plugin_dir + "/dra.sock");
+  EXPECT_TRUE(server->registered());
+
+  auto first = kubelet.Prepare({DraTestKubelet::MakeClaim("ml", "uid-1", "c")});
+  ASSERT_TRUE(first) << first.error();
+  const auto& answer = first->claims().at("uid-1");
+  EXPECT_EQ(answer.error(), "");
+  ASSERT_EQ(answer.devices_size(), 1);
+  EXPECT_EQ(answer.devices(0).pool_name(), "node-a");
+  EXPECT_EQ(answer.devices(0).device_name(), "hami-gpu-1");
+  EXPECT_EQ(answer.devices(0).share_id(), "s1");
+  EXPECT_EQ(answer.devices(0).request_names(0), "gpu");
+  ASSERT_EQ(answer.devices(0).cdi_device_ids_size(), 2);
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), "hami-core-gpu.project-hami.io/claim=uid-1-s1");
+  EXPECT_TRUE(fs::exists(env_.cdi_dir + "/hami-core-gpu.project-hami.io-claim_uid-1.json"));
+  auto again = kubelet.Prepare({DraTestKubelet::MakeClaim("ml", "uid-1", "c")});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->claims().at("uid-1").SerializeAsString(), answer.SerializeAsString());
+  EXPECT_EQ(gets_, 1);  // the second answer came from the checkpoint
+
+  // The plugin restarts (a rollout) before the pod ends.
+  server->Stop();
+  server.reset();
+  PreparedClaims restarted(checkpoint, env_);
+  ASSERT_TRUE(restarted.Load());
+  server = Serve(&restarted);
+  DraTestKubelet kubelet2;
+  ASSERT_TRUE(kubelet2.Register(server->registration_socket()));
+  auto undone = kubelet2.Unprepare({DraTestKubelet::MakeClaim("ml", "uid-1", "c")});
+  ASSERT_TRUE(undone) << undone.error();
+  EXPECT_EQ(undone->claims().at("uid-1").error(), "");
+  EXPECT_FALSE(fs::exists(env_.cdi_dir + "/hami-core-gpu.project-hami.io-claim_uid-1.json"));
+  EXPECT_FALSE(fs::exists(env_.hook_path + "/vgpu/claims/uid-1"));
+  server->Stop();
+  EXPECT_FALSE(fs::exists(options_.plugin_dir + "/dra.sock"));
+}
+
+TEST_F(DraServerTest, ErrorsComeBackPerClaim) {
+  PreparedClaims claims(dir_ + "/checkpoint.json", env_);
+  ASSERT_TRUE(claims.Load());
+  auto server = Serve(&claims);
+  DraTestKubelet kubelet;
+  ASSERT_TRUE(kubelet.Register(server->registration_socket()));
+  api_["ml/other"] = Claim("uid-9", "s9");
+  auto r = kubelet.Prepare({DraTestKubelet::MakeClaim("ml", "uid-1", "c"),
+                            DraTestKubelet::MakeClaim("ml", "uid-2", "gone"),
+                            DraTestKubelet::MakeClaim("ml", "uid-3", "other")});
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->claims().at("uid-1").error(), "");
+  EXPECT_EQ(r->claims().at("uid-2").error(), "ResourceClaim ml/gone: 404 NotFound");
+  EXPECT_EQ(
+      r->claims().at("uid-3").error(),
+      R"(ResourceClaim ml/other: uid "uid-9", kubelet asked for "uid-3" (the claim was replaced))");
+  EXPECT_EQ(claims.size(), 1u);
+}
+
+TEST_F(DraServerTest, HealthStreamSendsEachChange) {
+  PreparedClaims claims(dir_ + "/checkpoint.json", env_);
+  ASSERT_TRUE(claims.Load());
+  auto server = Serve(&claims);
+  DraTestKubelet kubelet;
+  ASSERT_TRUE(kubelet.Register(server->registration_socket()));
+  server->UpdateHealth(gpus_, 1000);
+  auto stream = kubelet.WatchHealth();
+  ASSERT_TRUE(stream) << stream.error();
+  ::v1::NodeWatchResourcesResponse msg;
+  ASSERT_TRUE((*stream)->Next(&msg));
+  ASSERT_EQ(msg.devices_size(), 2);
+  EXPECT_EQ(msg.devices(1).device().pool_name(), "node-a");
+  EXPECT_EQ(msg.devices(1).device().device_name(), "hami-gpu-1");
+  EXPECT_EQ(msg.devices(1).health(), ::v1::HEALTHY);
+  EXPECT_EQ(msg.devices(1).last_updated_time(), 1000);
+  server->UpdateHealth(gpus_, 1010);  // unchanged: nothing sent
+  gpus_[1].gpu.healthy = false;
+  server->UpdateHealth(gpus_, 1020);
+  ASSERT_TRUE((*stream)->Next(&msg));
+  EXPECT_EQ(msg.devices(1).health(), ::v1::UNHEALTHY);
+  EXPECT_EQ(msg.devices(1).last_updated_time(), 1020);
+  EXPECT_EQ(msg.devices(0).health(), ::v1::HEALTHY);
+  server->Stop();
+  EXPECT_FALSE((*stream)->Next(&msg));
+}
+
+}  // namespace
+}  // namespace hami::draplugin
