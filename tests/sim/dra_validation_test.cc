@@ -933,6 +933,77 @@ TEST_F(DraStoreTest, TemplateIsDefaultedAndImmutable) {
   EXPECT_NE(changed.error().message.find("field is immutable"), std::string::npos);
 }
 
+TEST_F(DraStoreTest, MalformedShapesAre422NotExceptions) {
+  // Each replaces one field of a valid object with the wrong JSON type.
+  const std::vector<std::pair<const char*, std::string>> slices = {
+      {"/spec", "5"},
+      {"/spec/pool", "\"x\""},
+      {"/spec/pool/name", "7"},
+      {"/spec/devices", "\"x\""},
+      {"/spec/devices/0", "5"},
+      {"/spec/devices/0/attributes", "[1]"},
+      {"/spec/devices/0/attributes/type", "\"x\""},
+      {"/spec/devices/0/capacity/memory", "[]"},
+      {"/spec/devices/0/capacity/memory/value", "{}"},
+      {"/spec/devices/0/capacity/memory/requestPolicy", "3"},
+      {"/spec/devices/0/capacity/memory/requestPolicy/validRange", "[]"},
+      {"/spec/devices/0/capacity/memory/requestPolicy/validValues", "{}"},
+      {"/spec/devices/0/consumesCounters", "{}"},
+      {"/spec/devices/0/consumesCounters", "[5, {\"counterSet\": 1, \"counters\": []}]"},
+      {"/spec/devices/0/taints", "[\"x\"]"},
+      {"/spec/nodeSelector", "\"x\""},
+      {"/spec/sharedCounters", "[5, {\"name\": [], \"counters\": {\"a\": 5}}]"},
+  };
+  for (const auto& [pointer, value] : slices) {
+    Json s = Slice("bad");
+    s[Json::json_pointer(pointer)] = Json::parse(value);
+    auto r = store_.Create(Type("resourceslices"), "", s);
+    ASSERT_FALSE(r) << pointer << " = " << value;
+    EXPECT_EQ(r.error().code, 422) << pointer << ": " << r.error().message;
+  }
+  ASSERT_TRUE(store_.Create(Type("resourceslices"), "", Slice()));
+  auto update = store_.Update(Type("resourceslices"), "", "node1-gpus", [](const Json& cur) {
+    Json next = cur;
+    next["spec"]["pool"] = "x";  // the immutability check reads spec.pool.name of both
+    return k8s::ApiResult<Json>(next);
+  });
+  ASSERT_FALSE(update);
+  EXPECT_EQ(update.error().code, 422) << update.error().message;
+  const std::vector<std::pair<const char*, std::string>> claims = {
+      {"/spec/devices", "[]"},
+      {"/spec/devices/requests", "\"x\""},
+      {"/spec/devices/requests/0", "5"},
+      {"/spec/devices/requests/0/exactly", "[]"},
+      {"/spec/devices/requests/0/exactly/count", "\"1\""},
+      {"/spec/devices/requests/0/exactly/allocationMode", "5"},
+      {"/spec/devices/requests/0/exactly/selectors", "[5]"},
+      {"/spec/devices/requests/0/exactly/capacity", "[]"},
+      {"/spec/devices/requests/0/exactly/capacity/requests", "[]"},
+      {"/spec/devices/requests/0/exactly/tolerations", "[5]"},
+      {"/spec/devices/requests/0/firstAvailable", "[5]"},
+      {"/spec/devices/constraints", "[5]"},
+      {"/spec/devices/config", "[{\"requests\": [5], \"opaque\": 5}]"},
+  };
+  for (const auto& [pointer, value] : claims) {
+    Json c = Claim();
+    c[Json::json_pointer(pointer)] = Json::parse(value);
+    auto r = store_.Create(Type("resourceclaims"), "default", c);
+    ASSERT_FALSE(r) << pointer << " = " << value;
+    EXPECT_EQ(r.error().code, 422) << pointer << ": " << r.error().message;
+  }
+  ASSERT_TRUE(store_.Create(Type("resourceclaims"), "default", Claim()));
+  for (const char* status : {"5", "{\"allocation\": 5}", "{\"reservedFor\": {}}",
+                             "{\"allocation\": {\"devices\": {\"results\": [5]}}}"}) {
+    auto r = store_.Update(Type("resourceclaims"), "default", "c", [&](const Json& cur) {
+      Json next = cur;
+      next["status"] = Json::parse(status);
+      return k8s::ApiResult<Json>(next);
+    });
+    ASSERT_FALSE(r) << status;
+    EXPECT_EQ(r.error().code, 422) << status << ": " << r.error().message;
+  }
+}
+
 TEST_F(DraStoreTest, DeviceClassGetsAGeneration) {
   auto created = store_.Create(Type("deviceclasses"), "", Class());
   ASSERT_TRUE(created);

@@ -96,6 +96,17 @@ const Json* Get(const Json& obj, const char* key) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
+// obj.path[0].path[1]..., or null when a step is missing or not an object.
+const Json& At(const Json& obj, std::initializer_list<const char*> path) {
+  static const Json kNull;
+  const Json* cur = &obj;
+  for (const char* key : path) {
+    cur = Get(*cur, key);
+    if (cur == nullptr) return kNull;
+  }
+  return *cur;
+}
+
 // The field as a list / map, or nullptr (absent, or reported as the wrong type).
 const Json* List(Errors& e, const Json& obj, const char* key, const std::string& path) {
   const Json* v = Get(obj, key);
@@ -999,10 +1010,9 @@ FieldErrors ValidateResourceSlice(const Json& obj, const Json* old,
     auto immutable = [&](const std::string& path, const Json& now, const Json& before) {
       if (now != before) e.Invalid(path, Show(now), "field is immutable");
     };
-    immutable("spec.driver", spec.value("driver", Json()), old_spec.value("driver", Json()));
-    immutable("spec.pool.name", spec.value("pool", Json::object()).value("name", Json()),
-              old_spec.value("pool", Json::object()).value("name", Json()));
-    immutable("spec.nodeName", spec.value("nodeName", Json()), old_spec.value("nodeName", Json()));
+    immutable("spec.driver", At(spec, {"driver"}), At(old_spec, {"driver"}));
+    immutable("spec.pool.name", At(spec, {"pool", "name"}), At(old_spec, {"pool", "name"}));
+    immutable("spec.nodeName", At(spec, {"nodeName"}), At(old_spec, {"nodeName"}));
   }
   std::vector<std::string> set;
   if (Get(spec, "nodeName") != nullptr) {
@@ -1251,7 +1261,7 @@ FieldErrors AdmitDraWrite(const ResourceType& type, Json& obj, const Json* old,
     }
     if (obj.contains("spec")) DefaultDeviceClaimSpec(obj["spec"]);
     FieldErrors errors = ValidateResourceClaim(obj, old);
-    if (obj.value("status", Json()) != old->value("status", Json())) {
+    if (At(obj, {"status"}) != At(*old, {"status"})) {
       FieldErrors status = ValidateResourceClaimStatus(obj, *old);
       errors.insert(errors.end(), status.begin(), status.end());
     }
@@ -1268,9 +1278,9 @@ FieldErrors AdmitDraWrite(const ResourceType& type, Json& obj, const Json* old,
   if (old == nullptr) {
     meta["generation"] = 1;
   } else {
-    const Json& old_meta = old->value("metadata", Json::object());
-    int64_t generation = old_meta.value("generation", int64_t{0});
-    if (obj.value("spec", Json()) != old->value("spec", Json())) ++generation;
+    const Json& old_generation = At(*old, {"metadata", "generation"});
+    int64_t generation = old_generation.is_number_integer() ? old_generation.get<int64_t>() : 0;
+    if (At(obj, {"spec"}) != At(*old, {"spec"})) ++generation;
     meta["generation"] = generation;
   }
   if (kind == "DeviceClass") return ValidateDeviceClass(obj);
