@@ -1,6 +1,10 @@
 #include "protocol/quantity.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "common/strings.h"
 
@@ -78,7 +82,83 @@ std::optional<u128> Scaled(const Quantity& q, int extra_exp2, bool round_up) {
   return n;
 }
 
+// A non-negative integer of any size, base 2^32, least significant word first, no leading zero
+// words (zero is empty).
+using BigNat = std::vector<uint32_t>;
+
+void MultiplySmall(BigNat& n, uint32_t k) {
+  uint64_t carry = 0;
+  for (uint32_t& w : n) {
+    uint64_t v = uint64_t{w} * k + carry;
+    w = static_cast<uint32_t>(v);
+    carry = v >> 32;
+  }
+  if (carry != 0) n.push_back(static_cast<uint32_t>(carry));
+}
+
+// mantissa * 5^pow5 * 2^pow2 (both powers non-negative).
+BigNat Magnitude(uint64_t mantissa, int pow5, int pow2) {
+  BigNat n;
+  for (uint64_t m = mantissa; m != 0; m >>= 32) n.push_back(static_cast<uint32_t>(m));
+  if (n.empty()) return n;
+  constexpr uint32_t k5to13 = 1220703125;  // 5^13, the largest power of 5 in a word
+  for (; pow5 >= 13; pow5 -= 13) MultiplySmall(n, k5to13);
+  for (; pow5 > 0; --pow5) MultiplySmall(n, 5);
+  for (; pow2 >= 31; pow2 -= 31) MultiplySmall(n, uint32_t{1} << 31);
+  if (pow2 > 0) MultiplySmall(n, uint32_t{1} << pow2);
+  return n;
+}
+
+int CompareNat(const BigNat& a, const BigNat& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  for (size_t i = a.size(); i-- > 0;) {
+    if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+  }
+  return 0;
+}
+
 }  // namespace
+
+int CompareQuantities(const Quantity& a, const Quantity& b) {
+  const int sign_a = a.mantissa == 0 ? 0 : (a.negative ? -1 : 1);
+  const int sign_b = b.mantissa == 0 ? 0 : (b.negative ? -1 : 1);
+  if (sign_a != sign_b || sign_a == 0) return sign_a < sign_b ? -1 : (sign_a > sign_b ? 1 : 0);
+  // Magnitudes more than a factor of 10 apart need no exact arithmetic (and a hostile "1e999"
+  // against "1e-999" no 4,600-bit integers): log10 of each is within 1e-9 of the truth here.
+  auto log10_of = [](const Quantity& q) {
+    return std::log10(static_cast<long double>(q.mantissa)) + q.exp10 + q.exp2 * std::log10(2.0L);
+  };
+  const long double gap = log10_of(a) - log10_of(b);
+  if (gap > 1 || gap < -1) return sign_a * (gap > 0 ? 1 : -1);
+  // Within a factor of 10 the exponents differ by at most ~40 (powers of 5) and ~100 (of 2).
+  // m * 10^e10 * 2^e2 = m * 5^e10 * 2^(e10 + e2): divide both sides by the smaller power of 5
+  // and of 2 so every exponent is non-negative, then compare the integers.
+  const int a5 = a.exp10, a2 = a.exp10 + a.exp2;
+  const int b5 = b.exp10, b2 = b.exp10 + b.exp2;
+  const int p5 = std::min(a5, b5), p2 = std::min(a2, b2);
+  int magnitude =
+      CompareNat(Magnitude(a.mantissa, a5 - p5, a2 - p2), Magnitude(b.mantissa, b5 - p5, b2 - p2));
+  return sign_a * magnitude;
+}
+
+std::optional<int64_t> ExactScaledValue(const Quantity& q, int unit_exp10) {
+  constexpr u128 kLimit = u128{1} << 63;  // |value| <= 2^63 - 1, or 2^63 when negative
+  u128 n = q.mantissa;
+  if (n == 0) return 0;
+  n <<= q.exp2;  // mantissa < 10^19 < 2^64 and exp2 <= 60: fits
+  int e = q.exp10 - unit_exp10;
+  for (; e < 0; ++e) {
+    if (n % 10 != 0) return std::nullopt;
+    n /= 10;
+  }
+  for (; e > 0; --e) {
+    n *= 10;
+    if (n > kLimit) return std::nullopt;
+  }
+  if (n > kLimit || (n == kLimit && !q.negative)) return std::nullopt;
+  if (q.negative) return n == kLimit ? INT64_MIN : -static_cast<int64_t>(n);
+  return static_cast<int64_t>(n);
+}
 
 Result<Quantity> ParseQuantity(std::string_view text) {
   auto fail = [&](std::string_view why) {

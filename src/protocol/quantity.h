@@ -18,6 +18,7 @@
 #define HAMI_PROTOCOL_QUANTITY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,15 @@ struct Quantity {
 // Ki Mi Gi Ti Pi Ei, m k M G T P E, or [eE][+-]digits. No white space. At most 19 significant
 // digits and exponents within +-999 (else an error rather than a rounded value).
 Result<Quantity> ParseQuantity(std::string_view text);
+
+// -1, 0 or 1 as `a` is less than, equal to or greater than `b`, exactly (no rounding at any
+// magnitude): "1Gi" == "1073741824", "1.5Gi" > "1.5G", "-0" == "0". Kubernetes' Quantity.Cmp.
+int CompareQuantities(const Quantity& a, const Quantity& b);
+
+// `q` as a whole number of 10^`unit_exp10` units (0: units, -3: milli-units), or nullopt when it
+// is not a whole number of them or does not fit int64: ("1Mi", 0) = 1048576, ("1.5", -3) = 1500,
+// ("1.5", 0) = nullopt, ("0.0001", -3) = nullopt.
+std::optional<int64_t> ExactScaledValue(const Quantity& q, int unit_exp10);
 
 // Device memory in MiB by the rule above; `resource` (e.g. "nvidia.com/gpumem") names the field
 // in errors. Negative, empty, fractional MiB counts, garbage or > 2147483647 MiB are errors.

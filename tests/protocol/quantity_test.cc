@@ -49,6 +49,69 @@ TEST(ParseQuantity, Grammar) {
   }
 }
 
+Quantity Q(const char* text) {
+  auto q = ParseQuantity(text);
+  EXPECT_TRUE(q) << text;
+  return q ? *q : Quantity{};
+}
+
+TEST(CompareQuantities, ExactAcrossSuffixesAndMagnitudes) {
+  struct Case {
+    const char* a;
+    const char* b;
+    int want;
+  };
+  const Case cases[] = {
+      {"1Gi", "1073741824", 0},
+      {"1Gi", "1073741825", -1},
+      {"1.5Gi", "1536Mi", 0},
+      {"1.5Gi", "1.5G", 1},
+      {"1Mi", "1048576000m", 0},
+      {"1k", "1000", 0},
+      {"1e3", "1k", 0},
+      {"-0", "0", 0},
+      {"0", "0.000", 0},
+      {"-1", "0", -1},
+      {"-1Gi", "-1G", -1},
+      {"-2", "-3", 1},
+      {"1e999", "1e998", 1},
+      {"1e-999", "0", 1},
+      {"1e-999", "1e-998", -1},
+      {"1e999", "1e-999", 1},
+      {"999Ei", "1e999", -1},
+      {"9999999999999999999e-999", "1e-979", -1},
+      {"9999999999999999999e980", "1e999", -1},
+      {"1Ei", "1152921504606846976", 0},
+      {"1Ei", "1152921504606846977", -1},
+      {"80Gi", "85899345920", 0},
+      {"100", "1e2", 0},
+      {"0.1", "100m", 0},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(CompareQuantities(Q(c.a), Q(c.b)), c.want) << c.a << " vs " << c.b;
+    EXPECT_EQ(CompareQuantities(Q(c.b), Q(c.a)), -c.want) << c.b << " vs " << c.a;
+  }
+}
+
+TEST(ExactScaledValue, WholeUnitsOrNothing) {
+  EXPECT_EQ(ExactScaledValue(Q("1Mi"), 0), 1048576);
+  EXPECT_EQ(ExactScaledValue(Q("80Gi"), 0), 85899345920);
+  EXPECT_EQ(ExactScaledValue(Q("1.5Gi"), 0), 1610612736);
+  EXPECT_EQ(ExactScaledValue(Q("1.5"), -3), 1500);
+  EXPECT_EQ(ExactScaledValue(Q("-250m"), -3), -250);
+  EXPECT_EQ(ExactScaledValue(Q("3k"), 0), 3000);
+  EXPECT_EQ(ExactScaledValue(Q("3k"), 3), 3);
+  EXPECT_EQ(ExactScaledValue(Q("0"), 0), 0);
+  EXPECT_EQ(ExactScaledValue(Q("9223372036854775807"), 0), INT64_MAX);
+  EXPECT_EQ(ExactScaledValue(Q("-9223372036854775808"), 0), INT64_MIN);
+  EXPECT_EQ(ExactScaledValue(Q("1.5"), 0), std::nullopt);
+  EXPECT_EQ(ExactScaledValue(Q("0.0001"), -3), std::nullopt);
+  EXPECT_EQ(ExactScaledValue(Q("9223372036854775808"), 0), std::nullopt);
+  EXPECT_EQ(ExactScaledValue(Q("8Ei"), 0), std::nullopt);
+  EXPECT_EQ(ExactScaledValue(Q("1e999"), 0), std::nullopt);
+  EXPECT_EQ(ExactScaledValue(Q("1e-999"), -3), std::nullopt);
+}
+
 TEST(ParseMemoryMiB, UnitsAndRounding) {
   struct Case {
     const char* text;

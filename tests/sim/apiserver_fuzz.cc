@@ -10,6 +10,12 @@
 
 namespace {
 
+constexpr const char* kSlice = R"({"metadata": {"name": "s"}, "spec": {"driver": "d.example.com",
+  "nodeName": "n", "pool": {"name": "n", "generation": 0, "resourceSliceCount": 2},
+  "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}})";
+constexpr const char* kClaim = R"({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
+  {"name": "gpu", "exactly": {"deviceClassName": "d.example.com"}}]}}})";
+
 struct Fixture {
   hami::FakeClock clock;
   hami::sim::Store store{clock, 1000};
@@ -19,6 +25,11 @@ struct Fixture {
     (void)store.Create(hami::sim::NamespaceType(), "", {{"metadata", {{"name", "default"}}}});
     (void)store.Create(*hami::sim::FindResourceType("", "v1", "pods"), "default",
                        {{"metadata", {{"name", "p"}}}});
+    // A counter slice "s" and a claim "c" (resource.k8s.io) for the DRA shapes to update.
+    (void)store.Create(*hami::sim::FindResourceType("resource.k8s.io", "v1", "resourceslices"), "",
+                       hami::sim::Json::parse(kSlice));
+    (void)store.Create(*hami::sim::FindResourceType("resource.k8s.io", "v1", "resourceclaims"),
+                       "default", hami::sim::Json::parse(kClaim));
   }
 };
 
@@ -43,6 +54,15 @@ constexpr Shape kShapes[] = {
     {"POST", "/api/v1/namespaces/default/secrets", "application/vnd.kubernetes.protobuf"},
     {"PUT", "/api/v1/namespaces/default/secrets/s", "application/vnd.kubernetes.protobuf"},
     {"DELETE", "/api/v1/namespaces/default/secrets/s", "application/vnd.kubernetes.protobuf"},
+    // resource.k8s.io (dra_validation.h); appended so the seeds above keep their shapes.
+    {"POST", "/apis/resource.k8s.io/v1/resourceslices", "application/json"},
+    {"PUT", "/apis/resource.k8s.io/v1/resourceslices/s", "application/json"},
+    {"POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", "application/json"},
+    {"PATCH", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status",
+     "application/merge-patch+json"},
+    {"POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+     "application/json"},
+    {"POST", "/apis/resource.k8s.io/v1/deviceclasses", "application/json"},
 };
 
 }  // namespace

@@ -45,6 +45,15 @@ const std::vector<ResourceType>& ResourceTypes() {
       {"networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", true, true, {"ing"}},
       {"autoscaling", "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
        "HorizontalPodAutoscaler", true, true, {"hpa"}},
+      // Dynamic Resource Allocation (docs/DRA.md): stored and validated as kube-apiserver does
+      // (dra_validation.h). Upstream gives them no short names.
+      {"resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", false, false, {}},
+      {"resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", true, true,
+       {}},
+      {"resource.k8s.io", "v1", "resourceclaimtemplates", "resourceclaimtemplate",
+       "ResourceClaimTemplate", true, false, {}},
+      {"resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", false, false,
+       {}},
       // Custom resources the HAMi chart renders when asked (certManager.enabled,
       // serviceMonitor.enabled); stored like any other kind.
       {"cert-manager.io", "v1", "certificates", "certificate", "Certificate", true, true,

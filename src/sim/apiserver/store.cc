@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "k8s/object.h"
+#include "sim/apiserver/dra_validation.h"
 
 namespace hami::sim {
 namespace {
@@ -81,6 +82,24 @@ std::optional<ApiError> CheckAnnotationSize(const ResourceType& type, const std:
   return Invalid(type, name,
                  "metadata.annotations: Too long: must have at most " +
                      std::to_string(kMaxAnnotationBytes) + " bytes");
+}
+
+// The counter sets that the ResourceSlices in `slices` other than `name` declare for the driver
+// and pool of `slice` (what its devices may consume).
+CounterSets PoolCounterSets(const std::map<std::string, ObjectPtr>& slices, const Json& slice,
+                            const std::string& name) {
+  CounterSets sets;
+  const std::string driver = k8s::FieldString(slice, "spec.driver");
+  const std::string pool = k8s::FieldString(slice, "spec.pool.name");
+  for (const auto& [key, other] : slices) {
+    if (k8s::Name(other->json) == name || k8s::FieldString(other->json, "spec.driver") != driver ||
+        k8s::FieldString(other->json, "spec.pool.name") != pool) {
+      continue;
+    }
+    for (auto& [set, counters] : SharedCounterSets(other->json))
+      sets[set].insert(counters.begin(), counters.end());
+  }
+  return sets;
 }
 
 std::string EncodeContinue(std::string_view key) {
@@ -212,6 +231,10 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
   }
   if (auto e = CheckAnnotationSize(type, name, obj)) return *e;
   Objects& objects = ObjectsOf(type);
+  if (IsDraType(type)) {
+    FieldErrors errors = AdmitDraWrite(type, obj, nullptr, PoolCounterSets(objects, obj, name));
+    if (!errors.empty()) return Invalid(type, name, JoinFieldErrors(errors));
+  }
   std::string key = k8s::ObjectKey(type.namespaced ? ns : "", name);
   if (objects.count(key)) {
     return ApiError{409, k8s::kReasonAlreadyExists,
@@ -315,6 +338,11 @@ k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::str
   next["kind"] = type.kind;
   next["apiVersion"] = type.ApiVersion();
   meta["resourceVersion"] = std::to_string(cur->rv);
+  if (IsDraType(type)) {
+    FieldErrors errors =
+        AdmitDraWrite(type, next, &cur->json, PoolCounterSets(ObjectsOf(type), next, name));
+    if (!errors.empty()) return Invalid(type, name, JoinFieldErrors(errors));
+  }
   if (next == cur->json) return cur;
   if (auto e = CheckAnnotationSize(type, name, next)) return *e;
   ObjectPtr stored = Freeze(std::move(next), ++rv_);

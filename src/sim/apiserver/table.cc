@@ -1,9 +1,11 @@
-// meta.k8s.io Table responses for pods and nodes, with the columns and cells of kube-apiserver's
-// printers (pkg/printers/internalversion/printers.go: printPod, printNode).
+// meta.k8s.io Table responses for pods, nodes and the resource.k8s.io kinds, with the columns and
+// cells of kube-apiserver's printers (pkg/printers/internalversion/printers.go: printPod,
+// printNode, printResourceClaim, printResourceSlice, ...).
 #include "sim/apiserver/table.h"
 
 #include <chrono>
 #include <string_view>
+#include <vector>
 
 #include "common/strings.h"
 #include "common/time_format.h"
@@ -262,8 +264,83 @@ const Json& NodeColumns() {
   return kColumns;
 }
 
+Json NameColumn() {
+  return Column("Name", "string",
+                "Name must be unique within a namespace. Is required when creating resources, "
+                "although some resources may allow a client to request the generation of an "
+                "appropriate name automatically.",
+                0, "name");
+}
+Json AgeColumn() {
+  return Column("Age", "string",
+                "CreationTimestamp is a timestamp representing the server time when this object "
+                "was created.");
+}
+
+// printResourceClaim's STATE: deleted, pending, allocated, reserved, comma-separated.
+std::string ClaimState(const Json& claim) {
+  std::vector<std::string> states;
+  const bool deleting = !Field(Field(claim, "metadata"), "deletionTimestamp").is_null();
+  if (deleting) states.push_back("deleted");
+  const Json& status = Field(claim, "status");
+  if (Field(status, "allocation").is_null()) {
+    if (!deleting) states.push_back("pending");
+  } else {
+    states.push_back("allocated");
+    const Json& reserved = Field(status, "reservedFor");
+    if (reserved.is_array() && !reserved.empty()) states.push_back("reserved");
+  }
+  std::string out;
+  for (const auto& s : states) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// kube-apiserver's printers for the resource.k8s.io kinds (printDeviceClass, printResourceClaim,
+// printResourceClaimTemplate, printResourceSlice).
+const Json& DraColumns(const std::string& kind) {
+  static const Json kNameAge = Json::array({NameColumn(), AgeColumn()});
+  static const Json kClaim =
+      Json::array({NameColumn(),
+                   Column("State", "string",
+                          "A summary of the current state (allocated, pending, reserved, etc.)."),
+                   AgeColumn()});
+  static const Json kSlice = Json::array(
+      {NameColumn(),
+       Column("Node", "string",
+              "NodeName identifies the node which provides the resources in this pool."),
+       Column("Driver", "string",
+              "Driver identifies the DRA driver providing the capacity information."),
+       Column("Pool", "string", "Name is used to identify the pool."), AgeColumn()});
+  if (kind == "ResourceClaim") return kClaim;
+  if (kind == "ResourceSlice") return kSlice;
+  return kNameAge;
+}
+
+Json DraCells(const std::string& kind, const Json& obj, SystemTime now) {
+  const std::string name = Str(obj, {"metadata", "name"});
+  if (kind == "ResourceClaim") return Json::array({name, ClaimState(obj), Age(obj, now)});
+  if (kind == "ResourceSlice") {
+    return Json::array({name, Str(obj, {"spec", "nodeName"}), Str(obj, {"spec", "driver"}),
+                        Str(obj, {"spec", "pool", "name"}), Age(obj, now)});
+  }
+  return Json::array({name, Age(obj, now)});
+}
+
 bool IsPods(const ResourceType& t) { return t.group.empty() && t.plural == "pods"; }
 bool IsNodes(const ResourceType& t) { return t.group.empty() && t.plural == "nodes"; }
+bool IsDra(const ResourceType& t) { return t.group == "resource.k8s.io"; }
+
+Json Cells(const ResourceType& t, const Json& obj, SystemTime now) {
+  if (IsPods(t)) return PodCells(obj, now);
+  if (IsNodes(t)) return NodeCells(obj, now);
+  return DraCells(t.kind, obj, now);
+}
+
+const Json& Columns(const ResourceType& t) {
+  if (IsPods(t)) return PodColumns();
+  if (IsNodes(t)) return NodeColumns();
+  return DraColumns(t.kind);
+}
 
 }  // namespace
 
@@ -283,14 +360,16 @@ std::optional<std::string> WantedTableVersion(const std::string& accept) {
   return std::nullopt;
 }
 
-bool HasTableColumns(const ResourceType& type) { return IsPods(type) || IsNodes(type); }
+bool HasTableColumns(const ResourceType& type) {
+  return IsPods(type) || IsNodes(type) || IsDra(type);
+}
 
 nlohmann::json ToTable(const ResourceType& type, const std::vector<ObjectPtr>& items,
                        const std::string& version, const std::string& include_object,
                        SystemTime now, const nlohmann::json& list_metadata) {
   Json rows = Json::array();
   for (const ObjectPtr& item : items) {
-    Json row = {{"cells", IsPods(type) ? PodCells(item->json, now) : NodeCells(item->json, now)}};
+    Json row = {{"cells", Cells(type, item->json, now)}};
     if (include_object == "Object") {
       row["object"] = item->json;
     } else if (include_object != "None") {
@@ -303,7 +382,7 @@ nlohmann::json ToTable(const ResourceType& type, const std::vector<ObjectPtr>& i
   return Json{{"kind", "Table"},
               {"apiVersion", "meta.k8s.io/" + version},
               {"metadata", list_metadata},
-              {"columnDefinitions", IsPods(type) ? PodColumns() : NodeColumns()},
+              {"columnDefinitions", Columns(type)},
               {"rows", std::move(rows)}};
 }
 

@@ -1,7 +1,7 @@
 // The meta.k8s.io Table form of a GET (docs/SIM_APISERVER.md, "Table responses"): what
 // `kubectl get` asks for (Accept: application/json;as=Table;v=v1;g=meta.k8s.io), answered for
-// pods and nodes with kube-apiserver's printer columns. Other kinds answer their plain JSON, which
-// kubectl prints as NAME and AGE.
+// pods, nodes and the resource.k8s.io kinds with kube-apiserver's printer columns. Other kinds
+// answer their plain JSON, which kubectl prints as NAME and AGE.
 #ifndef HAMI_SIM_APISERVER_TABLE_H_
 #define HAMI_SIM_APISERVER_TABLE_H_
 
@@ -21,7 +21,8 @@ namespace hami::sim {
 // none (a Table media type must name g=meta.k8s.io).
 std::optional<std::string> WantedTableVersion(const std::string& accept);
 
-// Whether `type` has printer columns here (pods and nodes).
+// Whether `type` has printer columns here (pods, nodes, DeviceClass, ResourceClaim,
+// ResourceClaimTemplate, ResourceSlice).
 bool HasTableColumns(const ResourceType& type);
 
 // The Table of `items` of `type` (HasTableColumns) in meta.k8s.io/`version`, ages measured at
