@@ -173,7 +173,17 @@ Result<std::vector<Json>> BuildSlices(const std::vector<GpuFacts>& gpus,
     counter_sets.push_back(CounterSet(g));
     for (Json& d : MigDevices(g)) devices.push_back(std::move(d));
   }
+  // Counter sets first: the API server checks a device's consumesCounters against the sets
+  // already stored in the pool, and the publisher writes slices in this order.
   std::vector<Json> slices;
+  for (size_t i = 0; i < counter_sets.size(); i += kMaxCounterSetsPerSlice) {
+    Json slice = Slice(options, slices.size(), generation);
+    auto end = counter_sets.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                          counter_sets.size(), i + kMaxCounterSetsPerSlice));
+    slice["spec"]["sharedCounters"] =
+        Json(std::vector<Json>(counter_sets.begin() + static_cast<std::ptrdiff_t>(i), end));
+    slices.push_back(std::move(slice));
+  }
   for (size_t i = 0; i < devices.size(); i += kMaxDevicesPerSlice) {
     Json slice = Slice(options, slices.size(), generation);
     auto end = devices.begin() +
@@ -183,14 +193,6 @@ Result<std::vector<Json>> BuildSlices(const std::vector<GpuFacts>& gpus,
     slices.push_back(std::move(slice));
   }
   std::vector<std::string> set_names;
-  for (size_t i = 0; i < counter_sets.size(); i += kMaxCounterSetsPerSlice) {
-    Json slice = Slice(options, slices.size(), generation);
-    auto end = counter_sets.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                          counter_sets.size(), i + kMaxCounterSetsPerSlice));
-    slice["spec"]["sharedCounters"] =
-        Json(std::vector<Json>(counter_sets.begin() + static_cast<std::ptrdiff_t>(i), end));
-    slices.push_back(std::move(slice));
-  }
   for (const Json& set : counter_sets) set_names.push_back(set["name"].get<std::string>());
   for (Json& slice : slices) {
     slice["spec"]["pool"]["resourceSliceCount"] = static_cast<int64_t>(slices.size());

@@ -98,7 +98,7 @@ TEST(BuildSlices, MigPlacementsDrawOnTheGpusCounterSet) {
   auto slices = BuildSlices({A100(0), mig}, {"n", 1.0}, 1);
   ASSERT_TRUE(slices) << slices.error();
   ASSERT_EQ(slices->size(), 2u);
-  const Json& devices = (*slices)[0]["spec"]["devices"];
+  const Json& devices = (*slices)[1]["spec"]["devices"];
   ASSERT_EQ(devices.size(), 5u);  // hami-gpu-0, then 4 placements of GPU 1
   EXPECT_EQ(devices[0]["name"], "hami-gpu-0");
   EXPECT_EQ(devices[1]["name"], "hami-gpu-1-mig-1g-10gb-0");
@@ -111,7 +111,7 @@ TEST(BuildSlices, MigPlacementsDrawOnTheGpusCounterSet) {
             Json::parse(R"([{"counterSet":"hami-gpu-1-counters","counters":{
       "memory-slice-4":{"value":"1"},"memory-slice-5":{"value":"1"},
       "memory-slice-6":{"value":"1"},"memory-slice-7":{"value":"1"}}}])"));
-  const Json& counters = (*slices)[1]["spec"];
+  const Json& counters = (*slices)[0]["spec"];  // written first: the devices refer to it
   EXPECT_FALSE(counters.contains("devices"));
   ASSERT_EQ(counters["sharedCounters"].size(), 1u);
   EXPECT_EQ(counters["sharedCounters"][0]["name"], "hami-gpu-1-counters");

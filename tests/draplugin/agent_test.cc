@@ -1,0 +1,183 @@
+// hami-dra-plugin against the sim API server (its resource.k8s.io/v1 with the API's validation):
+// the pool written, rewritten on a change only, withdrawn; the whole agent from an inventory file
+// registered with the test kubelet, preparing a claim the API server holds; a node in
+// device-plugin mode refused.
+#include "draplugin/agent.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "draplugin/dra_test_kubelet.h"
+#include "support/sim_node_test.h"
+
+namespace hami::draplugin {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::DraTestKubelet;
+
+class DraAgentTest : public test_support::SimNodeTest {
+ protected:
+  void SetUp() override {
+    SimNodeTest::SetUp();
+    char tmpl[] = "/tmp/hami-dra-agent-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<Json> Slices() {
+    auto got = client_->ListAll(kResourceSlices, "", {});
+    EXPECT_TRUE(got) << (got ? "" : got.error().ToString());
+    return got ? got->items : std::vector<Json>{};
+  }
+
+  static GpuFacts Gpu(int index, bool healthy = true) {
+    GpuFacts g;
+    g.gpu.index = static_cast<uint64_t>(index);
+    g.gpu.uuid = "GPU-" + std::to_string(index);
+    g.gpu.model = "NVIDIA A10";
+    g.gpu.memory_mib = 24576;
+    g.gpu.healthy = healthy;
+    return g;
+  }
+
+  AgentOptions Options() {
+    AgentOptions o;
+    o.discovery.node_name = test_support::kNode;
+    o.discovery.device_inventory = dir_ + "/inventory.yaml";
+    std::ofstream(o.discovery.device_inventory)
+        << "devices:\n- {uuid: GPU-a, model: NVIDIA A10, memory: 24576}\n"
+           "- {uuid: GPU-b, model: NVIDIA A10, memory: 24576}\n";
+    o.server.registrar_dir = dir_ + "/plugins_registry";
+    o.server.plugin_dir = dir_ + "/plugins/hami-core-gpu.project-hami.io";
+    o.prepare.hook_path = dir_ + "/hook";
+    o.prepare.cdi_dir = dir_ + "/cdi";
+    o.device_plugin_socket = dir_ + "/device-plugins/nvidia-gpu.sock";
+    return o;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(DraAgentTest, ThePoolIsWrittenOnChangeOnlyAndWithdrawn) {
+  SlicePublisher publisher(client_.get(), {test_support::kNode, 1.0});
+  ASSERT_TRUE(publisher.Publish({Gpu(0), Gpu(1)}));
+  auto slices = Slices();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0]["spec"]["pool"]["generation"], 1);
+  EXPECT_EQ(slices[0]["spec"]["devices"].size(), 2u);
+  EXPECT_EQ(publisher.writes(), 1);
+  ASSERT_TRUE(publisher.Publish({Gpu(0), Gpu(1)}));  // nothing changed: nothing written
+  EXPECT_EQ(publisher.writes(), 1);
+  EXPECT_EQ(publisher.generation(), 1);
+  ASSERT_TRUE(publisher.Publish({Gpu(0), Gpu(1, /*healthy=*/false)}));
+  slices = Slices();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0]["spec"]["pool"]["generation"], 2);
+  EXPECT_TRUE(slices[0]["spec"]["devices"][1].contains("taints"));
+  // A restarted plugin continues the generation the API server holds.
+  SlicePublisher restarted(client_.get(), {test_support::kNode, 1.0});
+  ASSERT_TRUE(restarted.Publish({Gpu(0)}));
+  slices = Slices();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0]["spec"]["pool"]["generation"], 3);
+  ASSERT_TRUE(restarted.Withdraw());
+  EXPECT_TRUE(Slices().empty());
+}
+
+// A GPU in MIG mode: the counter-set slice is written before the devices that consume it (the
+// API server checks each consumesCounters against the pool's stored sets).
+TEST_F(DraAgentTest, AMigGpusCounterSetIsAcceptedBeforeItsDevices) {
+  GpuFacts mig = Gpu(1);
+  mig.gpu.mig_profiles = {{{"1g.6gb", 5952, 25, 1, {{0, 1}, {1, 1}, {2, 1}, {3, 1}}}, 4}};
+  SlicePublisher publisher(client_.get(), {test_support::kNode, 1.0});
+  auto published = publisher.Publish({Gpu(0), mig});
+  ASSERT_TRUE(published) << published.error();
+  auto slices = Slices();
+  ASSERT_EQ(slices.size(), 2u);
+  size_t devices = 0;
+  for (const Json& s : slices) devices += s["spec"].value("devices", Json::array()).size();
+  EXPECT_EQ(devices, 5u);  // hami-gpu-0 and four 1g.6gb placements
+}
+
+// From an inventory to a prepared claim: what kubelet and kube-scheduler would do around it.
+TEST_F(DraAgentTest, TheAgentPublishesRegistersAndPreparesAClaimOfTheApiServer) {
+  DraAgent agent(Options(), client_.get(), RealClock());
+  ASSERT_TRUE(agent.Start());
+  auto slices = Slices();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0]["spec"]["devices"][1]["attributes"]["uuid"], Json({{"string", "GPU-b"}}));
+  // A claim as kube-scheduler leaves it: created, then allocated through /status.
+  Json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
+                {"metadata", {{"name", "c"}, {"namespace", "default"}}},
+                {"spec",
+                 {{"devices",
+                   {{"requests",
+                     {{{"name", "gpu"},
+                       {"exactly",
+                        {{"deviceClassName", "hami-core-gpu.project-hami.io"},
+                         {"capacity", {{"requests", {{"memory", "3000Mi"}}}}}}}}}}}}}}};
+  auto created = client_->Create(kResourceClaims, "default", claim);
+  ASSERT_TRUE(created) << created.error().ToString();
+  Json allocated = *created;
+  allocated["status"] = Json::parse(R"({"allocation": {
+      "devices": {"results": [{"request": "gpu", "driver": "hami-core-gpu.project-hami.io",
+          "pool": "node-1", "device": "hami-gpu-1",
+          "shareID": "3f1c6a9e-0000-4000-8000-000000000001",
+          "consumedCapacity": {"memory": "3000Mi", "cores": "100"}}]},
+      "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+          {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}})");
+  auto updated = client_->UpdateStatus(kResourceClaims, allocated);
+  ASSERT_TRUE(updated) << updated.error().ToString();
+  const std::string uid = (*updated)["metadata"]["uid"];
+
+  DraTestKubelet kubelet;
+  ASSERT_TRUE(kubelet.Register(agent.server()->registration_socket()));
+  auto prepared = kubelet.Prepare({DraTestKubelet::MakeClaim("default", uid, "c")});
+  ASSERT_TRUE(prepared) << prepared.error();
+  const auto& answer = prepared->claims().at(uid);
+  ASSERT_EQ(answer.error(), "");
+  ASSERT_EQ(answer.devices_size(), 1);
+  EXPECT_EQ(answer.devices(0).device_name(), "hami-gpu-1");
+  std::ifstream spec_file(dir_ + "/cdi/hami-core-gpu.project-hami.io-claim_" + uid + ".json");
+  std::stringstream text;
+  text << spec_file.rdbuf();
+  Json spec = Json::parse(text.str());
+  EXPECT_EQ(spec["containerEdits"]["env"][0], "NVIDIA_VISIBLE_DEVICES=GPU-b");
+  EXPECT_EQ(spec["containerEdits"]["env"][1], "CUDA_DEVICE_MEMORY_LIMIT_0=3000m");
+  agent.Stop();
+  EXPECT_TRUE(Slices().empty());
+}
+
+TEST_F(DraAgentTest, ANodeInDevicePluginModeIsRefused) {
+  AgentOptions o = Options();
+  fs::create_directories(dir_ + "/device-plugins");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, o.device_plugin_socket.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  DraAgent agent(o, client_.get(), RealClock());
+  auto started = agent.Start();
+  ::close(fd);
+  ASSERT_FALSE(started);
+  EXPECT_NE(started.error().find("is in device-plugin mode"), std::string::npos) << started.error();
+  EXPECT_TRUE(Slices().empty());
+  // A stale socket file (the device plugin gone) does not count.
+  DraAgent again(o, client_.get(), RealClock());
+  EXPECT_TRUE(again.Start());
+}
+
+}  // namespace
+}  // namespace hami::draplugin
