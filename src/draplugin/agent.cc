@@ -31,6 +31,18 @@ std::vector<GpuFacts> MakeFacts(const std::vector<deviceplugin::GpuDevice>& devi
   return out;
 }
 
+Result<std::vector<GpuFacts>> DiscoverGpus(deviceplugin::NodeDiscovery& discovery) {
+  deviceplugin::Discovery* d = discovery.get();
+  auto devices = d->Discover();
+  if (!devices) return Error{d->Name() + ": " + devices.error()};
+  std::vector<deviceplugin::GpuAttributes> attributes;
+  if (deviceplugin::NvmlDiscovery* nvml = discovery.nvml()) {
+    auto a = nvml->Attributes();
+    if (a) attributes = std::move(*a);
+  }
+  return MakeFacts(*devices, attributes);
+}
+
 bool SomeoneServes(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -58,15 +70,9 @@ std::vector<GpuFacts> DraAgent::Gpus() const {
 }
 
 Status DraAgent::Refresh() {
-  deviceplugin::Discovery* d = discovery_->get();
-  auto devices = d->Discover();
-  if (!devices) return Error{d->Name() + ": " + devices.error()};
-  std::vector<deviceplugin::GpuAttributes> attributes;
-  if (deviceplugin::NvmlDiscovery* nvml = discovery_->nvml()) {
-    auto a = nvml->Attributes();
-    if (a) attributes = std::move(*a);
-  }
-  std::vector<GpuFacts> gpus = MakeFacts(*devices, attributes);
+  auto discovered = DiscoverGpus(*discovery_);
+  if (!discovered) return std::move(discovered).take_error();
+  std::vector<GpuFacts> gpus = std::move(*discovered);
   {
     std::lock_guard<std::mutex> lock(mu_);
     gpus_ = gpus;

@@ -39,6 +39,9 @@ struct AgentOptions {
 std::vector<GpuFacts> MakeFacts(const std::vector<deviceplugin::GpuDevice>& devices,
                                 const std::vector<deviceplugin::GpuAttributes>& attributes);
 
+// The node's GPUs with their DRA facts from `discovery` (NVML attributes where NVML is used).
+Result<std::vector<GpuFacts>> DiscoverGpus(deviceplugin::NodeDiscovery& discovery);
+
 // Whether a process accepts connections on unix socket `path` (a stale socket file does not).
 bool SomeoneServes(const std::string& path);
 

@@ -29,6 +29,7 @@ struct Flags {
   std::string sysfs_root = "/sys";
   std::string nvidia_cdi_kind = "nvidia.com/gpu";
   std::string device_plugin_socket = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock";
+  std::string prepare_claim;
   int refresh_seconds = 30;
   int verbosity = 0;
 };
@@ -65,12 +66,47 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "<kind>=<GPU UUID> for the driver's libraries; empty: none");
   app.add_option("--device-plugin-socket", f.device_plugin_socket,
                  "the device plugin's kubelet socket: when it is served the node is in "
-                 "device-plugin mode and this plugin refuses to start; empty: no check");
+                 "device-plugin mode and this plugin refuses to start; \"none\": no check");
   app.add_option("--refresh-period", f.refresh_seconds,
                  "seconds between discoveries (health, GPUs added or gone; slices rewritten "
                  "only on a change)")
       ->check(CLI::Range(1, 3600));
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
+  app.add_option("--prepare-claim", f.prepare_claim,
+                 "prepare the allocated ResourceClaim in this JSON file (as `kubectl get "
+                 "resourceclaim -o json` prints it) with this node's GPUs, print kubelet's "
+                 "answer and exit: no API server or kubelet needed (tests/gpu uses it; "
+                 "Unprepare is kubelet's, or remove the claim's files by hand)");
+}
+
+// --prepare-claim: one Prepare as kubelet would ask for it, the answer as JSON on stdout.
+int PrepareClaimFile(const Flags& f, const AgentOptions& o) {
+  auto text = deviceplugin::ReadFile(f.prepare_claim);
+  if (!text) return std::cerr << text.error() << "\n", 1;
+  Json claim = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (claim.is_discarded()) return std::cerr << f.prepare_claim << ": not JSON\n", 1;
+  auto allocation = ReadClaimAllocation(claim);
+  if (!allocation) return std::cerr << f.prepare_claim << ": " << allocation.error() << "\n", 1;
+  auto discovery = deviceplugin::NodeDiscovery::Make(o.discovery);
+  if (!discovery) return std::cerr << "discovery: " << discovery.error() << "\n", 1;
+  auto gpus = DiscoverGpus(**discovery);
+  if (!gpus) return std::cerr << gpus.error() << "\n", 1;
+  PreparedClaims claims(o.server.plugin_dir + "/checkpoint.json", o.prepare);
+  if (auto s = claims.Load(); !s) return std::cerr << s.error() << "\n", 1;
+  auto devices = claims.Prepare(*allocation, *gpus);
+  if (!devices) return std::cerr << devices.error() << "\n", 1;
+  Json out = {{"claim", allocation->ns + "/" + allocation->name},
+              {"cdiSpec", CdiSpecPath(o.prepare, allocation->uid)},
+              {"devices", Json::array()}};
+  for (const PreparedDevice& d : *devices) {
+    out["devices"].push_back({{"requestNames", d.requests},
+                              {"poolName", d.pool},
+                              {"deviceName", d.device},
+                              {"shareID", d.share_id},
+                              {"cdiDeviceIDs", d.cdi_device_ids}});
+  }
+  std::cout << out.dump(2) << "\n";
+  return 0;
 }
 
 sigset_t BlockStopSignals() {
@@ -84,7 +120,7 @@ sigset_t BlockStopSignals() {
 
 int Run(const Flags& f) {
   log::SetVerbosity(f.verbosity);
-  if (f.node_name.empty()) {
+  if (f.node_name.empty() && f.prepare_claim.empty()) {
     std::cerr << "--node-name (or NODE_NAME) is required\n";
     return 2;
   }
@@ -105,7 +141,8 @@ int Run(const Flags& f) {
   o.prepare.cdi_dir = f.cdi_root;
   o.prepare.nvidia_cdi_kind = f.nvidia_cdi_kind;
   o.refresh = std::chrono::seconds(f.refresh_seconds);
-  o.device_plugin_socket = f.device_plugin_socket;
+  o.device_plugin_socket = f.device_plugin_socket == "none" ? "" : f.device_plugin_socket;
+  if (!f.prepare_claim.empty()) return PrepareClaimFile(f, o);
   auto rest = k8s::LoadConfig(f.kubeconfig);
   if (!rest) return std::cerr << "kubeconfig: " << rest.error() << "\n", 1;
 
