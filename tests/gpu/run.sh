@@ -347,8 +347,8 @@ PY
   row "device plugin: MIG profiles = nvidia-smi" "$n_mig GPUs match" "$n_ok match" "$r"
 fi
 
-# Issue 29's scenarios, each its own script (exit 77 where it cannot run, e.g. without nvcc).
-for extra in vgpu_memory vgpu_sm; do
+# Issue 29's scenarios and DRA mode's (issue 27), each its own script (exit 77 where it cannot run, e.g. without nvcc).
+for extra in vgpu_memory vgpu_sm dra; do
   BUILD="$BUILD" bash "$ROOT/tests/gpu/$extra.sh" >"$WORK/$extra.log" 2>&1
   rc=$?
   case $rc in
