@@ -27,11 +27,12 @@ std::string ContainerLimitsHostPath(std::string_view hook_path, std::string_view
          std::string(container) + ".limits";
 }
 
-std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs,
+                              std::string_view writer) {
   static constexpr std::string_view kPrefixes[] = {
       "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
       "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"};
-  std::string out = "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n";
+  std::string out = "# libvgpu limits, written by " + std::string(writer) + " (docs/vgpu.md)\n";
   // The policy is always written: without it libvgpu would still throttle (a limits file makes
   // the region's utilization_switch advisory), but a reader of the file sees what applies.
   std::map<std::string, std::string> with_policy;

@@ -107,7 +107,9 @@ std::string ContainerLimitsHostPath(std::string_view hook_path, std::string_view
 // `envs` (CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_MEMORY_SHARED_CACHE,
 // GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY), in name order. GPU_CORE_UTILIZATION_POLICY
 // is always present ("default" when `envs` has none).
-std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
+// `writer` names the component in the comment line.
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs,
+                              std::string_view writer = "hami-device-plugin");
 
 // kubelet's replica ID "<uuid>-<n>" back to the UUID: the suffix is stripped when the ID has
 // exactly 6 dashes (GPU UUIDs have 5).

@@ -182,7 +182,8 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
     mounts.push_back(Mount(cache_host + ".limiter", cache_container + ".limiter", false));
     mounts.push_back(Mount(vgpu + "/ld.so.preload", "/etc/ld.so.preload", true));
     mounts.push_back(Mount("/tmp/vgpulock", "/tmp/vgpulock", false));
-    plan.files.push_back({limits_host, deviceplugin::LimitsFileContent(envs), 0644, false});
+    plan.files.push_back(
+        {limits_host, deviceplugin::LimitsFileContent(envs, "hami-dra-plugin"), 0644, false});
     plan.files.push_back({cache_host, "", 0666, true});
     plan.files.push_back({cache_host + ".limiter", "", 0666, true});
   }

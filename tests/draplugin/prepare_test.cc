@@ -77,7 +77,7 @@ TEST(PlanClaim, AShareGetsItsLimitsThroughLibvgpu) {
   ASSERT_EQ(plan->files.size(), 4u);
   EXPECT_EQ(plan->files[0],
             (PlannedFile{"/usr/local/vgpu/claim-limits/c1a1.limits",
-                         "# libvgpu limits, written by hami-device-plugin (docs/vgpu.md)\n"
+                         "# libvgpu limits, written by hami-dra-plugin (docs/vgpu.md)\n"
                          "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"
                          "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/c1a1.cache\n"
                          "CUDA_DEVICE_SM_LIMIT_0=30\n"
