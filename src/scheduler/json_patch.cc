@@ -66,4 +66,26 @@ void JsonPatchBuilder::Append(const std::vector<PathStep>& path, const nlohmann:
   ops_.push_back({{"op", "add"}, {"path", target + "/-"}, {"value", value}});
 }
 
+void JsonPatchBuilder::Remove(const std::vector<PathStep>& path) {
+  if (path.empty()) return;
+  // Walk without creating anything: a path that is not there is nothing to remove.
+  nlohmann::json* cur = doc_;
+  std::string pointer;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    const PathStep& step = path[i];
+    pointer += "/" + StepText(step);
+    if (step.index >= 0) {
+      if (!cur->is_array() || static_cast<size_t>(step.index) >= cur->size()) return;
+      cur = &(*cur)[static_cast<size_t>(step.index)];
+    } else {
+      if (!cur->is_object() || !cur->contains(step.key)) return;
+      cur = &(*cur)[step.key];
+    }
+  }
+  const PathStep& last = path.back();
+  if (last.index >= 0 || !cur->is_object() || !cur->contains(last.key)) return;
+  cur->erase(last.key);
+  ops_.push_back({{"op", "remove"}, {"path", pointer + "/" + StepText(last)}});
+}
+
 }  // namespace hami::scheduler

@@ -35,6 +35,8 @@ class JsonPatchBuilder {
   // Appends to the array at `path` ("/-"), creating it (as [value]) when absent.
   void Append(const std::vector<PathStep>& path, const nlohmann::json& value);
 
+  // Removes doc[path] (recorded as a "remove"); nothing when it is absent.
+  void Remove(const std::vector<PathStep>& path);
   bool Empty() const { return ops_.empty(); }
   // The operations in order, as a JSON array.
   const nlohmann::json& Ops() const { return ops_; }

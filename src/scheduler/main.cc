@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "device/config.h"
 #include "device/policy.h"
+#include "device/vendors/nvidia/nvidia_config.h"
 #include "k8s/client.h"
 #include "k8s/client_flags.h"
 #include "scheduler/server.h"
@@ -66,6 +67,10 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--leader-elect-resource-name", s.lease_name, "name of that Lease");
   app.add_option("--leader-elect-resource-namespace", s.lease_namespace, "namespace of that Lease");
   app.add_flag("--legacy-metrics", s.legacy_metrics, "also emit the pre-2.9 metric names");
+  app.add_flag("--dra", s.dra,
+               "DRA mode (docs/DRA.md): /webhook gives pods asking nvidia.com/gpu, gpumem or "
+               "gpucores claims from ResourceClaimTemplates (created in the pod's namespace) "
+               "for hami-dra-plugin's devices, instead of sending them to this extender");
   hami::k8s::AddClientFlags(app, f.client);
   app.add_option("-v,--v", f.verbosity, "log verbosity (klog -v)");
 }
@@ -118,6 +123,19 @@ int main(int argc, char** argv) {
     auto loaded = hami::device::LoadDeviceConfig(text.str());
     if (!loaded) return Fail("--device-config-file: " + loaded.error());
     config = *loaded;
+  }
+  if (f.server.dra) {
+    // The resource names and defaults of the device config's nvidia section.
+    auto nvidia = hami::device::nvidia::NvidiaConfigOf(config);
+    if (!nvidia) return Fail("--device-config-file: " + nvidia.error());
+    auto& d = f.server.dra_webhook;
+    d.count_resource = nvidia->resource_count_name;
+    d.memory_resource = nvidia->resource_memory_name;
+    d.memory_percentage_resource = nvidia->resource_memory_percentage_name;
+    d.cores_resource = nvidia->resource_core_name;
+    d.default_memory = nvidia->default_memory;
+    d.default_cores = nvidia->default_cores;
+    d.default_gpu_num = nvidia->default_gpu_num;
   }
   auto node_policy = hami::device::ParseNodePolicy(f.node_policy);
   if (!node_policy) return Fail("--node-scheduler-policy: unknown policy " + f.node_policy);

@@ -94,6 +94,17 @@ Server::Server(k8s::Client& client, k8s::Client& registration_client, device::De
                                          [this](const std::string& ns) { return Quota(ns); });
 }
 
+Status Server::EnsureClaimTemplate(const json& claim_template) {
+  static const k8s::Resource kClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates",
+                                             true};
+  const std::string ns = claim_template.value("/metadata/namespace"_json_pointer, std::string());
+  const std::string name = claim_template.value("/metadata/name"_json_pointer, std::string());
+  auto created = client_.Create(kClaimTemplates, ns, claim_template);
+  if (created || k8s::IsAlreadyExists(created.error())) return OkStatus();
+  return Error{"create resourceclaimtemplate " + ns + "/" + name + ": " +
+               created.error().ToString()};
+}
+
 device::NamespaceQuota Server::Quota(const std::string& ns) {
   std::vector<std::string> tracked;
   for (const device::Device* dev : registry_.All()) {
@@ -190,6 +201,13 @@ void Server::RouteApi(net::HttpServer& api) {
   });
   api.Route("POST", "/webhook", other_route, [this](net::Request req, net::Responder r) {
     auto start = std::chrono::steady_clock::now();
+    if (options_.dra) {
+      Reply(r,
+            HandleDraAdmissionReview(req.body, options_.dra_webhook,
+                                     [this](const json& t) { return EnsureClaimTemplate(t); }),
+            request_metrics_.webhook, start);
+      return;
+    }
     Reply(r,
           HandleAdmissionReview(req.body, registry_, options_.webhook,
                                 [this](const std::string& ns) { return Quota(ns); }),

@@ -29,6 +29,7 @@
 #include "k8s/client.h"
 #include "k8s/informer.h"
 #include "net/http_server.h"
+#include "scheduler/dra_webhook.h"
 #include "scheduler/extender.h"
 #include "scheduler/metrics.h"
 #include "scheduler/registration.h"
@@ -48,6 +49,10 @@ struct ServerOptions {
   std::string metrics_bind = ":9395";  // "" = no metrics listener
   bool legacy_metrics = false;
   WebhookOptions webhook{};
+  // --dra (docs/DRA.md "Webhook, DRA mode"): /webhook turns HAMi's resources into claims from
+  // ResourceClaimTemplates (dra_webhook.h) instead of sending the pod to the extender.
+  bool dra = false;
+  DraWebhookOptions dra_webhook{};
   ExtenderOptions extender{};
   RegistrationOptions registration{};
   std::chrono::seconds register_period{15};
@@ -151,6 +156,8 @@ class Server {
   std::string Metrics();
   // The namespace's ResourceQuota limits (from the quota informer) and usage (from the index).
   device::NamespaceQuota Quota(const std::string& ns);
+  // DRA mode: creates a ResourceClaimTemplate unless it exists.
+  Status EnsureClaimTemplate(const k8s::Json& claim_template);
 
   k8s::Client& client_;
   device::DeviceConfig config_;

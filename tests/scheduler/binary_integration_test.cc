@@ -287,5 +287,34 @@ TEST_F(BinaryIntegrationTest, RestartMidStreamLosesNoAllocationAndNeverOvercommi
   }
 }
 
+// hami-scheduler --dra: the webhook creates the pod's ResourceClaimTemplate in the API server
+// (once: a second pod of the same shape reuses it) and answers with the patch to claims.
+TEST_F(BinaryIntegrationTest, DraModeWebhookCreatesTheTemplateOnce) {
+  auto sched = Start({"--dra"});
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "w"}, {"namespace", "default"}}},
+      {"spec",
+       {{"containers",
+         json::array({{{"name", "main"},
+                       {"resources",
+                        {{"limits",
+                          {{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}}}}}})}}}};
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "u1"}, {"namespace", "default"}, {"object", pod}}}};
+  for (int i = 0; i < 2; ++i) {
+    json answer = Post("/webhook", review);
+    EXPECT_EQ(answer["response"]["allowed"], true) << answer.dump() << sched->log();
+    EXPECT_EQ(answer["response"]["patchType"], "JSONPatch");
+  }
+  static const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
+  auto got = client_->Get(kTemplates, "default", "hami-gpu-1x3000mi-30c");
+  ASSERT_TRUE(got) << got.error().ToString();
+  EXPECT_EQ((*got)["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
+            json::parse(R"({"memory": "3000Mi", "cores": "30"})"));
+}
+
 }  // namespace
 }  // namespace hami::scheduler
