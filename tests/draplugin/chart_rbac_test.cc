@@ -3,6 +3,7 @@
 // the binary runs as that ServiceAccount from an inventory with every path flag in a temp
 // directory, publishes its pool, prepares a claim the test kubelet hands it, and withdraws the
 // pool on SIGTERM. Any request RBAC denies fails the test. Skipped without helm.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -188,18 +189,21 @@ TEST_F(DraChartRbacTest, ThePluginRunsUnderTheChartsRbacWithNothingForbidden) {
       "--kubelet-plugins-directory-path=" + dir_ + "/plugins",
       "--device-plugin-socket=" + dir_ + "/device-plugins/nvidia-gpu.sock",
   };
+  // Everything the child needs is made before fork (the server's threads may hold malloc's
+  // lock): it only dup2s and execs.
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int log_fd = open((dir_ + "/plugin.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(log_fd, 0);
   pid_ = fork();
   ASSERT_GE(pid_, 0);
   if (pid_ == 0) {
-    const std::string log = dir_ + "/plugin.log";
-    FILE* f = freopen(log.c_str(), "w", stdout);
-    if (f == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(126);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    if (dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  close(log_fd);
 
   // The pool appears (the plugin lists and creates its slices as the ServiceAccount), and the
   // registration socket with it.
