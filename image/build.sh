@@ -58,7 +58,7 @@ out=$out_dir/hami.oci.tar
 # What goes into /usr/local/bin. The vGPU monitor (hami-vgpu-monitor, src/monitor) is not built
 # yet: it is listed in `optional` and joins the image, its --help check and its library check
 # as soon as BUILD_DIR/bin/hami-vgpu-monitor exists.
-binaries=(hami-scheduler hami-device-plugin hamictl)
+binaries=(hami-scheduler hami-device-plugin hami-dra-plugin hamictl)
 optional=(hami-vgpu-monitor)
 for b in "${optional[@]}"; do
   if [[ -x $build/bin/$b ]]; then binaries+=("$b"); fi
@@ -260,7 +260,7 @@ umoci config --image "$layout:$ref" --created "$created" --no-history \
   --config.workingdir / \
   --config.label "org.opencontainers.image.title=hami" \
   --config.label "org.opencontainers.image.version=$version" \
-  --config.label "org.opencontainers.image.description=HAMi rebuilt in C++ (hami-scheduler, hami-device-plugin, hamictl, libvgpu.so) on Debian $suite minbase"
+  --config.label "org.opencontainers.image.description=HAMi rebuilt in C++ (hami-scheduler, hami-device-plugin, hami-dra-plugin, hamictl, libvgpu.so) on Debian $suite minbase"
 umoci gc --layout "$layout"
 
 manifests=$(grep -o '"application/vnd.oci.image.manifest.v1+json"' "$layout/index.json" | wc -l)

@@ -1,11 +1,11 @@
 // A compact schema check for the objects the chart renders (Debian packages no kubeconform).
 // The table below lists, per Kubernetes kind the chart can render, the fields of its API type
-// (k8s.io/api at v1.32, cert-manager v1, prometheus-operator v1, kube-scheduler config v1), so
-// an unknown or misspelt field fails, as it does on an API server that validates strictly
-// (helm's fieldValidation=Strict). Scalars are checked the way helm's YAML-to-JSON step sees them:
-// a plain `1`, `true` or `on` is a number or a bool, and fails where the API wants a string.
-// Subtrees the chart only copies from values (affinity terms other than podAntiAffinity, probes'
-// exec, ...) are `any`. Header-only.
+// (k8s.io/api at v1.32, resource.k8s.io/v1 at v1.34, cert-manager v1, prometheus-operator v1,
+// kube-scheduler config v1), so an unknown or misspelt field fails, as it does on an API server
+// that validates strictly (helm's fieldValidation=Strict). Scalars are checked the way helm's
+// YAML-to-JSON step sees them: a plain `1`, `true` or `on` is a number or a bool, and fails where
+// the API wants a string. Subtrees the chart only copies from values (affinity terms other than
+// podAntiAffinity, probes' exec, ...) are `any`. Header-only.
 #ifndef HAMI_TESTS_CHART_K8S_SCHEMA_H_
 #define HAMI_TESTS_CHART_K8S_SCHEMA_H_
 
@@ -35,6 +35,7 @@ kinds:
   RoleBinding: rbac.authorization.k8s.io/v1
   MutatingWebhookConfiguration: admissionregistration.k8s.io/v1
   RuntimeClass: node.k8s.io/v1
+  DeviceClass: resource.k8s.io/v1
   ServiceMonitor: monitoring.coreos.com/v1
   Issuer: cert-manager.io/v1
   Certificate: cert-manager.io/v1
@@ -172,6 +173,10 @@ types:
   RuntimeClass:
     {apiVersion: string, kind: string, metadata: ObjectMeta, handler: string, overhead: any,
      scheduling: any}
+  DeviceClass:
+    {apiVersion: string, kind: string, metadata: ObjectMeta,
+     spec: {selectors: [{cel: {expression: string}}], config: any,
+            extendedResourceName: string}}
   ServiceMonitor:
     {apiVersion: string, kind: string, metadata: ObjectMeta,
      spec: {selector: LabelSelector, namespaceSelector: any, jobLabel: string,

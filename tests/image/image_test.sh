@@ -80,7 +80,7 @@ echo "ok: one manifest, named $ref"
 rootfs=$work/bundle/rootfs
 
 # --- The files of the contract (docs/IMAGE.md). -------------------------------------------------
-binaries=(hami-scheduler hami-device-plugin hamictl)
+binaries=(hami-scheduler hami-device-plugin hami-dra-plugin hamictl)
 # hami-vgpu-monitor: checked as soon as the build makes it (image/build.sh adds it then).
 if [[ -x $build/bin/hami-vgpu-monitor ]]; then binaries+=(hami-vgpu-monitor); fi
 for f in "${binaries[@]}" hami-install-libvgpu; do

@@ -3,6 +3,7 @@
 # `hami-sim apiserver`, checked with kubectl (docs/SIM_APISERVER.md says what the server serves
 # for helm). After each step every object of the release's manifest is live with exactly the
 # rendered fields, so the server's strategic merge of helm's three-way patches is proved too.
+# Then a release in DRA mode (dra.enabled) and the chart `helm create` writes.
 #
 # Usage: helm_install_test.sh HAMI_SIM HELM CHART
 #   HELM is overridden by $HAMI_HELM. Exits 77 (ctest: skipped) when helm or kubectl is absent.
@@ -92,7 +93,20 @@ secrets=$(k get secrets -A -l owner=helm -o name)
 [[ -z $secrets ]] || fail "release Secrets left: $secrets"
 echo "uninstall: no object and no release Secret left"
 
-# 4. the chart a new user starts from (`helm create`), with its optional Ingress and
+# 4. DRA mode (dra.enabled, docs/DRA.md "Deploying"): the DRA plugin's DaemonSet, RBAC and the
+# resource.k8s.io/v1 DeviceClass install and live as rendered; no device-plugin DaemonSet.
+h install dra "$chart" -n hami-dra --create-namespace --set dra.enabled=true \
+  --set dra.extendedResourceName=nvidia.com/gpu > "$work/dra.out" \
+  || fail "helm install dra.enabled=true: $(cat "$work/dra.out")"
+check_live_equals_rendered "dra.enabled" dra hami-dra
+[[ $(k get daemonsets -n hami-dra -o jsonpath='{.items[*].metadata.name}') == dra-hami-dra-plugin ]] \
+  || fail "dra.enabled: the DaemonSets should be dra-hami-dra-plugin alone: $(k get daemonsets -A -o name)"
+[[ $(k get deviceclasses hami-core-gpu.project-hami.io -o jsonpath='{.spec.extendedResourceName}') \
+  == nvidia.com/gpu ]] || fail "dra.enabled: no DeviceClass with extendedResourceName nvidia.com/gpu"
+h uninstall dra -n hami-dra > /dev/null || fail "helm uninstall dra"
+[[ -z $(k get deviceclasses -o name) ]] || fail "helm uninstall dra left the DeviceClass"
+
+# 5. the chart a new user starts from (`helm create`), with its optional Ingress and
 # HorizontalPodAutoscaler on.
 (cd "$work" && h create demo > /dev/null)
 h install demo "$work/demo" -n demo --create-namespace --set ingress.enabled=true \

@@ -34,6 +34,11 @@ when a HAMi release is replaced by this chart.
 {{- printf "%s-device-plugin" (include "hami-vgpu.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* DRA mode's kubelet plugin (dra.enabled, docs/DRA.md). */}}
+{{- define "hami-vgpu.dra-plugin" -}}
+{{- printf "%s-dra-plugin" (include "hami-vgpu.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The webhook certificate's Secret (kubernetes.io/tls: ca.crt, tls.crt, tls.key). */}}
 {{- define "hami-vgpu.scheduler.tls" -}}
 {{- printf "%s-scheduler-tls" (include "hami-vgpu.fullname" .) | trunc 63 | trimSuffix "-" -}}
