@@ -314,8 +314,11 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
   // says it is a regular file of a region's size (docs/SECURITY.md, the monitor's boundary).
   const std::string root = options_.hook_path + "/containers";
   const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (root_fd < 0) {
-    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(errno));
+  // A node in DRA mode has claims/ and no containers/: its absence is logged only when claims/
+  // is absent too (below).
+  const int root_errno = root_fd < 0 ? errno : 0;
+  if (root_fd < 0 && root_errno != ENOENT) {
+    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(root_errno));
   }
   std::map<std::string, Found> found;  // by directory name: a stable order
   bool too_many_dirs = false;
@@ -360,6 +363,9 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
       ::open(claims_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (claims_fd < 0 && errno != ENOENT) {
     problems.insert("monitor: cannot open " + Quote(claims_root) + ": " + std::strerror(errno));
+  }
+  if (root_errno == ENOENT && claims_fd < 0) {
+    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(root_errno));
   }
   bool too_many_claims = false;
   const std::vector<std::string> claim_names =

@@ -13,13 +13,16 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "common/log.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
 #include "monitor/metrics.h"
@@ -409,6 +412,54 @@ TEST_F(MonitorClaimsTest, HostileClaimDirectoriesAreSkipped) {
   EXPECT_EQ(fs::last_write_time(outside + "/secret.cache"), before);
   std::error_code ec;
   fs::remove_all(outside, ec);
+}
+
+// The monitor's log lines, captured while a LogCapture lives.
+std::mutex g_log_mu;
+std::vector<std::string> g_log;
+class LogCapture {
+ public:
+  LogCapture() {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log.clear();
+    log::SetSink([](std::string_view line) {
+      std::lock_guard<std::mutex> l(g_log_mu);
+      g_log.emplace_back(line);
+    });
+  }
+  ~LogCapture() { log::SetSink(nullptr); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  // The lines holding every one of `parts`.
+  static int Count(const std::vector<std::string>& parts) {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    int n = 0;
+    for (const std::string& line : g_log) {
+      bool all = true;
+      for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+      n += all ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+// A directory that is not a claim's is logged once with its path; a DRA node's missing
+// containers/ is not a problem (it is on a node with neither claims/ nor containers/).
+TEST_F(MonitorClaimsTest, SkippedNamesAreLoggedOnceAndNoContainersDirIsQuietInDraMode) {
+  StartMonitor();
+  {
+    LogCapture capture;
+    EXPECT_TRUE(monitor_->ScanClaims().empty());
+    EXPECT_EQ(LogCapture::Count({"cannot open \"" + hook_ + "/containers\""}), 1);
+  }
+  const std::string good = "aaaaaaaa-0000-4000-8000-000000000001";
+  ASSERT_TRUE(Region(1048576).Save(ClaimDir(good) + "/" + good + ".cache"));
+  ASSERT_TRUE(Region(1).Save(ClaimDir("not_a_uid") + "/x.cache"));
+  LogCapture capture;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(monitor_->ScanClaims().size(), 1u);
+  EXPECT_EQ(LogCapture::Count({"skipping \"" + hook_ + "/claims/not_a_uid\"", "not a claim UID"}),
+            1);
+  EXPECT_EQ(LogCapture::Count({"/containers"}), 0);
 }
 
 // hami-dra-plugin's Unprepare owns claims/ and claim-limits/: the clean-up of gone pods' files
