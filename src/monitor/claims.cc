@@ -120,4 +120,31 @@ ClaimInfo ReadClaimInfo(const k8s::Json& claim, std::string_view node) {
   return info;
 }
 
+k8s::Json TrimClaim(k8s::Json claim, std::string_view node) {
+  k8s::Json out = k8s::Json::object();
+  if (!claim.is_object()) return out;
+  out["metadata"] = k8s::Json::object();
+  if (claim.contains("metadata") && claim["metadata"].is_object()) {
+    for (const char* key : {"name", "namespace", "uid", "resourceVersion"}) {
+      if (claim["metadata"].contains(key)) out["metadata"][key] = claim["metadata"][key];
+    }
+  }
+  const ClaimInfo info = ReadClaimInfo(claim, node);
+  if (info.shares.empty()) return out;
+  k8s::Json results = k8s::Json::array();
+  for (const k8s::Json& r : claim["status"]["allocation"]["devices"]["results"]) {
+    // value() would throw on a field of the wrong type: compare only strings.
+    auto is = [&r](const char* key, std::string_view want) {
+      return r.is_object() && r.contains(key) && r[key].is_string() &&
+             r[key].get<std::string>() == want;
+    };
+    if (is("driver", kDraDriverName) && is("pool", node)) results.push_back(r);
+  }
+  out["status"]["allocation"]["devices"]["results"] = std::move(results);
+  if (claim["status"].contains("reservedFor")) {
+    out["status"]["reservedFor"] = claim["status"]["reservedFor"];
+  }
+  return out;
+}
+
 }  // namespace hami::monitor

@@ -64,6 +64,11 @@ std::vector<DraDevice> ReadPoolDevices(const std::vector<k8s::ObjectRef>& slices
 // consumers. Fields of the wrong JSON type and unparsable quantities are left out.
 ClaimInfo ReadClaimInfo(const k8s::Json& claim, std::string_view node);
 
+// The monitor's ResourceClaim informer caches every claim of the cluster through this: a claim's
+// name, namespace, UID and resourceVersion, and only for a claim with a result of our driver on
+// pool `node`, those results and status.reservedFor. ReadClaimInfo reads the same from it.
+k8s::Json TrimClaim(k8s::Json claim, std::string_view node);
+
 }  // namespace hami::monitor
 
 #endif  // HAMI_MONITOR_CLAIMS_H_

@@ -464,18 +464,11 @@ std::shared_ptr<Monitor::OpenFile> Monitor::OpenDirRegion(int root_fd, const std
 void Monitor::StartClaimInformers() {
   std::lock_guard<std::mutex> lock(dra_mu_);
   if (claims_ || !pods_) return;  // started already, or the monitor is not (tests' Scan())
-  // The scan reads a claim's identity, its allocation and its consumers only.
+  // Every node's monitor watches every claim of the cluster: the cache keeps a claim's identity
+  // and, only for a claim with a result on this node's pool, those results and its consumers.
   k8s::InformerOptions claim_options;
-  claim_options.transform = [](k8s::Json claim) {
-    k8s::Json out = k8s::Json::object();
-    if (!claim.is_object()) return out;
-    if (claim.contains("metadata") && claim["metadata"].is_object()) {
-      out["metadata"] = claim["metadata"];
-      out["metadata"].erase("managedFields");
-      out["metadata"].erase("annotations");
-    }
-    if (claim.contains("status")) out["status"] = claim["status"];
-    return out;
+  claim_options.transform = [node = options_.node_name](k8s::Json claim) {
+    return TrimClaim(std::move(claim), node);
   };
   claims_ = std::make_unique<k8s::Informer>(client_, kResourceClaims, claim_options,
                                             k8s::InformerHandlers{});
@@ -502,9 +495,11 @@ std::vector<DraDevice> Monitor::PoolDevices() {
   return ReadPoolDevices(slices_->List(), options_.node_name);
 }
 
-std::vector<ClaimUsage> Monitor::ScanClaims() {
+std::vector<ClaimUsage> Monitor::ScanClaims() { return JoinClaims(ScanRegions()); }
+
+std::vector<ClaimUsage> Monitor::JoinClaims(std::vector<Found> regions) {
   std::map<std::string, ClaimUsage> by_uid;
-  for (Found& f : ScanRegions()) {
+  for (Found& f : regions) {
     if (f.claim_uid.empty()) continue;
     ClaimUsage& c = by_uid[f.claim_uid];
     c.claim.uid = f.claim_uid;
@@ -742,8 +737,12 @@ int Monitor::CheckLimits() {
 std::string Monitor::Metrics() {
   MetricsInput input;
   input.node = options_.node_name;
-  input.containers = Scan();
-  input.claims = ScanClaims();
+  // One scan for both: the containers' regions and the claims'.
+  std::vector<Found> regions = ScanRegions();
+  for (Found& f : regions) {
+    if (f.claim_uid.empty()) input.containers.push_back(f.usage);
+  }
+  input.claims = JoinClaims(std::move(regions));
   input.dra_devices = PoolDevices();
   input.host = options_.host_gpus ? options_.host_gpus(input.containers) : HostGpus();
   return RenderMetrics(input, options_.legacy_metrics, clock_.Now());

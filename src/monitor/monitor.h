@@ -131,6 +131,8 @@ class Monitor {
                                           const std::string& dir_path, std::string* region_path,
                                           std::set<std::string>* problems);
   void StartClaimInformers();
+  // The claims of `regions` (their claim_uid set) joined with the claims the API lists.
+  std::vector<ClaimUsage> JoinClaims(std::vector<Found> regions);
   void FeedbackLoop();
 
   k8s::Client& client_;

@@ -117,6 +117,34 @@ TEST(ClaimsRead, ClaimSharesOnThisNodesPoolAndItsPods) {
   EXPECT_NO_THROW(ReadClaimInfo(Json("x"), "node-a"));
 }
 
+// The informer's cache: identity for every claim, results and consumers for this node's only.
+TEST(ClaimsRead, TrimClaimKeepsWhatTheMonitorReads) {
+  Json claim = {{"metadata",
+                 {{"uid", "u1"},
+                  {"namespace", "team-a"},
+                  {"name", "c"},
+                  {"resourceVersion", "7"},
+                  {"managedFields", Json::array({Json::object()})}}},
+                {"spec", {{"devices", Json::object()}}}};
+  claim["status"] = ClaimStatus("node-a", {{"p1", "uid-1"}});
+  claim["status"]["allocation"]["devices"]["results"].push_back({{"driver", 5}, {"pool", true}});
+  const Json mine = TrimClaim(claim, "node-a");
+  EXPECT_EQ(
+      mine["metadata"],
+      Json({{"uid", "u1"}, {"namespace", "team-a"}, {"name", "c"}, {"resourceVersion", "7"}}));
+  EXPECT_FALSE(mine.contains("spec"));
+  ASSERT_EQ(mine["status"]["allocation"]["devices"]["results"].size(), 1u);
+  EXPECT_EQ(mine["status"]["reservedFor"], claim["status"]["reservedFor"]);
+  const ClaimInfo a = ReadClaimInfo(claim, "node-a"), b = ReadClaimInfo(mine, "node-a");
+  ASSERT_EQ(b.shares.size(), 1u);
+  EXPECT_EQ(b.shares[0].memory_bytes, a.shares[0].memory_bytes);
+  ASSERT_EQ(b.pods.size(), 1u);
+  EXPECT_EQ(b.pods[0].name, "p1");
+  const Json other = TrimClaim(claim, "node-b");
+  EXPECT_EQ(other, Json({{"metadata", mine["metadata"]}}));
+  EXPECT_EQ(TrimClaim(Json("x"), "node-a"), Json::object());
+}
+
 TEST(ClaimsRead, PoolDevicesOfThisNodeAndDriverOnly) {
   const std::vector<k8s::ObjectRef> slices = {
       std::make_shared<const Json>(Slice("node-a")), std::make_shared<const Json>(Slice("node-b")),
