@@ -5,8 +5,9 @@
 // same name (a new UID) never adds the old directory's numbers. With a feedback period it also
 // runs the priority feedback (feedback.h) into the region files. A directory whose region cannot
 // be read (two region files, truncated, wrong magic) is skipped with one log line naming the
-// path; the other containers are still served. hami-vgpu-monitor's main.cc and hami-sim can both
-// run it.
+// path; the other containers are still served. In DRA mode it also reads each claim's region
+// under $HOOK_PATH/claims/<claimUID>/ the same way and names the claim's pods from its
+// ResourceClaim (claims.h). hami-vgpu-monitor's main.cc and hami-sim can both run it.
 #ifndef HAMI_MONITOR_MONITOR_H_
 #define HAMI_MONITOR_MONITOR_H_
 
@@ -41,7 +42,7 @@ namespace hami::monitor {
 
 struct MonitorOptions {
   std::string node_name;                      // required
-  std::string hook_path = "/usr/local/vgpu";  // holds containers/<podUID>_<container>/
+  std::string hook_path = "/usr/local/vgpu";  // containers/<podUID>_<ctr>/, claims/<claimUID>/
   std::string metrics_bind = ":9394";         // host:port; port 0 = ephemeral
   bool legacy_metrics = false;
   std::string proc_root = "/proc";  // host PIDs are checked under it (host PID namespace)
