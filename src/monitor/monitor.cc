@@ -19,6 +19,7 @@
 #include "deviceplugin/nvml.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
+#include "monitor/claims.h"
 #include "monitor/feedback.h"
 #include "net/http_server.h"
 #include "protocol/keys.h"
@@ -271,13 +272,18 @@ void Monitor::Stop() {
   if (feedback_thread_.joinable()) feedback_thread_.join();
   if (http_) http_->Stop();
   if (pods_) pods_->Stop();
+  std::lock_guard<std::mutex> lock(dra_mu_);
+  if (claims_) claims_->Stop();
+  if (slices_) slices_->Stop();
 }
 
 bool Monitor::synced() const { return pods_ && pods_->HasSynced(); }
 
 std::vector<ContainerUsage> Monitor::Scan() {
   std::vector<ContainerUsage> out;
-  for (Found& f : ScanRegions()) out.push_back(std::move(f.usage));
+  for (Found& f : ScanRegions()) {
+    if (f.claim_uid.empty()) out.push_back(std::move(f.usage));
+  }
   return out;
 }
 
@@ -308,8 +314,11 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
   // says it is a regular file of a region's size (docs/SECURITY.md, the monitor's boundary).
   const std::string root = options_.hook_path + "/containers";
   const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (root_fd < 0) {
-    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(errno));
+  // A node in DRA mode has claims/ and no containers/: its absence is logged only when claims/
+  // is absent too (below).
+  const int root_errno = root_fd < 0 ? errno : 0;
+  if (root_fd < 0 && root_errno != ENOENT) {
+    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(root_errno));
   }
   std::map<std::string, Found> found;  // by directory name: a stable order
   bool too_many_dirs = false;
@@ -330,71 +339,184 @@ std::vector<Monitor::Found> Monitor::ScanRegions() {
     for (const std::string& c : pod->second.containers) known = known || c == container;
     if (!known) continue;
     const std::string dir_path = root + "/" + name;
-    const int dir_fd =
-        ::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir_fd < 0) {
-      problems.insert("monitor: skipping " + Quote(dir_path) + ": " +
-                      (errno == ELOOP || errno == ENOTDIR
-                           ? std::string("not a directory (a symbolic link is not followed)")
-                           : std::string(std::strerror(errno))));
-      continue;
-    }
-    bool too_many = false;
-    const std::vector<std::string> entries = ListDir(dir_fd, kMaxContainerDirEntries, &too_many);
-    if (too_many) {
-      ::close(dir_fd);
-      problems.insert("monitor: skipping " + Quote(dir_path) + ": more than " +
-                      std::to_string(kMaxContainerDirEntries) + " entries");
-      continue;
-    }
-    // Region files: *.cache. The device plugin creates the file empty at Allocate and libvgpu
-    // sizes it when the first CUDA process starts: an empty file is normal, a short one is not.
-    // Names are the container's: they reach the log only through Quote().
-    std::vector<std::pair<std::string, std::shared_ptr<OpenFile>>> regions;
-    for (const std::string& fname : entries) {
-      if (fname.size() < 6 || fname.compare(fname.size() - 6, 6, ".cache") != 0) continue;
-      const std::string path = dir_path + "/" + fname;
-      struct stat st;
-      auto fd = OpenRegularFile(dir_fd, fname, &st);
-      if (!fd) {
-        problems.insert("monitor: skipping " + Quote(path) + ": " + fd.error());
-        continue;
-      }
-      auto file = std::make_shared<OpenFile>();
-      file->fd = *fd;
-      file->size = static_cast<size_t>(st.st_size);
-      if (file->size == 0) continue;  // no CUDA process yet
-      if (file->size < kRegionV0Size) {
-        problems.insert("monitor: skipping " + Quote(path) + ": " + std::to_string(file->size) +
-                        " bytes, smaller than a region (" + std::to_string(kRegionV0Size) + ")");
-        continue;
-      }
-      regions.emplace_back(path, std::move(file));
-    }
-    ::close(dir_fd);
-    if (regions.empty()) continue;
-    if (regions.size() > 1) {
-      std::vector<std::string> paths;
-      for (const auto& r : regions) paths.push_back(Quote(r.first));
-      problems.insert("monitor: skipping " + Quote(dir_path) + ": " +
-                      std::to_string(regions.size()) + " region files (" + Join(paths, ", ") +
-                      "), want one");
-      continue;
-    }
-    auto region = ReadRegionFd(regions[0].second->fd, regions[0].first, alive);
+    std::string region_path;
+    std::shared_ptr<OpenFile> file =
+        OpenDirRegion(root_fd, name, dir_path, &region_path, &problems);
+    if (!file) continue;
+    auto region = ReadRegionFd(file->fd, region_path, alive);
     if (!region) {
       problems.insert("monitor: skipping container " + pod->second.ns + "/" + pod->second.name +
                       "/" + container + ": " + region.error());
       continue;
     }
-    found[name] =
-        Found{regions[0].first, pod->first,
-              ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)},
-              std::move(regions[0].second)};
+    found[name] = Found{
+        region_path, pod->first, "",
+        ContainerUsage{pod->second.ns, pod->second.name, container, std::move(*region)}, file};
   }
   if (root_fd >= 0) ::close(root_fd);
-  LogProblems(problems);
   for (auto& [name, f] : found) out.push_back(std::move(f));
+  // DRA mode: hami-dra-plugin's claims/<claimUID>/ (docs/DRA.md "Prepare"), written by the
+  // containers that use the claim exactly as a container's directory is: read the same way.
+  // Only read here; the plugin's Unprepare removes a claim's directory, never the monitor.
+  const std::string claims_root = options_.hook_path + "/claims";
+  const int claims_fd =
+      ::open(claims_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (claims_fd < 0 && errno != ENOENT) {
+    problems.insert("monitor: cannot open " + Quote(claims_root) + ": " + std::strerror(errno));
+  }
+  if (root_errno == ENOENT && claims_fd < 0) {
+    problems.insert("monitor: cannot open " + Quote(root) + ": " + std::strerror(root_errno));
+  }
+  bool too_many_claims = false;
+  const std::vector<std::string> claim_names =
+      claims_fd >= 0 ? ListDir(claims_fd, kMaxContainerDirs, &too_many_claims)
+                     : std::vector<std::string>{};
+  if (too_many_claims) {
+    problems.insert("monitor: " + Quote(claims_root) + " holds more than " +
+                    std::to_string(kMaxContainerDirs) + " entries: only the first are scanned");
+  }
+  bool any_claim = false;
+  for (const std::string& name : claim_names) {
+    const std::string dir_path = claims_root + "/" + name;
+    if (!ValidClaimUid(name)) {
+      problems.insert("monitor: skipping " + Quote(dir_path) +
+                      ": not a claim UID (letters, digits and '-')");
+      continue;
+    }
+    any_claim = true;
+    std::string region_path;
+    std::shared_ptr<OpenFile> file =
+        OpenDirRegion(claims_fd, name, dir_path, &region_path, &problems);
+    if (!file) continue;
+    auto region = ReadRegionFd(file->fd, region_path, alive);
+    if (!region) {
+      problems.insert("monitor: skipping claim " + name + ": " + region.error());
+      continue;
+    }
+    out.push_back(
+        Found{region_path, "", name, ContainerUsage{"", "", "", std::move(*region)}, file});
+  }
+  if (claims_fd >= 0) ::close(claims_fd);
+  if (any_claim) StartClaimInformers();
+  LogProblems(problems);
+  return out;
+}
+
+std::shared_ptr<Monitor::OpenFile> Monitor::OpenDirRegion(int root_fd, const std::string& name,
+                                                          const std::string& dir_path,
+                                                          std::string* region_path,
+                                                          std::set<std::string>* problems) {
+  const int dir_fd =
+      ::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    problems->insert("monitor: skipping " + Quote(dir_path) + ": " +
+                     (errno == ELOOP || errno == ENOTDIR
+                          ? std::string("not a directory (a symbolic link is not followed)")
+                          : std::string(std::strerror(errno))));
+    return nullptr;
+  }
+  bool too_many = false;
+  const std::vector<std::string> entries = ListDir(dir_fd, kMaxContainerDirEntries, &too_many);
+  if (too_many) {
+    ::close(dir_fd);
+    problems->insert("monitor: skipping " + Quote(dir_path) + ": more than " +
+                     std::to_string(kMaxContainerDirEntries) + " entries");
+    return nullptr;
+  }
+  // Region files: *.cache. The device plugin (or hami-dra-plugin) creates the file empty and
+  // libvgpu sizes it when the first CUDA process starts: an empty file is normal, a short one is
+  // not. Names are the container's: they reach the log only through Quote().
+  std::vector<std::pair<std::string, std::shared_ptr<OpenFile>>> regions;
+  for (const std::string& fname : entries) {
+    if (fname.size() < 6 || fname.compare(fname.size() - 6, 6, ".cache") != 0) continue;
+    const std::string path = dir_path + "/" + fname;
+    struct stat st;
+    auto fd = OpenRegularFile(dir_fd, fname, &st);
+    if (!fd) {
+      problems->insert("monitor: skipping " + Quote(path) + ": " + fd.error());
+      continue;
+    }
+    auto file = std::make_shared<OpenFile>();
+    file->fd = *fd;
+    file->size = static_cast<size_t>(st.st_size);
+    if (file->size == 0) continue;  // no CUDA process yet
+    if (file->size < kRegionV0Size) {
+      problems->insert("monitor: skipping " + Quote(path) + ": " + std::to_string(file->size) +
+                       " bytes, smaller than a region (" + std::to_string(kRegionV0Size) + ")");
+      continue;
+    }
+    regions.emplace_back(path, std::move(file));
+  }
+  ::close(dir_fd);
+  if (regions.empty()) return nullptr;
+  if (regions.size() > 1) {
+    std::vector<std::string> paths;
+    for (const auto& r : regions) paths.push_back(Quote(r.first));
+    problems->insert("monitor: skipping " + Quote(dir_path) + ": " +
+                     std::to_string(regions.size()) + " region files (" + Join(paths, ", ") +
+                     "), want one");
+    return nullptr;
+  }
+  *region_path = regions[0].first;
+  return std::move(regions[0].second);
+}
+
+void Monitor::StartClaimInformers() {
+  std::lock_guard<std::mutex> lock(dra_mu_);
+  if (claims_ || !pods_) return;  // started already, or the monitor is not (tests' Scan())
+  // Every node's monitor watches every claim of the cluster: the cache keeps a claim's identity
+  // and, only for a claim with a result on this node's pool, those results and its consumers.
+  k8s::InformerOptions claim_options;
+  claim_options.transform = [node = options_.node_name](k8s::Json claim) {
+    return TrimClaim(std::move(claim), node);
+  };
+  claims_ = std::make_unique<k8s::Informer>(client_, kResourceClaims, claim_options,
+                                            k8s::InformerHandlers{});
+  k8s::InformerOptions slice_options;
+  slice_options.field_selector = "spec.nodeName=" + options_.node_name;
+  slices_ = std::make_unique<k8s::Informer>(client_, kResourceSlices, slice_options,
+                                            k8s::InformerHandlers{});
+  claims_->Start();
+  slices_->Start();
+  HAMI_INFO(
+      "monitor: claims found under {}: watching ResourceClaims and this node's "
+      "ResourceSlices",
+      Quote(options_.hook_path + "/claims"));
+}
+
+bool Monitor::claims_synced() const {
+  std::lock_guard<std::mutex> lock(dra_mu_);
+  return claims_ && claims_->HasSynced() && slices_ && slices_->HasSynced();
+}
+
+std::vector<DraDevice> Monitor::PoolDevices() {
+  std::lock_guard<std::mutex> lock(dra_mu_);
+  if (!slices_) return {};
+  return ReadPoolDevices(slices_->List(), options_.node_name);
+}
+
+std::vector<ClaimUsage> Monitor::ScanClaims() { return JoinClaims(ScanRegions()); }
+
+std::vector<ClaimUsage> Monitor::JoinClaims(std::vector<Found> regions) {
+  std::map<std::string, ClaimUsage> by_uid;
+  for (Found& f : regions) {
+    if (f.claim_uid.empty()) continue;
+    ClaimUsage& c = by_uid[f.claim_uid];
+    c.claim.uid = f.claim_uid;
+    c.has_region = true;
+    c.region = std::move(f.usage.region);
+  }
+  std::lock_guard<std::mutex> lock(dra_mu_);
+  // No informer before a claim's directory was seen (a node in device-plugin mode).
+  for (const k8s::ObjectRef& obj : claims_ ? claims_->List() : std::vector<k8s::ObjectRef>{}) {
+    ClaimInfo info = ReadClaimInfo(*obj, options_.node_name);
+    if (info.uid.empty()) continue;
+    auto it = by_uid.find(info.uid);
+    if (it == by_uid.end() && info.shares.empty()) continue;  // not this node's
+    by_uid[info.uid].claim = std::move(info);
+  }
+  std::vector<ClaimUsage> out;
+  for (auto& [uid, c] : by_uid) out.push_back(std::move(c));
   return out;
 }
 
@@ -533,7 +655,9 @@ int Monitor::Cleanup() {
   const SystemTime now = clock_.Now();
   std::map<std::string, SystemTime> gone;
   int removed = 0;
-  // containers/<podUID>_<container>/ and limits/<podUID>_<container>.limits. What is under a
+  // containers/<podUID>_<container>/ and limits/<podUID>_<container>.limits, nothing else: DRA
+  // mode's claims/<claimUID>/ and claim-limits/ belong to hami-dra-plugin, whose Unprepare
+  // removes them (a claim outlives any one pod that uses it). What is under a
   // container's directory is the container's: it is removed through descriptors, never by a path
   // that a link swapped in meanwhile could redirect (RemoveTreeAt).
   for (const char* sub : {"containers", "limits"}) {
@@ -580,6 +704,7 @@ int Monitor::CheckLimits() {
   std::set<std::string> over;
   int posted = 0;
   for (const Found& f : regions) {
+    if (!f.claim_uid.empty()) continue;  // a claim's region: no one pod to post on
     const ContainerUsage& c = f.usage;
     for (const DeviceUsage& d : c.region.devices) {
       if (d.limit == 0 || d.total <= d.limit) continue;
@@ -610,7 +735,15 @@ int Monitor::CheckLimits() {
 }
 
 std::string Monitor::Metrics() {
-  MetricsInput input{options_.node_name, {}, Scan()};
+  MetricsInput input;
+  input.node = options_.node_name;
+  // One scan for both: the containers' regions and the claims'.
+  std::vector<Found> regions = ScanRegions();
+  for (Found& f : regions) {
+    if (f.claim_uid.empty()) input.containers.push_back(f.usage);
+  }
+  input.claims = JoinClaims(std::move(regions));
+  input.dra_devices = PoolDevices();
   input.host = options_.host_gpus ? options_.host_gpus(input.containers) : HostGpus();
   return RenderMetrics(input, options_.legacy_metrics, clock_.Now());
 }

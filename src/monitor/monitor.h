@@ -5,8 +5,9 @@
 // same name (a new UID) never adds the old directory's numbers. With a feedback period it also
 // runs the priority feedback (feedback.h) into the region files. A directory whose region cannot
 // be read (two region files, truncated, wrong magic) is skipped with one log line naming the
-// path; the other containers are still served. hami-vgpu-monitor's main.cc and hami-sim can both
-// run it.
+// path; the other containers are still served. In DRA mode it also reads each claim's region
+// under $HOOK_PATH/claims/<claimUID>/ the same way and names the claim's pods from its
+// ResourceClaim (claims.h). hami-vgpu-monitor's main.cc and hami-sim can both run it.
 #ifndef HAMI_MONITOR_MONITOR_H_
 #define HAMI_MONITOR_MONITOR_H_
 
@@ -41,7 +42,7 @@ namespace hami::monitor {
 
 struct MonitorOptions {
   std::string node_name;                      // required
-  std::string hook_path = "/usr/local/vgpu";  // holds containers/<podUID>_<container>/
+  std::string hook_path = "/usr/local/vgpu";  // containers/<podUID>_<ctr>/, claims/<claimUID>/
   std::string metrics_bind = ":9394";         // host:port; port 0 = ephemeral
   bool legacy_metrics = false;
   std::string proc_root = "/proc";  // host PIDs are checked under it (host PID namespace)
@@ -80,6 +81,14 @@ class Monitor {
 
   // One scan: the containers of this node's pods that have a readable region.
   std::vector<ContainerUsage> Scan();
+  // DRA mode (docs/MONITOR.md "DRA claims"): the claims under <hook_path>/claims/<claimUID>/
+  // with their regions, and the claims of this node's pool that the API lists, joined by UID.
+  // The ResourceClaim and ResourceSlice informers start at the first scan that finds a claim's
+  // directory, so a node in device-plugin mode never lists them.
+  std::vector<ClaimUsage> ScanClaims();
+  // This node's pool devices (hami-dra-plugin's ResourceSlices); empty before the informers run.
+  std::vector<DraDevice> PoolDevices();
+  bool claims_synced() const;
   // Scan() rendered as the /metrics text.
   std::string Metrics();
   // One priority feedback pass over the readable regions: recent_kernel and utilization_switch
@@ -111,16 +120,29 @@ class Monitor {
   struct Found {
     std::string path;  // the region file
     std::string pod_uid;
+    std::string claim_uid;  // set: a DRA claim's region (usage has no pod), pod_uid empty
     ContainerUsage usage;
     std::shared_ptr<const OpenFile> file;
   };
   std::vector<Found> ScanRegions();
+  // The one region file of the directory `name` under `root_fd` (`dir_path` is its path, for
+  // the log): opened with O_NOFOLLOW and checked (OpenRegularFile in monitor.cc); null when there
+  // is none yet (empty file) or the directory is skipped, with the reason in `problems`.
+  std::shared_ptr<OpenFile> OpenDirRegion(int root_fd, const std::string& name,
+                                          const std::string& dir_path, std::string* region_path,
+                                          std::set<std::string>* problems);
+  void StartClaimInformers();
+  // The claims of `regions` (their claim_uid set) joined with the claims the API lists.
+  std::vector<ClaimUsage> JoinClaims(std::vector<Found> regions);
   void FeedbackLoop();
 
   k8s::Client& client_;
   const MonitorOptions options_;
   const Clock& clock_;
   std::unique_ptr<k8s::Informer> pods_;
+  mutable std::mutex dra_mu_;  // guards claims_ and slices_ being started
+  std::unique_ptr<k8s::Informer> claims_;
+  std::unique_ptr<k8s::Informer> slices_;
   std::unique_ptr<net::HttpServer> http_;
   // Logs the problems of one pass (rate-limited: LogProblems in monitor.cc).
   void LogProblems(const std::set<std::string>& problems);
