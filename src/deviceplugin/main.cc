@@ -12,6 +12,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "deviceplugin/inventory.h"
 #include "deviceplugin/node_plugin.h"
 #include "deviceplugin/register.h"
@@ -139,15 +140,6 @@ Result<PluginConfig> LoadConfig(const Flags& f) {
   return config;
 }
 
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: all inherit it
-  return set;
-}
-
 NodePluginOptions Options(const Flags& f, const PluginConfig& config) {
   NodePluginOptions o;
   o.node_name = f.node_name;
@@ -207,9 +199,7 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   HAMI_INFO("hami-device-plugin serving {} on {} ({}, operatingmode {})",
             plugin.plugin_options().resource_name, plugin.socket_path(), plugin.discovery_name(),
             config->operating_mode);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  HAMI_INFO("signal {}: shutting down", sig);
+  HAMI_INFO("signal {}: shutting down", WaitForStopSignal(stop_signals));
   plugin.Stop();
   return 0;
 }

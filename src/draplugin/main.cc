@@ -8,6 +8,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "deviceplugin/inventory.h"
 #include "draplugin/agent.h"
 #include "k8s/client.h"
@@ -109,15 +110,6 @@ int PrepareClaimFile(const Flags& f, const AgentOptions& o) {
   return 0;
 }
 
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: all inherit it
-  return set;
-}
-
 int Run(const Flags& f) {
   log::SetVerbosity(f.verbosity);
   if (f.node_name.empty() && f.prepare_claim.empty()) {
@@ -153,9 +145,7 @@ int Run(const Flags& f) {
   HAMI_INFO("hami-dra-plugin: node {}: pool at generation {}, serving {} (registration {})",
             f.node_name, agent.publisher().generation(), agent.server()->plugin_socket(),
             agent.server()->registration_socket());
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  HAMI_INFO("signal {}: shutting down", sig);
+  HAMI_INFO("signal {}: shutting down", WaitForStopSignal(stop_signals));
   agent.Stop();
   return 0;
 }

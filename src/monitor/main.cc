@@ -9,6 +9,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "k8s/client.h"
 #include "k8s/client_flags.h"
 #include "k8s/kubeconfig.h"
@@ -78,11 +79,7 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   auto rest = k8s::LoadConfig(f.kubeconfig);
   if (!rest) return std::cerr << "kubeconfig: " << rest.error() << "\n", 1;
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
+  const sigset_t stop_signals = BlockStopSignals();  // before any thread starts
 
   k8s::Client client(*rest);
   MonitorOptions options;
@@ -100,9 +97,7 @@ int Run(const Flags& f, const flags::IgnoredFlags& ignored) {
   if (!port) return std::cerr << port.error() << "\n", 1;
   HAMI_INFO("hami-vgpu-monitor: node {}, scanning {}/containers, serving on port {}", f.node_name,
             f.hook_path, *port);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  HAMI_INFO("signal {}: shutting down", sig);
+  HAMI_INFO("signal {}: shutting down", WaitForStopSignal(stop_signals));
   monitor.Stop();
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "draplugin/dra_test_kubelet.h"
+#include "draplugin/sim_claims.h"
 #include "support/sim_node_test.h"
 
 namespace hami::draplugin {
@@ -117,29 +118,9 @@ TEST_F(DraAgentTest, TheAgentPublishesRegistersAndPreparesAClaimOfTheApiServer) 
   ASSERT_EQ(slices.size(), 1u);
   EXPECT_EQ(slices[0]["spec"]["devices"][1]["attributes"]["uuid"], Json({{"string", "GPU-b"}}));
   // A claim as kube-scheduler leaves it: created, then allocated through /status.
-  Json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceClaim"},
-                {"metadata", {{"name", "c"}, {"namespace", "default"}}},
-                {"spec",
-                 {{"devices",
-                   {{"requests",
-                     {{{"name", "gpu"},
-                       {"exactly",
-                        {{"deviceClassName", "hami-core-gpu.project-hami.io"},
-                         {"capacity", {{"requests", {{"memory", "3000Mi"}}}}}}}}}}}}}}};
-  auto created = client_->Create(kResourceClaims, "default", claim);
-  ASSERT_TRUE(created) << created.error().ToString();
-  Json allocated = *created;
-  allocated["status"] = Json::parse(R"({"allocation": {
-      "devices": {"results": [{"request": "gpu", "driver": "hami-core-gpu.project-hami.io",
-          "pool": "node-1", "device": "hami-gpu-1",
-          "shareID": "3f1c6a9e-0000-4000-8000-000000000001",
-          "consumedCapacity": {"memory": "3000Mi", "cores": "100"}}]},
-      "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-          {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}})");
-  auto updated = client_->UpdateStatus(kResourceClaims, allocated);
-  ASSERT_TRUE(updated) << updated.error().ToString();
-  const std::string uid = (*updated)["metadata"]["uid"];
+  auto claim_uid = testing::CreateAllocatedClaim(*client_, "hami-gpu-1");
+  ASSERT_TRUE(claim_uid) << claim_uid.error();
+  const std::string uid = *claim_uid;
 
   DraTestKubelet kubelet;
   ASSERT_TRUE(kubelet.Register(agent.server()->registration_socket()));

@@ -22,6 +22,7 @@
 
 #include "draplugin/agent.h"
 #include "draplugin/dra_test_kubelet.h"
+#include "draplugin/sim_claims.h"
 #include "k8s/client.h"
 #include "k8s/kubeconfig.h"
 #include "sim/apiserver/apiserver.h"
@@ -220,29 +221,9 @@ TEST_F(DraChartRbacTest, ThePluginRunsUnderTheChartsRbacWithNothingForbidden) {
   ASSERT_TRUE(fs::exists(reg_socket)) << Log();
 
   // A claim allocated on the node, prepared through the test kubelet: the plugin gets it.
-  Json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceClaim"},
-                {"metadata", {{"name", "c"}, {"namespace", "default"}}},
-                {"spec",
-                 {{"devices",
-                   {{"requests",
-                     {{{"name", "gpu"},
-                       {"exactly",
-                        {{"deviceClassName", "hami-core-gpu.project-hami.io"},
-                         {"capacity", {{"requests", {{"memory", "3000Mi"}}}}}}}}}}}}}}};
-  auto created = admin_->Create(kResourceClaims, "default", claim);
-  ASSERT_TRUE(created) << created.error().ToString();
-  Json allocated = *created;
-  allocated["status"] = Json::parse(R"({"allocation": {
-      "devices": {"results": [{"request": "gpu", "driver": "hami-core-gpu.project-hami.io",
-          "pool": "node-1", "device": "hami-gpu-0",
-          "shareID": "3f1c6a9e-0000-4000-8000-000000000001",
-          "consumedCapacity": {"memory": "3000Mi", "cores": "100"}}]},
-      "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-          {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}})");
-  auto updated = admin_->UpdateStatus(kResourceClaims, allocated);
-  ASSERT_TRUE(updated) << updated.error().ToString();
-  const std::string uid = (*updated)["metadata"]["uid"];
+  auto claim_uid = testing::CreateAllocatedClaim(*admin_, "hami-gpu-0");
+  ASSERT_TRUE(claim_uid) << claim_uid.error();
+  const std::string uid = *claim_uid;
   {
     DraTestKubelet kubelet;
     ASSERT_TRUE(kubelet.Register(reg_socket));
