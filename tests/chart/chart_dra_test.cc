@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -135,6 +136,30 @@ TEST_F(ChartTest, DraRbacIsExactlyWhatThePluginCalls) {
   EXPECT_EQ(binding["subjects"][0]["kind"].as<std::string>(), "ServiceAccount");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "hami-dra-plugin");
   EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "kube-system");
+}
+
+// The webhook in DRA mode (hami-scheduler --dra): it makes ResourceClaimTemplates, and only
+// with dra.enabled may it.
+TEST_F(ChartTest, DraModeSwitchesTheWebhookAndLetsItMakeClaimTemplates) {
+  auto has_dra_flag = [](const Rendered& r) {
+    const YAML::Node c = r.Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender");
+    for (const std::string& a : Strings(c["command"])) {
+      if (a == "--dra") return true;
+    }
+    for (const std::string& a : Strings(c["args"])) {
+      if (a == "--dra") return true;
+    }
+    return false;
+  };
+  const std::string templates = "resource.k8s.io|resourceclaimtemplates|create";
+  const Rendered off = RenderChecked();
+  EXPECT_FALSE(has_dra_flag(off));
+  auto rules = Rules(off.Get("ClusterRole", "hami-scheduler"));
+  EXPECT_EQ(std::count(rules.begin(), rules.end(), templates), 0);
+  const Rendered on = RenderChecked("--set dra.enabled=true");
+  EXPECT_TRUE(has_dra_flag(on));
+  rules = Rules(on.Get("ClusterRole", "hami-scheduler"));
+  EXPECT_EQ(std::count(rules.begin(), rules.end(), templates), 1);
 }
 
 TEST_F(ChartTest, DraDeviceClassSelectsTheDriverWithAnOptionalExtendedResource) {
