@@ -123,12 +123,24 @@ TEST_F(ChartTest, DraEnabledRendersThePluginDaemonSetInPlaceOfTheDevicePlugin) {
 }
 
 TEST_F(ChartTest, DraRbacIsExactlyWhatThePluginCalls) {
+  // Without the monitor: the plugin's calls only.
+  const Rendered alone =
+      RenderChecked("--set dra.enabled=true --set devicePlugin.monitor.enabled=false");
+  EXPECT_EQ(Rules(alone.Get("ClusterRole", "hami-dra-plugin")),
+            (std::vector<std::string>{
+                "resource.k8s.io|resourceslices|list,create,update,delete",
+                "resource.k8s.io|resourceclaims|get",
+            }));
+  EXPECT_FALSE(alone.Container("DaemonSet", "hami-dra-plugin", "vgpu-monitor"));
+  // With it (the default): the monitor's informers over pods, claims and slices, its Events.
   const Rendered r = RenderChecked("--set dra.enabled=true");
   EXPECT_TRUE(r.Get("ServiceAccount", "hami-dra-plugin"));
   EXPECT_EQ(Rules(r.Get("ClusterRole", "hami-dra-plugin")),
             (std::vector<std::string>{
-                "resource.k8s.io|resourceslices|list,create,update,delete",
-                "resource.k8s.io|resourceclaims|get",
+                "resource.k8s.io|resourceslices|list,create,update,delete,watch",
+                "resource.k8s.io|resourceclaims|get,list,watch",
+                "pods|list,watch",
+                "events|create,patch",
             }));
   const YAML::Node binding = r.Get("ClusterRoleBinding", "hami-dra-plugin");
   ASSERT_TRUE(binding);
@@ -136,6 +148,36 @@ TEST_F(ChartTest, DraRbacIsExactlyWhatThePluginCalls) {
   EXPECT_EQ(binding["subjects"][0]["kind"].as<std::string>(), "ServiceAccount");
   EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "hami-dra-plugin");
   EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "kube-system");
+}
+
+// DRA mode's monitor: a container of the DRA plugin's pods reading <gpuHookPath>/vgpu (claims/
+// included), and the monitor Service selecting those pods.
+TEST_F(ChartTest, DraModeRunsTheMonitorBesideThePlugin) {
+  const Rendered r = RenderChecked("--set dra.enabled=true --set global.gpuHookPath=/opt/hami");
+  const YAML::Node m = r.Container("DaemonSet", "hami-dra-plugin", "vgpu-monitor");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(Strings(m["command"])[0], "hami-vgpu-monitor");
+  std::map<std::string, std::string> env;
+  for (const auto& e : m["env"]) {
+    if (e["value"]) env[e["name"].as<std::string>()] = e["value"].as<std::string>();
+  }
+  EXPECT_EQ(env["HOOK_PATH"], "/opt/hami/vgpu");
+  std::map<std::string, std::string> mounts;
+  for (const auto& v : m["volumeMounts"]) {
+    mounts[v["name"].as<std::string>()] = v["mountPath"].as<std::string>();
+  }
+  EXPECT_EQ(mounts["vgpu"], "/opt/hami/vgpu");
+  EXPECT_EQ(mounts["hosttmp"], "/tmp");
+  const YAML::Node svc = r.Get("Service", "hami-device-plugin-monitor");
+  ASSERT_TRUE(svc);
+  EXPECT_EQ(svc["spec"]["selector"]["app.kubernetes.io/component"].as<std::string>(),
+            "hami-dra-plugin");
+  EXPECT_EQ(
+      RenderChecked()
+          .Get("Service",
+               "hami-device-plugin-monitor")["spec"]["selector"]["app.kubernetes.io/component"]
+          .as<std::string>(),
+      "hami-device-plugin");
 }
 
 // The webhook in DRA mode (hami-scheduler --dra): it makes ResourceClaimTemplates, and only
