@@ -9,6 +9,7 @@
 
 #include "common/strings.h"
 #include "dra/v1/api.grpc.pb.h"
+#include "dra/v1beta1/api.grpc.pb.h"
 #include "drahealth/v1alpha1/api.grpc.pb.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
@@ -45,7 +46,9 @@ class DraServer::Registration final : public ::pluginregistration::Registration:
     info->set_type("DRAPlugin");
     info->set_name(std::string(kDriverName));
     info->set_endpoint(server_->plugin_socket());
+    // kubelet takes the first DRA service it knows, in this order (1.34+: v1; 1.32-1.33: v1beta1).
     info->add_supported_versions("v1.DRAPlugin");
+    info->add_supported_versions("v1beta1.DRAPlugin");
     info->add_supported_versions("v1alpha1.DRAResourceHealth");
     return grpc::Status::OK;
   }
@@ -102,6 +105,44 @@ class DraServer::Plugin final : public drapb::DRAPlugin::Service {
 
  private:
   DraServer* server_;
+};
+
+// v1beta1 (kubelet 1.32-1.33): the same messages on the wire as v1 without share_id, so each
+// call is the v1 call on the re-read request, and the answer re-read as v1beta1.
+class DraServer::PluginV1beta1 final
+    : public ::k8s::io::kubelet::pkg::apis::dra::v1beta1::DRAPlugin::Service {
+ public:
+  explicit PluginV1beta1(Plugin* v1) : v1_(v1) {}
+  grpc::Status NodePrepareResources(
+      grpc::ServerContext* context,
+      const ::k8s::io::kubelet::pkg::apis::dra::v1beta1::NodePrepareResourcesRequest* request,
+      ::k8s::io::kubelet::pkg::apis::dra::v1beta1::NodePrepareResourcesResponse* response)
+      override {
+    drapb::NodePrepareResourcesRequest in;
+    drapb::NodePrepareResourcesResponse out;
+    in.ParseFromString(request->SerializeAsString());
+    grpc::Status status = v1_->NodePrepareResources(context, &in, &out);
+    for (auto& [uid, claim] : *out.mutable_claims()) {
+      for (auto& device : *claim.mutable_devices()) device.clear_share_id();
+    }
+    response->ParseFromString(out.SerializeAsString());
+    return status;
+  }
+  grpc::Status NodeUnprepareResources(
+      grpc::ServerContext* context,
+      const ::k8s::io::kubelet::pkg::apis::dra::v1beta1::NodeUnprepareResourcesRequest* request,
+      ::k8s::io::kubelet::pkg::apis::dra::v1beta1::NodeUnprepareResourcesResponse* response)
+      override {
+    drapb::NodeUnprepareResourcesRequest in;
+    drapb::NodeUnprepareResourcesResponse out;
+    in.ParseFromString(request->SerializeAsString());
+    grpc::Status status = v1_->NodeUnprepareResources(context, &in, &out);
+    response->ParseFromString(out.SerializeAsString());
+    return status;
+  }
+
+ private:
+  Plugin* v1_;
 };
 
 class DraServer::Health final : public ::v1alpha1::DRAResourceHealth::Service {
@@ -167,12 +208,14 @@ Status DraServer::Start() {
   }
   registration_ = std::make_unique<Registration>(this);
   plugin_ = std::make_unique<Plugin>(this);
+  plugin_v1beta1_ = std::make_unique<PluginV1beta1>(plugin_.get());
   health_ = std::make_unique<Health>(this);
   // The plugin socket first: kubelet connects to it as soon as the registration socket appears.
   ::unlink(plugin_socket().c_str());
   grpc::ServerBuilder plugin_builder;
   plugin_builder.AddListeningPort("unix://" + plugin_socket(), grpc::InsecureServerCredentials());
   plugin_builder.RegisterService(plugin_.get());
+  plugin_builder.RegisterService(plugin_v1beta1_.get());
   plugin_builder.RegisterService(health_.get());
   plugin_server_ = plugin_builder.BuildAndStart();
   if (!plugin_server_) return Error{"cannot serve on " + Quote(plugin_socket())};

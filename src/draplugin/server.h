@@ -1,6 +1,7 @@
 // hami-dra-plugin's gRPC surface (docs/DRA.md "Kubelet gRPC"): the registration socket kubelet's
 // plugin watcher finds (<registrar dir>/<driver>-reg.sock), and the plugin socket
-// (<plugin dir>/dra.sock) serving v1.DRAPlugin over PreparedClaims and
+// (<plugin dir>/dra.sock) serving v1.DRAPlugin (and v1beta1.DRAPlugin for kubelet 1.32-1.33)
+// over PreparedClaims and
 // v1alpha1.DRAResourceHealth.NodeWatchResources with each GPU's health.
 #ifndef HAMI_DRAPLUGIN_SERVER_H_
 #define HAMI_DRAPLUGIN_SERVER_H_
@@ -68,6 +69,7 @@ class DraServer {
  private:
   class Registration;
   class Plugin;
+  class PluginV1beta1;
   class Health;
   friend class Registration;
   friend class Health;
@@ -78,6 +80,7 @@ class DraServer {
   GpuSource gpus_;
   std::unique_ptr<Registration> registration_;
   std::unique_ptr<Plugin> plugin_;
+  std::unique_ptr<PluginV1beta1> plugin_v1beta1_;
   std::unique_ptr<Health> health_;
   std::unique_ptr<grpc::Server> registration_server_;
   std::unique_ptr<grpc::Server> plugin_server_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include "dra/v1beta1/api.grpc.pb.h"
 #include "draplugin/dra_test_kubelet.h"
 
 namespace hami::draplugin {
@@ -122,6 +123,48 @@ TEST_F(DraServerTest, RegistersPreparesTwiceSurvivesARestartAndUnprepares) {
   EXPECT_FALSE(fs::exists(env_.hook_path + "/vgpu/claims/uid-1"));
   server->Stop();
   EXPECT_FALSE(fs::exists(options_.plugin_dir + "/dra.sock"));
+}
+
+// kubelet 1.32-1.33 speak v1beta1 only: the same answer without share_id.
+TEST_F(DraServerTest, Kubelet132GetsTheSameAnswerThroughV1beta1) {
+  PreparedClaims claims(dir_ + "/checkpoint.json", env_);
+  ASSERT_TRUE(claims.Load());
+  auto server = Serve(&claims);
+  DraTestKubelet kubelet;
+  auto reg = kubelet.Register(server->registration_socket());
+  ASSERT_TRUE(reg) << reg.error();
+  const auto& versions = reg->info.supported_versions();
+  EXPECT_EQ(std::vector<std::string>(versions.begin(), versions.end()),
+            (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
+                                      "v1alpha1.DRAResourceHealth"}));
+  namespace beta = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
+  auto stub = beta::DRAPlugin::NewStub(
+      grpc::CreateChannel("unix://" + server->plugin_socket(), grpc::InsecureChannelCredentials()));
+  beta::NodePrepareResourcesRequest request;
+  auto* c = request.add_claims();
+  c->set_namespace_("ml");
+  c->set_uid("uid-1");
+  c->set_name("c");
+  beta::NodePrepareResourcesResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(stub->NodePrepareResources(&context, request, &response).ok());
+  const auto& answer = response.claims().at("uid-1");
+  EXPECT_EQ(answer.error(), "");
+  ASSERT_EQ(answer.devices_size(), 1);
+  EXPECT_EQ(answer.devices(0).device_name(), "hami-gpu-1");
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), "hami-core-gpu.project-hami.io/claim=uid-1-s1");
+  // No v1 share_id left behind in the v1beta1 bytes.
+  ::k8s::io::kubelet::pkg::apis::dra::v1::Device as_v1;
+  ASSERT_TRUE(as_v1.ParseFromString(answer.devices(0).SerializeAsString()));
+  EXPECT_FALSE(as_v1.has_share_id());
+  beta::NodeUnprepareResourcesRequest undo;
+  *undo.add_claims() = *c;
+  beta::NodeUnprepareResourcesResponse undone;
+  grpc::ClientContext context2;
+  ASSERT_TRUE(stub->NodeUnprepareResources(&context2, undo, &undone).ok());
+  EXPECT_EQ(undone.claims().at("uid-1").error(), "");
+  EXPECT_EQ(claims.size(), 0u);
 }
 
 TEST_F(DraServerTest, ErrorsComeBackPerClaim) {
