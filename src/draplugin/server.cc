@@ -10,12 +10,29 @@
 #include "common/strings.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
+#include "drahealth/v1/api.grpc.pb.h"
 #include "drahealth/v1alpha1/api.grpc.pb.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace hami::draplugin {
 
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+// The two health APIs, as template arguments of DraServer::Health.
+struct DraServer::HealthV1alpha1 {
+  using DRAResourceHealth = ::v1alpha1::DRAResourceHealth;
+  using NodeWatchResourcesRequest = ::v1alpha1::NodeWatchResourcesRequest;
+  using NodeWatchResourcesResponse = ::v1alpha1::NodeWatchResourcesResponse;
+  static constexpr auto HEALTHY = ::v1alpha1::HEALTHY;
+  static constexpr auto UNHEALTHY = ::v1alpha1::UNHEALTHY;
+};
+struct DraServer::HealthV1 {
+  using DRAResourceHealth = ::v1::DRAResourceHealth;
+  using NodeWatchResourcesRequest = ::v1::NodeWatchResourcesRequest;
+  using NodeWatchResourcesResponse = ::v1::NodeWatchResourcesResponse;
+  static constexpr auto HEALTHY = ::v1::HEALTHY;
+  static constexpr auto UNHEALTHY = ::v1::UNHEALTHY;
+};
 
 Result<std::vector<PreparedDevice>> PrepareOne(const std::string& ns, const std::string& uid,
                                                const std::string& name, const ClaimGetter& get,
@@ -50,6 +67,7 @@ class DraServer::Registration final : public ::pluginregistration::Registration:
     info->add_supported_versions("v1.DRAPlugin");
     info->add_supported_versions("v1beta1.DRAPlugin");
     info->add_supported_versions("v1alpha1.DRAResourceHealth");
+    info->add_supported_versions("v1.DRAResourceHealth");
     return grpc::Status::OK;
   }
   grpc::Status NotifyRegistrationStatus(
@@ -145,35 +163,46 @@ class DraServer::PluginV1beta1 final
   Plugin* v1_;
 };
 
-class DraServer::Health final : public ::v1alpha1::DRAResourceHealth::Service {
+bool DraServer::NextHealth(grpc::ServerContext* context, uint64_t* sent, HealthState* state,
+                           int64_t* time) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // Woken by UpdateHealth and Stop; the timeout only notices a kubelet that went away.
+    cv_.wait_for(lock, std::chrono::seconds(1),
+                 [&] { return stopping_ || health_version_ != *sent; });
+    if (stopping_ || context->IsCancelled()) return false;
+    if (health_version_ == *sent) continue;
+    *sent = health_version_;
+    *state = health_state_;
+    *time = health_time_;
+    return true;
+  }
+}
+
+// NodeWatchResources of health API `Api` (v1alpha1 for kubelet 1.34-1.37, v1 for 1.38): each
+// GPU's health on subscribe and after every change, until kubelet cancels or the server stops.
+template <typename Api>
+class DraServer::Health final : public Api::DRAResourceHealth::Service {
  public:
   explicit Health(DraServer* server) : server_(server) {}
   grpc::Status NodeWatchResources(
-      grpc::ServerContext* context, const ::v1alpha1::NodeWatchResourcesRequest*,
-      grpc::ServerWriter<::v1alpha1::NodeWatchResourcesResponse>* writer) override {
+      grpc::ServerContext* context, const typename Api::NodeWatchResourcesRequest*,
+      grpc::ServerWriter<typename Api::NodeWatchResourcesResponse>* writer) override {
     uint64_t sent = 0;
-    for (;;) {
-      ::v1alpha1::NodeWatchResourcesResponse response;
-      {
-        std::unique_lock<std::mutex> lock(server_->mu_);
-        // Woken by UpdateHealth and Stop; the timeout only notices a kubelet that went away.
-        server_->cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-          return server_->stopping_ || server_->health_version_ != sent;
-        });
-        if (server_->stopping_) return grpc::Status::OK;
-        if (context->IsCancelled()) return grpc::Status::CANCELLED;
-        if (server_->health_version_ == sent) continue;
-        sent = server_->health_version_;
-        for (const auto& [device, healthy] : server_->health_state_) {
-          auto* h = response.add_devices();
-          h->mutable_device()->set_pool_name(server_->options_.node_name);
-          h->mutable_device()->set_device_name(device);
-          h->set_health(healthy ? ::v1alpha1::HEALTHY : ::v1alpha1::UNHEALTHY);
-          h->set_last_updated_time(server_->health_time_);
-        }
+    HealthState state;
+    int64_t time = 0;
+    while (server_->NextHealth(context, &sent, &state, &time)) {
+      typename Api::NodeWatchResourcesResponse response;
+      for (const auto& [device, healthy] : state) {
+        auto* h = response.add_devices();
+        h->mutable_device()->set_pool_name(server_->options_.node_name);
+        h->mutable_device()->set_device_name(device);
+        h->set_health(healthy ? Api::HEALTHY : Api::UNHEALTHY);
+        h->set_last_updated_time(time);
       }
       if (!writer->Write(response)) return grpc::Status::CANCELLED;
     }
+    return context->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
   }
 
  private:
@@ -209,7 +238,8 @@ Status DraServer::Start() {
   registration_ = std::make_unique<Registration>(this);
   plugin_ = std::make_unique<Plugin>(this);
   plugin_v1beta1_ = std::make_unique<PluginV1beta1>(plugin_.get());
-  health_ = std::make_unique<Health>(this);
+  health_ = std::make_unique<Health<HealthV1alpha1>>(this);
+  health_v1_ = std::make_unique<Health<HealthV1>>(this);
   // The plugin socket first: kubelet connects to it as soon as the registration socket appears.
   ::unlink(plugin_socket().c_str());
   grpc::ServerBuilder plugin_builder;
@@ -217,6 +247,7 @@ Status DraServer::Start() {
   plugin_builder.RegisterService(plugin_.get());
   plugin_builder.RegisterService(plugin_v1beta1_.get());
   plugin_builder.RegisterService(health_.get());
+  plugin_builder.RegisterService(health_v1_.get());
   plugin_server_ = plugin_builder.BuildAndStart();
   if (!plugin_server_) return Error{"cannot serve on " + Quote(plugin_socket())};
   ::unlink(registration_socket().c_str());

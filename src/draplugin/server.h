@@ -2,7 +2,7 @@
 // plugin watcher finds (<registrar dir>/<driver>-reg.sock), and the plugin socket
 // (<plugin dir>/dra.sock) serving v1.DRAPlugin (and v1beta1.DRAPlugin for kubelet 1.32-1.33)
 // over PreparedClaims and
-// v1alpha1.DRAResourceHealth.NodeWatchResources with each GPU's health.
+// DRAResourceHealth.NodeWatchResources (v1alpha1, and v1 for kubelet 1.38) with each GPU's health.
 #ifndef HAMI_DRAPLUGIN_SERVER_H_
 #define HAMI_DRAPLUGIN_SERVER_H_
 
@@ -20,7 +20,9 @@
 
 namespace grpc {
 class Server;
-}
+class ServerContext;
+class Service;
+}  // namespace grpc
 
 namespace hami::draplugin {
 
@@ -70,9 +72,14 @@ class DraServer {
   class Registration;
   class Plugin;
   class PluginV1beta1;
+  struct HealthV1alpha1;
+  struct HealthV1;
+  template <typename Api>
   class Health;
-  friend class Registration;
-  friend class Health;
+  using HealthState = std::vector<std::pair<std::string, bool>>;  // (device, healthy)
+  // Blocks until the health state's version differs from *sent (then copies it out, true) or the
+  // server stops or `context` is cancelled (false).
+  bool NextHealth(grpc::ServerContext* context, uint64_t* sent, HealthState* state, int64_t* time);
 
   ServerOptions options_;
   PreparedClaims* claims_;
@@ -81,7 +88,8 @@ class DraServer {
   std::unique_ptr<Registration> registration_;
   std::unique_ptr<Plugin> plugin_;
   std::unique_ptr<PluginV1beta1> plugin_v1beta1_;
-  std::unique_ptr<Health> health_;
+  std::unique_ptr<grpc::Service> health_;     // v1alpha1
+  std::unique_ptr<grpc::Service> health_v1_;  // v1 (kubelet 1.38)
   std::unique_ptr<grpc::Server> registration_server_;
   std::unique_ptr<grpc::Server> plugin_server_;
 
@@ -91,7 +99,7 @@ class DraServer {
   bool registered_ = false;
   std::string registration_error_;
   // (device name, healthy) of the last update, its version and time.
-  std::vector<std::pair<std::string, bool>> health_state_{};
+  HealthState health_state_{};
   uint64_t health_version_ = 0;
   int64_t health_time_ = 0;
 };

@@ -136,7 +136,7 @@ TEST_F(DraServerTest, Kubelet132GetsTheSameAnswerThroughV1beta1) {
   const auto& versions = reg->info.supported_versions();
   EXPECT_EQ(std::vector<std::string>(versions.begin(), versions.end()),
             (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
-                                      "v1alpha1.DRAResourceHealth"}));
+                                      "v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"}));
   namespace beta = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
   auto stub = beta::DRAPlugin::NewStub(
       grpc::CreateChannel("unix://" + server->plugin_socket(), grpc::InsecureChannelCredentials()));
@@ -209,8 +209,20 @@ TEST_F(DraServerTest, HealthStreamSendsEachChange) {
   EXPECT_EQ(msg.devices(1).health(), ::v1::UNHEALTHY);
   EXPECT_EQ(msg.devices(1).last_updated_time(), 1020);
   EXPECT_EQ(msg.devices(0).health(), ::v1::HEALTHY);
+  EXPECT_EQ(kubelet.registration().health_service, "v1.DRAResourceHealth");  // kubelet 1.38
+  // Kubelet 1.34-1.37 open v1alpha1: the same state.
+  DraTestKubelet old_kubelet;
+  auto reg = old_kubelet.Register(server->registration_socket(),
+                                  {.want_driver = "", .legacy_health = true});
+  ASSERT_TRUE(reg) << reg.error();
+  EXPECT_EQ(reg->health_service, "v1alpha1.DRAResourceHealth");
+  auto old_stream = old_kubelet.WatchHealth();
+  ASSERT_TRUE(old_stream) << old_stream.error();
+  ASSERT_TRUE((*old_stream)->Next(&msg));
+  EXPECT_EQ(msg.devices(1).health(), ::v1::UNHEALTHY);
   server->Stop();
   EXPECT_FALSE((*stream)->Next(&msg));
+  EXPECT_FALSE((*old_stream)->Next(&msg));
 }
 
 }  // namespace
