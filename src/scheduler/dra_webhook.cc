@@ -156,6 +156,28 @@ json Template(const std::string& name, const std::string& ns, const Shape& s,
           {"spec", {{"spec", {{"devices", devices}}}}}};
 }
 
+// `pod` with nvidia.com/gpu: <default_gpu_num> in the limits of each container that asks
+// memory or cores without a count, as the device-plugin mode's webhook adds it: the quota check
+// counts requests per GPU.
+json WithGpuCounts(json pod, const DraWebhookOptions& o) {
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!pod.contains("spec") || !pod["spec"].contains(list) || !pod["spec"][list].is_array()) {
+      continue;
+    }
+    for (json& ctr : pod["spec"][list]) {
+      if (!ctr.is_object() || ResourceValue(ctr, o.count_resource)) continue;
+      if (!ResourceValue(ctr, o.memory_resource) && !ResourceValue(ctr, o.cores_resource) &&
+          !ResourceValue(ctr, o.memory_percentage_resource)) {
+        continue;
+      }
+      json& limits = ctr["resources"]["limits"];
+      if (!limits.is_object()) limits = json::object();
+      limits[o.count_resource] = std::to_string(o.default_gpu_num);
+    }
+  }
+  return pod;
+}
+
 }  // namespace
 
 std::string DraTemplateName(int32_t count, int64_t memory_mib, int32_t cores,
@@ -230,7 +252,7 @@ Result<DraPlan> PlanDraAdmission(const json& pod, const std::string& ns,
 }
 
 HttpReply HandleDraAdmissionReview(std::string_view body, const DraWebhookOptions& options,
-                                   const EnsureTemplate& ensure) {
+                                   const EnsureTemplate& ensure, const FitsQuota& fits_quota) {
   auto reply = [](const std::string& api_version, const std::string& uid, json fields) {
     json response = {{"uid", uid}};
     for (auto& [k, v] : fields.items()) response[k] = v;
@@ -256,6 +278,15 @@ HttpReply HandleDraAdmissionReview(std::string_view body, const DraWebhookOption
   auto plan =
       PlanDraAdmission(request["object"], request.value("namespace", std::string()), options);
   if (!plan) return reply(api_version, uid, errored(400, plan.error()));
+  if (!plan->templates.empty() && fits_quota &&
+      !fits_quota(WithGpuCounts(request["object"], options),
+                  request.value("namespace", std::string()))) {
+    return reply(
+        api_version, uid,
+        json{{"allowed", false},
+             {"status",
+              {{"code", 403}, {"reason", "Forbidden"}, {"message", "exceeding resource quota"}}}});
+  }
   for (const json& t : plan->templates) {
     if (auto s = ensure(t); !s) return reply(api_version, uid, errored(500, s.error()));
   }

@@ -55,10 +55,16 @@ using EnsureTemplate = std::function<Status(const nlohmann::json& template_objec
 
 // POST /webhook in DRA mode: an AdmissionReview in, the reply in its version out. The templates
 // are ensured before the pod is allowed with the patch; a failure denies the pod with its reason
-// (code 500), so no pod refers to a template that does not exist. Undecodable reviews as in
+// (code 500), so no pod refers to a template that does not exist. A pod over its namespace's
+// quota on nvidia.com/gpumem or gpucores is denied "exceeding resource quota" first, as in
+// device-plugin mode (DRA's own quota counts claims, not memory). Undecodable reviews as in
 // HandleAdmissionReview.
+// Whether `pod` (as submitted, HAMi's resources still in it) fits its namespace's GPU quota
+// (webhook.h PodFitsQuota); empty: no check.
+using FitsQuota = std::function<bool(const nlohmann::json& pod, const std::string& ns)>;
+
 HttpReply HandleDraAdmissionReview(std::string_view body, const DraWebhookOptions& options,
-                                   const EnsureTemplate& ensure);
+                                   const EnsureTemplate& ensure, const FitsQuota& fits_quota = {});
 
 }  // namespace hami::scheduler
 

@@ -203,8 +203,13 @@ void Server::RouteApi(net::HttpServer& api) {
     auto start = std::chrono::steady_clock::now();
     if (options_.dra) {
       Reply(r,
-            HandleDraAdmissionReview(req.body, options_.dra_webhook,
-                                     [this](const json& t) { return EnsureClaimTemplate(t); }),
+            HandleDraAdmissionReview(
+                req.body, options_.dra_webhook,
+                [this](const json& t) { return EnsureClaimTemplate(t); },
+                [this](const json& pod, const std::string& ns) {
+                  return PodFitsQuota(registry_, pod, ns,
+                                      [this](const std::string& n) { return Quota(n); });
+                }),
             request_metrics_.webhook, start);
       return;
     }

@@ -93,10 +93,10 @@ std::string StringAt(const json& obj, const char* a, const char* b) {
   return y != x->end() && y->is_string() ? y->get<std::string>() : "";
 }
 
-// Quota pre-check (docs/protocol.md#webhook, step 7) over the mutated pod; true when it fits or
-// cannot be judged.
-bool QuotaFits(const device::Registry& registry, const json& pod, const std::string& ns,
-               const QuotaLookup& quota) {
+}  // namespace
+
+bool PodFitsQuota(const device::Registry& registry, const json& pod, const std::string& ns,
+                  const QuotaLookup& quota) {
   if (!quota) return true;
   Result<device::PodView> view = device::ParsePodView(pod);
   if (!view.ok()) return true;
@@ -128,8 +128,6 @@ bool QuotaFits(const device::Registry& registry, const json& pod, const std::str
   }
   return true;
 }
-
-}  // namespace
 
 HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& registry,
                                 const WebhookOptions& options, const QuotaLookup& quota) {
@@ -204,7 +202,7 @@ HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& r
         return Reply(200, api_version, uid, Denied("pod has node assigned"));
       }
     }
-    if (!QuotaFits(registry, pod, StringAt(review, "request", "namespace"), quota)) {
+    if (!PodFitsQuota(registry, pod, StringAt(review, "request", "namespace"), quota)) {
       return Reply(200, api_version, uid, Denied("exceeding resource quota"));
     }
   }

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "device/device.h"
 #include "device/quota.h"
 #include "scheduler/http_reply.h"
@@ -29,6 +31,11 @@ struct WebhookOptions {
 
 // The quota of a namespace (limits and usage), for the pre-check; may be empty.
 using QuotaLookup = std::function<device::NamespaceQuota(const std::string& namespace_name)>;
+
+// The quota pre-check (docs/protocol.md#webhook, step 7): true when `pod`'s device memory and
+// cores fit its namespace's quota (`ns` when the pod names none), or cannot be judged.
+bool PodFitsQuota(const device::Registry& registry, const nlohmann::json& pod,
+                  const std::string& ns, const QuotaLookup& quota);
 
 // Handles one POST /webhook body. `quota` may be empty (no quota check).
 HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& registry,

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include "device/config.h"
+#include "device/device.h"
 #include "k8s/base64.h"
 #include "scheduler/json_patch.h"
+#include "scheduler/webhook.h"
 
 namespace hami::scheduler {
 namespace {
@@ -172,6 +175,47 @@ TEST(DraWebhook, TheReviewEnsuresTemplatesBeforeAllowing) {
   EXPECT_FALSE(denied["response"].contains("patch"));
   HttpReply garbage = HandleDraAdmissionReview("{", {}, nullptr);
   EXPECT_EQ(json::parse(garbage.body)["response"]["status"]["code"], 400);
+}
+
+// ResourceQuota on nvidia.com/gpumem still holds in DRA mode (DRA's own quota counts claims).
+TEST(DraWebhook, AQuotaOnGpumemStillDenies) {
+  json review = {
+      {"apiVersion", "admission.k8s.io/v1"},
+      {"kind", "AdmissionReview"},
+      {"request",
+       {{"uid", "u1"}, {"namespace", "ml"}, {"object", Pod({{"nvidia.com/gpumem", "3000"}})}}}};
+  device::Registry registry = device::MakeRegistry(device::DefaultDeviceConfig());
+  QuotaLookup quota = [](const std::string&) {
+    device::NamespaceQuota q;
+    q["nvidia.com/gpumem"] = device::QuotaEntry{0, 2000, true};
+    return q;
+  };
+  bool ensured = false;
+  HttpReply r = HandleDraAdmissionReview(
+      review.dump(), {},
+      [&](const json&) -> Status {
+        ensured = true;
+        return OkStatus();
+      },
+      [&](const json& pod, const std::string& ns) {
+        return PodFitsQuota(registry, pod, ns, quota);
+      });
+  json resp = json::parse(r.body)["response"];
+  EXPECT_FALSE(resp["allowed"].get<bool>());
+  EXPECT_EQ(resp["status"]["message"], "exceeding resource quota");
+  EXPECT_FALSE(ensured);  // nothing created for a pod that is refused
+  // Within the quota: allowed.
+  QuotaLookup roomy = [](const std::string&) {
+    device::NamespaceQuota q;
+    q["nvidia.com/gpumem"] = device::QuotaEntry{0, 8000, true};
+    return q;
+  };
+  r = HandleDraAdmissionReview(
+      review.dump(), {}, [](const json&) { return OkStatus(); },
+      [&](const json& pod, const std::string& ns) {
+        return PodFitsQuota(registry, pod, ns, roomy);
+      });
+  EXPECT_TRUE(json::parse(r.body)["response"]["allowed"].get<bool>());
 }
 
 TEST(JsonPatchBuilder, RemoveRecordsOnlyWhatExists) {
