@@ -386,6 +386,8 @@ TEST_F(MonitorTest, CleanupRemovesWhatGonePodsLeftAfterTheResyncInterval) {
   EXPECT_TRUE(fs::exists(hook_ + "/limits/README"));
   clock.Advance(std::chrono::hours(1));
   EXPECT_EQ(monitor_->Cleanup(), 0);
+  monitor_->Stop();  // its threads read `clock`, which ends with this scope
+  monitor_.reset();
 }
 
 // Issue 20's cross-check: a container whose live slots use more than its limit gets one Warning

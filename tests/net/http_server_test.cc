@@ -77,6 +77,9 @@ class HttpServerTest : public ::testing::Test {
     return parked_.size();
   }
 
+  // Outlives server_ (declared first): the server reads it until TearDown stops it, after the
+  // test body's locals are gone (a FakeClock local to a test was read after its scope ended).
+  FakeClock clock_;
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
   Gate gate_;
@@ -343,9 +346,8 @@ TEST_F(HttpServerTest, OnePeerCannotTakeEverySlot) {
 
 // Once 3/4 of the slots are taken, a new connection has 2 s (not 90) to send its first byte.
 TEST_F(HttpServerTest, ACrowdedServerGivesSilentConnectionsLittleTime) {
-  FakeClock clock;
   HttpServerOptions o;
-  o.clock = &clock;
+  o.clock = &clock_;
   o.max_connections = 8;
   Start(o);
   std::vector<std::unique_ptr<RawClient>> silent;
@@ -353,7 +355,7 @@ TEST_F(HttpServerTest, ACrowdedServerGivesSilentConnectionsLittleTime) {
     silent.push_back(std::make_unique<RawClient>(port_));
     ASSERT_TRUE(WaitConnections(*server_, i + 1));
   }
-  clock.Advance(std::chrono::seconds(3));
+  clock_.Advance(std::chrono::seconds(3));
   server_->Wake();
   EXPECT_TRUE(silent[6]->WaitClosed()) << "the connection opened past 6 of 8";
   // The client can see the close before the server's count is updated: wait for it.
@@ -388,9 +390,8 @@ TEST_F(HttpServerTest, PendingBodiesShareOneBudget) {
 }
 
 TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
-  FakeClock clock;
   HttpServerOptions o;
-  o.clock = &clock;
+  o.clock = &clock_;
   Start(o);
   RawClient head(port_), body(port_), idle(port_);
   ASSERT_TRUE(head.Send("POST /echo HTTP/1.1\r\nX: 1"));
@@ -401,7 +402,7 @@ TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
   std::optional<Reply> head_reply, body_reply;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while ((!head_reply || !body_reply) && std::chrono::steady_clock::now() < until) {
-    clock.Advance(std::chrono::seconds(31));
+    clock_.Advance(std::chrono::seconds(31));
     server_->Wake();
     if (!head_reply) head_reply = head.Read(std::chrono::milliseconds(20));
     if (!body_reply) body_reply = body.Read(std::chrono::milliseconds(20));
@@ -412,7 +413,7 @@ TEST_F(HttpServerTest, DeadlinesFollowTheInjectedClock) {
   EXPECT_EQ(body_reply->status, 408);
   EXPECT_TRUE(head.WaitClosed());
   // The idle connection was closed too (no reply: it never started a request).
-  clock.Advance(std::chrono::seconds(91));
+  clock_.Advance(std::chrono::seconds(91));
   server_->Wake();
   EXPECT_TRUE(idle.WaitClosed());
 }
