@@ -99,8 +99,17 @@ Status Server::EnsureClaimTemplate(const json& claim_template) {
                                              true};
   const std::string ns = claim_template.value("/metadata/namespace"_json_pointer, std::string());
   const std::string name = claim_template.value("/metadata/name"_json_pointer, std::string());
+  const std::string key = ns + "/" + name;
+  {
+    std::lock_guard<std::mutex> lock(templates_mu_);
+    if (ensured_templates_.count(key) != 0) return OkStatus();  // no API call per admission
+  }
   auto created = client_.Create(kClaimTemplates, ns, claim_template);
-  if (created || k8s::IsAlreadyExists(created.error())) return OkStatus();
+  if (created || k8s::IsAlreadyExists(created.error())) {
+    std::lock_guard<std::mutex> lock(templates_mu_);
+    ensured_templates_.insert(key);
+    return OkStatus();
+  }
   return Error{"create resourceclaimtemplate " + ns + "/" + name + ": " +
                created.error().ToString()};
 }

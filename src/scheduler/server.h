@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -156,8 +157,11 @@ class Server {
   std::string Metrics();
   // The namespace's ResourceQuota limits (from the quota informer) and usage (from the index).
   device::NamespaceQuota Quota(const std::string& ns);
-  // DRA mode: creates a ResourceClaimTemplate unless it exists.
+  // DRA mode: creates a ResourceClaimTemplate unless this process already saw it exist (the
+  // names are their request shapes: one API call per shape and namespace, not per pod).
   Status EnsureClaimTemplate(const k8s::Json& claim_template);
+  std::mutex templates_mu_;
+  std::set<std::string> ensured_templates_;  // "<namespace>/<name>"
 
   k8s::Client& client_;
   device::DeviceConfig config_;
