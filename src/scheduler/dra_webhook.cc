@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "k8s/base64.h"
 #include "protocol/quantity.h"
+#include "scheduler/admission_review.h"
 #include "scheduler/json_patch.h"
 
 namespace hami::scheduler {
@@ -253,49 +254,23 @@ Result<DraPlan> PlanDraAdmission(const json& pod, const std::string& ns,
 
 HttpReply HandleDraAdmissionReview(std::string_view body, const DraWebhookOptions& options,
                                    const EnsureTemplate& ensure, const FitsQuota& fits_quota) {
-  auto reply = [](const std::string& api_version, const std::string& uid, json fields) {
-    json response = {{"uid", uid}};
-    for (auto& [k, v] : fields.items()) response[k] = v;
-    json review = {{"apiVersion", api_version.empty() ? "admission.k8s.io/v1" : api_version},
-                   {"kind", "AdmissionReview"},
-                   {"response", std::move(response)}};
-    return HttpReply{200, review.dump()};
-  };
-  auto errored = [](int code, const std::string& message) {
-    return json{{"allowed", false}, {"status", {{"code", code}, {"message", message}}}};
-  };
-  Result<json> parsed = ParseJson(body);
-  if (!parsed) return reply("", "", errored(400, "admission review: " + parsed.error()));
-  const json& review = *parsed;
-  const std::string api_version =
-      review.is_object() ? review.value("apiVersion", std::string()) : std::string();
-  const json request = review.is_object() ? review.value("request", json()) : json();
-  const std::string uid = request.is_object() ? request.value("uid", std::string()) : "";
-  if (!request.is_object() || !request.contains("object") || !request["object"].is_object()) {
-    return reply(api_version, uid,
-                 errored(400, "admission review: want an object with request.object"));
-  }
-  auto plan =
-      PlanDraAdmission(request["object"], request.value("namespace", std::string()), options);
-  if (!plan) return reply(api_version, uid, errored(400, plan.error()));
+  AdmissionEnvelope review = ReadAdmissionReview(body);
+  if (!review.error.empty()) return AdmissionReply(review, AdmissionErrored(400, review.error));
+  auto plan = PlanDraAdmission(review.object, review.ns, options);
+  if (!plan) return AdmissionReply(review, AdmissionErrored(400, plan.error()));
   if (!plan->templates.empty() && fits_quota &&
-      !fits_quota(WithGpuCounts(request["object"], options),
-                  request.value("namespace", std::string()))) {
-    return reply(
-        api_version, uid,
-        json{{"allowed", false},
-             {"status",
-              {{"code", 403}, {"reason", "Forbidden"}, {"message", "exceeding resource quota"}}}});
+      !fits_quota(WithGpuCounts(review.object, options), review.ns)) {
+    return AdmissionReply(review, AdmissionDenied("exceeding resource quota"));
   }
   for (const json& t : plan->templates) {
-    if (auto s = ensure(t); !s) return reply(api_version, uid, errored(500, s.error()));
+    if (auto s = ensure(t); !s) return AdmissionReply(review, AdmissionErrored(500, s.error()));
   }
-  json fields = {{"allowed", true}, {"status", {{"code", 200}}}};
+  json fields = AdmissionAllowed("");
   if (!plan->patch.empty()) {
     fields["patch"] = k8s::Base64Encode(plan->patch.dump());
     fields["patchType"] = "JSONPatch";
   }
-  return reply(api_version, uid, std::move(fields));
+  return AdmissionReply(review, std::move(fields));
 }
 
 }  // namespace hami::scheduler

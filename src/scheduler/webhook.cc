@@ -12,38 +12,13 @@
 #include "device/pod_view.h"
 #include "device/schedule.h"
 #include "k8s/base64.h"
+#include "scheduler/admission_review.h"
 #include "scheduler/json_patch.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
-
-// The reply envelope in the review's own version.
-HttpReply Reply(int http_status, const std::string& api_version, const std::string& uid,
-                json response_fields) {
-  json response = {{"uid", uid}};
-  for (auto& [k, v] : response_fields.items()) response[k] = v;
-  json review = {{"apiVersion", api_version.empty() ? "admission.k8s.io/v1" : api_version},
-                 {"kind", "AdmissionReview"},
-                 {"response", std::move(response)}};
-  return HttpReply{http_status, review.dump()};
-}
-
-json Denied(const std::string& message) {
-  return {{"allowed", false},
-          {"status", {{"code", 403}, {"reason", "Forbidden"}, {"message", message}}}};
-}
-
-json Allowed(const std::string& message) {
-  json status = {{"code", 200}};
-  if (!message.empty()) status["message"] = message;
-  return {{"allowed", true}, {"status", status}};
-}
-
-json Errored(int code, const std::string& message) {
-  return {{"allowed", false}, {"status", {{"code", code}, {"message", message}}}};
-}
 
 // The edits a backend makes to one container, recorded as JSON Patch operations.
 class PatchEdit final : public device::AdmissionEdit {
@@ -131,44 +106,21 @@ bool PodFitsQuota(const device::Registry& registry, const json& pod, const std::
 
 HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& registry,
                                 const WebhookOptions& options, const QuotaLookup& quota) {
-  // A review that cannot be read is answered as webhook servers (controller-runtime) do: HTTP 200
-  // with an AdmissionReview whose status carries code 400, so kube-apiserver logs the reason.
-  // Without a readable request.uid the reply's uid is "": kube-apiserver rejects a uid that does
-  // not match its request and applies the webhook's failurePolicy (docs/INPUT_LIMITS.md).
-  Result<json> parsed = ParseJson(body);
-  if (!parsed) return Reply(200, "", "", Errored(400, "admission review: " + parsed.error()));
-  json& review = *parsed;
-  std::string api_version =
-      review.is_object() && review.contains("apiVersion") && review["apiVersion"].is_string()
-          ? review["apiVersion"].get<std::string>()
-          : "";
-  const json* request_field =
-      review.is_object() && review.contains("request") && review["request"].is_object()
-          ? &review["request"]
-          : nullptr;
-  std::string uid =
-      request_field && request_field->contains("uid") && (*request_field)["uid"].is_string()
-          ? (*request_field)["uid"].get<std::string>()
-          : "";
-  if (!request_field || !request_field->contains("object") ||
-      !(*request_field)["object"].is_object()) {
-    return Reply(200, api_version, uid,
-                 Errored(400, "admission review: want an object with request.object"));
-  }
-  const json& request = *request_field;
-  json pod = request["object"];
+  AdmissionEnvelope review = ReadAdmissionReview(body);
+  if (!review.error.empty()) return AdmissionReply(review, AdmissionErrored(400, review.error));
+  json& pod = review.object;
   const json* spec = pod.contains("spec") && pod["spec"].is_object() ? &pod["spec"] : nullptr;
   auto list_size = [&](const char* list) -> size_t {
     if (!spec || !spec->contains(list) || !(*spec)[list].is_array()) return 0;
     return (*spec)[list].size();
   };
   if (list_size("containers") == 0)
-    return Reply(200, api_version, uid, Denied("pod has no containers"));
+    return AdmissionReply(review, AdmissionDenied("pod has no containers"));
   std::string current = StringAt(pod, "spec", "schedulerName");
   if (!current.empty() &&
       (current != "default-scheduler" || !options.force_overwrite_default_scheduler) &&
       (options.scheduler_name.empty() || current != options.scheduler_name)) {
-    return Reply(200, api_version, uid, Allowed("pod already has different scheduler assigned"));
+    return AdmissionReply(review, AdmissionAllowed("pod already has different scheduler assigned"));
   }
   JsonPatchBuilder patch(&pod);
   bool found = false;
@@ -180,7 +132,7 @@ HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& r
       PatchEdit edit(&pod, &patch, list, i);
       for (const device::Device* backend : backends) {
         Result<bool> asks = backend->MutateAdmission(edit);
-        if (!asks) return Reply(200, api_version, uid, Errored(500, asks.error()));
+        if (!asks) return AdmissionReply(review, AdmissionErrored(500, asks.error()));
         found = found || *asks;
       }
     }
@@ -192,26 +144,26 @@ HttpReply HandleAdmissionReview(std::string_view body, const device::Registry& r
         if (ctr.is_object() && Privileged(ctr)) {
           std::string name =
               ctr.contains("name") && ctr["name"].is_string() ? ctr["name"].get<std::string>() : "";
-          return Reply(200, api_version, uid, Denied("container " + name + " is privileged"));
+          return AdmissionReply(review, AdmissionDenied("container " + name + " is privileged"));
         }
       }
     }
     if (!options.scheduler_name.empty()) {
       patch.Set({PathStep::Key("spec"), PathStep::Key("schedulerName")}, options.scheduler_name);
       if (!StringAt(pod, "spec", "nodeName").empty()) {
-        return Reply(200, api_version, uid, Denied("pod has node assigned"));
+        return AdmissionReply(review, AdmissionDenied("pod has node assigned"));
       }
     }
-    if (!PodFitsQuota(registry, pod, StringAt(review, "request", "namespace"), quota)) {
-      return Reply(200, api_version, uid, Denied("exceeding resource quota"));
+    if (!PodFitsQuota(registry, pod, review.ns, quota)) {
+      return AdmissionReply(review, AdmissionDenied("exceeding resource quota"));
     }
   }
-  json fields = Allowed("");
+  json fields = AdmissionAllowed("");
   if (!patch.Empty()) {
     fields["patch"] = k8s::Base64Encode(patch.Ops().dump());
     fields["patchType"] = "JSONPatch";
   }
-  return Reply(200, api_version, uid, std::move(fields));
+  return AdmissionReply(review, std::move(fields));
 }
 
 }  // namespace hami::scheduler

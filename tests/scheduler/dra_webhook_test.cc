@@ -177,6 +177,27 @@ TEST(DraWebhook, TheReviewEnsuresTemplatesBeforeAllowing) {
   EXPECT_EQ(json::parse(garbage.body)["response"]["status"]["code"], 400);
 }
 
+// The envelope's fields of the wrong type (a number for apiVersion, uid or namespace) are read as
+// absent: the json library's value() threw on them and took the webhook down with the request.
+TEST(DraWebhook, EnvelopeFieldsOfTheWrongTypeAreAbsentNotAThrow) {
+  for (const char* body :
+       {R"({"apiVersion":5,"request":{"uid":"u","object":{"spec":{"containers":[]}}}})",
+        R"({"apiVersion":"admission.k8s.io/v1","request":{"uid":7,"namespace":[1],"object":{}}})",
+        R"({"request":{"uid":"u","namespace":{},"object":[]}})"}) {
+    HttpReply r = HandleDraAdmissionReview(body, {}, nullptr);
+    EXPECT_EQ(r.status, 200) << body;
+    json answer = json::parse(r.body);
+    EXPECT_EQ(answer["apiVersion"], "admission.k8s.io/v1") << body;
+    EXPECT_TRUE(answer["response"]["uid"].is_string()) << body;
+  }
+  HttpReply r = HandleDraAdmissionReview(
+      R"({"apiVersion":5,"request":{"uid":7,"object":{"spec":{"containers":[]}}}})", {}, nullptr);
+  json answer = json::parse(r.body);
+  EXPECT_EQ(answer["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(answer["response"]["uid"], "");
+  EXPECT_EQ(answer["response"]["allowed"], true);
+}
+
 // ResourceQuota on nvidia.com/gpumem still holds in DRA mode (DRA's own quota counts claims).
 TEST(DraWebhook, AQuotaOnGpumemStillDenies) {
   json review = {
