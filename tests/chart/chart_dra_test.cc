@@ -204,6 +204,22 @@ TEST_F(ChartTest, DraModeSwitchesTheWebhookAndLetsItMakeClaimTemplates) {
   EXPECT_EQ(std::count(rules.begin(), rules.end(), templates), 1);
 }
 
+// DRA mode has no extender: the cluster's kube-scheduler allocates claims, so the scheduler pod
+// runs hami-scheduler (the webhook) without its own kube-scheduler and extender config.
+TEST_F(ChartTest, DraModeDeploysNoKubeSchedulerWithTheExtender) {
+  const Rendered off = RenderChecked();
+  EXPECT_TRUE(off.Container("Deployment", "hami-scheduler", "kube-scheduler"));
+  EXPECT_TRUE(off.Get("ConfigMap", "hami-scheduler"));
+  const Rendered on = RenderChecked("--set dra.enabled=true");
+  EXPECT_FALSE(on.Container("Deployment", "hami-scheduler", "kube-scheduler"));
+  EXPECT_TRUE(on.Container("Deployment", "hami-scheduler", "vgpu-scheduler-extender"));
+  EXPECT_FALSE(on.Get("ConfigMap", "hami-scheduler"));  // the KubeSchedulerConfiguration
+  EXPECT_TRUE(on.Get("ConfigMap", "hami-scheduler-device"));
+  const YAML::Node volumes =
+      on.Get("Deployment", "hami-scheduler")["spec"]["template"]["spec"]["volumes"];
+  for (const auto& v : volumes) EXPECT_NE(v["name"].as<std::string>(), "scheduler-config");
+}
+
 TEST_F(ChartTest, DraDeviceClassSelectsTheDriverWithAnOptionalExtendedResource) {
   const Rendered r = RenderChecked("--set dra.enabled=true");
   const YAML::Node dc = r.Get("DeviceClass", "hami-core-gpu.project-hami.io");

@@ -39,6 +39,15 @@ when a HAMi release is replaced by this chart.
 {{- printf "%s-dra-plugin" (include "hami-vgpu.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+Whether the scheduler pod runs its own kube-scheduler with hami-scheduler as extender: not in DRA
+mode, where the cluster's kube-scheduler allocates claims itself (docs/DRA.md "Deploying").
+Renders "true" or "".
+*/}}
+{{- define "hami.kubeScheduler.enabled" -}}
+{{- if and .Values.scheduler.kubeScheduler.enabled (not .Values.dra.enabled) -}}true{{- end -}}
+{{- end -}}
+
 {{/* The webhook certificate's Secret (kubernetes.io/tls: ca.crt, tls.crt, tls.key). */}}
 {{- define "hami-vgpu.scheduler.tls" -}}
 {{- printf "%s-scheduler-tls" (include "hami-vgpu.fullname" .) | trunc 63 | trimSuffix "-" -}}
