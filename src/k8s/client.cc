@@ -47,6 +47,10 @@ const Resource kResourceQuotas{"", "v1", "resourcequotas", true};
 const Resource kServices{"", "v1", "services", true};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", true};
 const Resource kEventsV1{"events.k8s.io", "v1", "events", true};
+const Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", false};
+const Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
+const Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
+const Resource kResourceClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
 }  // namespace resources
 
 std::string QueryEscape(std::string_view s) {

@@ -47,6 +47,11 @@ extern const Resource kResourceQuotas;
 extern const Resource kServices;
 extern const Resource kLeases;    // coordination.k8s.io/v1
 extern const Resource kEventsV1;  // events.k8s.io/v1
+// resource.k8s.io/v1 (DRA, docs/DRA.md).
+extern const Resource kDeviceClasses;
+extern const Resource kResourceSlices;
+extern const Resource kResourceClaims;
+extern const Resource kResourceClaimTemplates;
 }  // namespace resources
 
 struct ListOptions {

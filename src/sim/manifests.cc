@@ -4,52 +4,15 @@
 
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "common/strings.h"
+#include "sim/yaml_json.h"
 
 namespace hami::sim {
 namespace {
 
 using nlohmann::json;
-
-// A plain (unquoted) scalar under the YAML 1.2 core schema.
-json PlainScalar(const std::string& s) {
-  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(s, kInt)) {
-    if (auto v = ParseInt64(s[0] == '+' ? s.substr(1) : s)) return *v;
-    return s;
-  }
-  if (std::regex_match(s, kFloat)) return std::stod(s);
-  return s;
-}
-
-json ToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
-    case YAML::NodeType::Scalar:
-      // yaml-cpp tags quoted and block scalars "!": they are strings whatever they spell.
-      return node.Tag() == "!" ? json(node.Scalar()) : PlainScalar(node.Scalar());
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const YAML::Node& item : node) out.push_back(ToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = ToJson(kv.second);
-      return out;
-    }
-  }
-  return nullptr;
-}
 
 std::string StringAt(const json& obj, std::initializer_list<const char*> path) {
   const json* cur = &obj;
@@ -117,7 +80,7 @@ Result<ManifestRbac> ParseManifests(std::string_view yaml_text, const std::strin
   for (size_t i = 0; i < docs.size(); ++i) {
     json obj;
     try {
-      obj = ToJson(docs[i]);
+      obj = YamlToJson(docs[i]);
     } catch (const YAML::Exception& e) {
       return Error{"manifests: document " + std::to_string(i + 1) + ": " + e.what()};
     }

@@ -1,6 +1,7 @@
 #include "sim/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "k8s/object.h"
 #include "protocol/mig_allocations.h"
+#include "protocol/quantity.h"
 
 namespace hami::sim {
 namespace {
@@ -32,7 +35,7 @@ LatencyStats Stats(const std::vector<double>& samples) {
 }
 
 // The state and, when not running, the reason a newcomer should read.
-void Classify(const PodObservation& p, PodReport* r) {
+void Classify(const PodObservation& p, const std::string& ours, PodReport* r) {
   if (p.denied) {
     r->state = PodState::kDenied;
     r->reason = "admission webhook denied it: " + p.message;
@@ -41,8 +44,9 @@ void Classify(const PodObservation& p, PodReport* r) {
     r->reason = "not created: " + p.message;
   } else if (p.phase == "Running") {
     r->state = PodState::kRunning;
-  } else if (p.phase == "Succeeded") {
+  } else if (p.phase == "Succeeded" || p.deleted) {
     r->state = PodState::kSucceeded;
+    if (p.deleted) r->reason = "deleted after it ran (deleteAfter)";
   } else if (p.phase == "Failed") {
     r->state = PodState::kFailed;
     r->reason = p.message.empty() ? "the kubelet failed it" : p.message;
@@ -50,10 +54,10 @@ void Classify(const PodObservation& p, PodReport* r) {
     r->state = PodState::kPending;
     r->reason = "bound to " + p.node + ", not running yet (bind-phase " +
                 (p.bind_phase.empty() ? "unset" : p.bind_phase) + ")";
-  } else if (p.scheduler_name != kOurs) {
+  } else if (p.scheduler_name != ours) {
     r->state = PodState::kPending;
-    r->reason = "schedulerName " + Quote(p.scheduler_name) +
-                " is not hami-scheduler (no GPU request?); the simulation schedules only ours";
+    r->reason = "schedulerName " + Quote(p.scheduler_name) + " is not " + ours +
+                " (no GPU request?); the simulation schedules only ours";
   } else if (p.attempts > 0) {
     r->state = PodState::kUnschedulable;
     r->reason = p.last_failure.empty() ? "no node fits" : p.last_failure;
@@ -194,7 +198,187 @@ int Accumulate(const PodObservation& p, PodReport* r, std::vector<GpuReport>* gp
   return unknown;
 }
 
+// "hami-gpu-3" or "hami-gpu-3-mig-1g-10gb-0" -> 3; -1 for another name.
+int DraDeviceMinor(const std::string& device) {
+  static constexpr std::string_view kPrefix = "hami-gpu-";
+  if (device.rfind(kPrefix, 0) != 0) return -1;
+  size_t end = kPrefix.size();
+  while (end < device.size() && std::isdigit(static_cast<unsigned char>(device[end]))) ++end;
+  if (end == kPrefix.size() || (end < device.size() && device[end] != '-')) return -1;
+  auto v = ParseInt64(device.substr(kPrefix.size(), end - kPrefix.size()));
+  return v && *v < (1 << 20) ? static_cast<int>(*v) : -1;
+}
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+// The DRA shares onto their GPUs (node + minor = the GPU's index on the node); returns how many
+// name no GPU of the run.
+int AccumulateDra(const DraObservation& dra, std::vector<GpuReport>* gpus) {
+  std::map<std::pair<std::string, int>, size_t> by_minor;
+  std::map<std::string, int> next;  // node -> index of its next GPU
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    by_minor.emplace(std::make_pair((*gpus)[i].node, next[(*gpus)[i].node]++), i);
+  }
+  int unknown = 0;
+  for (const DraShareObservation& s : dra.shares) {
+    auto it = by_minor.find({s.node, DraDeviceMinor(s.device)});
+    if (it == by_minor.end()) {
+      ++unknown;
+      continue;
+    }
+    GpuReport& g = (*gpus)[it->second];
+    const bool mig = s.device.find("-mig-") != std::string::npos;
+    GpuReport::DraShare share{s.claim, s.device, s.share_id, s.pods, 0, 0};
+    share.memory_mib = s.memory_bytes < 0 ? g.memory_limit_mib : (s.memory_bytes + kMiB - 1) / kMiB;
+    share.cores = s.cores < 0 ? g.cores_limit : s.cores;
+    if (!mig) {  // a MIG device's capacity is its own slice of the GPU, not a share of it
+      g.used_memory_mib += share.memory_mib;
+      g.used_cores += share.cores;
+      ++g.used_slots;
+    }
+    for (const std::string& pod : s.pods) {
+      if (std::find(g.pods.begin(), g.pods.end(), pod) == g.pods.end()) g.pods.push_back(pod);
+    }
+    g.dra_shares.push_back(std::move(share));
+  }
+  return unknown;
+}
+
+// Each running container with exactly one claim: its CUDA_DEVICE_MEMORY_LIMIT_<i> and
+// CUDA_DEVICE_SM_LIMIT_<i> must be what hami-dra-plugin derives from the claim's consumed
+// capacity: per GPU the sum of the claim's shares on it (capped at the GPU), in GPU order, and
+// no limit at all when the claim holds whole GPUs only.
+void CheckDraEnvs(const ReportInput& in, const std::vector<GpuReport>& gpus, Report* out) {
+  std::map<std::string, std::map<std::pair<std::string, int>, std::pair<int64_t, int64_t>>>
+      per_claim;  // claim -> (node, minor) -> (MiB, cores)
+  std::map<std::pair<std::string, int>, const GpuReport*> gpu_at;
+  std::map<std::string, int> next;
+  for (const GpuReport& g : gpus) gpu_at.emplace(std::make_pair(g.node, next[g.node]++), &g);
+  for (const DraShareObservation& s : in.dra_claims.shares) {
+    if (s.device.find("-mig-") != std::string::npos) continue;
+    const std::pair<std::string, int> key{s.node, DraDeviceMinor(s.device)};
+    auto g = gpu_at.find(key);
+    if (g == gpu_at.end()) continue;
+    auto& [mib, cores] = per_claim[s.claim][key];
+    mib = std::min(g->second->memory_limit_mib,
+                   mib + (s.memory_bytes < 0 ? g->second->memory_limit_mib
+                                             : (s.memory_bytes + kMiB - 1) / kMiB));
+    cores = std::min<int64_t>(100, cores + (s.cores < 0 ? 100 : s.cores));
+  }
+  for (const PodObservation& p : in.pods) {
+    if (!p.running || p.phase != "Running") continue;
+    for (size_t c = 0; c < p.container_claims.size() && c < p.container_envs.size(); ++c) {
+      if (p.container_claims[c].size() != 1) continue;
+      auto claim = per_claim.find(p.container_claims[c][0]);
+      if (claim == per_claim.end()) continue;
+      bool whole = true;
+      std::map<std::string, std::string> want;
+      int i = 0;
+      for (const auto& [key, limits] : claim->second) {  // (node, minor) order = CUDA order
+        const GpuReport* g = gpu_at.at(key);
+        whole = whole && limits.first >= g->memory_limit_mib && limits.second >= 100;
+        want["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(limits.first) + "m";
+        want["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(limits.second);
+        ++i;
+      }
+      if (whole) want.clear();
+      std::map<std::string, std::string> have;
+      for (const auto& [k, v] : p.container_envs[c]) {
+        if (k.rfind("CUDA_DEVICE_MEMORY_LIMIT_", 0) == 0 ||
+            k.rfind("CUDA_DEVICE_SM_LIMIT_", 0) == 0) {
+          have[k] = v;
+        }
+      }
+      ++out->dra_env_checked;
+      if (have == want) continue;
+      ++out->dra_env_mismatches;
+      std::vector<std::string> diff;
+      for (const auto& [k, v] : want) {
+        auto h = have.find(k);
+        if (h == have.end() || h->second != v) {
+          diff.push_back(k + " = " + (h == have.end() ? "(unset)" : h->second) + ", want " + v);
+        }
+      }
+      for (const auto& [k, v] : have) {
+        if (!want.count(k)) diff.push_back(k + " = " + v + ", want (unset)");
+      }
+      out->dra_env_mismatch.push_back(p.ns + "/" + p.name + " container " + std::to_string(c) +
+                                      ": " + Join(diff, "; "));
+    }
+  }
+}
+
 }  // namespace
+
+namespace {
+
+// The value at `path` (object keys) in `obj`, or null when a step is missing.
+const nlohmann::json* At(const nlohmann::json& obj, std::initializer_list<const char*> path) {
+  const nlohmann::json* cur = &obj;
+  for (const char* key : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(key);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+}  // namespace
+
+DraObservation ObserveDraClaims(const std::vector<nlohmann::json>& claims,
+                                const std::set<std::string>& live_pod_uids) {
+  using nlohmann::json;
+  DraObservation out;
+  for (const json& claim : claims) {
+    if (!claim.is_object()) continue;
+    ++out.claims_total;
+    const std::string key = k8s::FieldString(claim, "metadata.namespace") + "/" +
+                            k8s::FieldString(claim, "metadata.name");
+    const json* owners = At(claim, {"metadata", "ownerReferences"});
+    for (size_t i = 0; owners && owners->is_array() && i < owners->size(); ++i) {
+      const json& o = (*owners)[i];
+      if (!o.is_object()) continue;
+      if (o.value("kind", "") == "Pod" && !live_pod_uids.count(o.value("uid", ""))) {
+        out.orphaned.push_back(key);
+        break;
+      }
+    }
+    const json* results = At(claim, {"status", "allocation", "devices", "results"});
+    if (!results || !results->is_array()) continue;
+    ++out.claims_allocated;
+    std::vector<std::string> pods;
+    if (const json* rf = At(claim, {"status", "reservedFor"}); rf && rf->is_array()) {
+      for (const json& r : *rf) {
+        if (!r.is_object()) continue;
+        pods.push_back(k8s::FieldString(claim, "metadata.namespace") + "/" + r.value("name", ""));
+      }
+    }
+    for (const json& r : *results) {
+      if (!r.is_object()) continue;
+      DraShareObservation s;
+      s.claim = key;
+      s.node = r.value("pool", "");
+      s.device = r.value("device", "");
+      s.request = r.value("request", "");
+      s.share_id = r.value("shareID", "");
+      s.pods = pods;
+      auto quantity = [&](const char* name) -> int64_t {
+        auto it = r.find("consumedCapacity");
+        if (it == r.end() || !it->is_object() || !it->contains(name) || !(*it)[name].is_string()) {
+          return -1;
+        }
+        auto q = protocol::ParseQuantity((*it)[name].get<std::string>());
+        if (!q) return -1;
+        return protocol::ExactScaledValue(*q, 0).value_or(-1);
+      };
+      s.memory_bytes = quantity("memory");
+      s.cores = quantity("cores");
+      out.shares.push_back(std::move(s));
+    }
+  }
+  return out;
+}
 
 const char* PodStateName(PodState state) {
   switch (state) {
@@ -242,7 +426,8 @@ Report BuildReport(const ReportInput& in) {
     r.node = p.node;
     r.bind_phase = p.bind_phase;
     r.attempts = p.attempts;
-    Classify(p, &r);
+    Classify(p, in.dra ? "default-scheduler" : kOurs, &r);
+    if (p.deleted) ++out.pods_deleted;
     out.unknown_device_allocations += Accumulate(p, &r, &out.gpus, by_uuid);
     AccumulateMig(p, r, &out.gpus, by_uuid);
     if (p.created && p.bound) r.schedule_ms = Ms(p.created_at, p.bound_at);
@@ -270,6 +455,15 @@ Report BuildReport(const ReportInput& in) {
   out.faults_injected = in.faults_injected;
   out.pods_recreated = in.pods_recreated;
   out.pods_total = static_cast<int>(in.pods.size());
+  if (in.dra) {
+    out.dra = true;
+    out.unknown_device_allocations += AccumulateDra(in.dra_claims, &out.gpus);
+    out.dra_claims_total = in.dra_claims.claims_total;
+    out.dra_claims_allocated = in.dra_claims.claims_allocated;
+    out.dra_orphaned = in.dra_claims.orphaned;
+    out.dra_claims_orphaned = static_cast<int>(out.dra_orphaned.size());
+    CheckDraEnvs(in, out.gpus, &out);
+  }
   for (GpuReport& g : out.gpus) {
     CheckOvercommit(&g);
     if (!g.overcommit.empty()) ++out.overcommitted_devices;
@@ -320,6 +514,7 @@ nlohmann::json ReportToJson(const Report& r) {
             {"pods_total", r.pods_total},
             {"pods_running", r.pods_running},
             {"pods_succeeded", r.pods_succeeded},
+            {"pods_deleted", r.pods_deleted},
             {"pods_failed", r.pods_failed},
             {"pods_unschedulable", r.pods_unschedulable},
             {"pods_denied", r.pods_denied},
@@ -414,6 +609,28 @@ nlohmann::json ReportToJson(const Report& r) {
   }
   j["pods"] = std::move(pods);
   j["gpus"] = std::move(gpus);
+  if (r.dra) {
+    j["dra"] = true;
+    j["dra_claims_total"] = r.dra_claims_total;
+    j["dra_claims_allocated"] = r.dra_claims_allocated;
+    j["dra_claims_orphaned"] = r.dra_claims_orphaned;
+    j["dra_orphaned"] = r.dra_orphaned;
+    j["dra_env_checked"] = r.dra_env_checked;
+    j["dra_env_mismatches"] = r.dra_env_mismatches;
+    j["dra_env_mismatch"] = r.dra_env_mismatch;
+    for (size_t i = 0; i < r.gpus.size(); ++i) {
+      json shares = json::array();
+      for (const GpuReport::DraShare& s : r.gpus[i].dra_shares) {
+        shares.push_back({{"claim", s.claim},
+                          {"device", s.device},
+                          {"share_id", s.share_id},
+                          {"pods", s.pods},
+                          {"memory_mib", s.memory_mib},
+                          {"cores", s.cores}});
+      }
+      j["gpus"][i]["dra_shares"] = std::move(shares);
+    }
+  }
   return j;
 }
 
@@ -526,6 +743,33 @@ class TextWriter {
     }
     out_ << Table(rows) << More(total);
     MigInstances();
+    DraShares();
+  }
+
+  // DRA mode: each GPU's shares, the claim and pods holding each.
+  void DraShares() {
+    if (!r_.dra) return;
+    std::vector<std::vector<std::string>> rows;
+    size_t total = 0;
+    for (const GpuReport& g : r_.gpus) {
+      for (const GpuReport::DraShare& s : g.dra_shares) {
+        if (++total > kMaxRows) continue;
+        rows.push_back({g.node, s.device, s.claim, std::to_string(s.memory_mib) + " MiB",
+                        std::to_string(s.cores) + "%", Join(s.pods, ",")});
+      }
+    }
+    out_ << "DRA shares (device, the claim, what it consumes, the pods it is reserved for): "
+         << r_.dra_claims_allocated << " of " << r_.dra_claims_total << " claims allocated, "
+         << r_.dra_claims_orphaned
+         << " orphaned (claims whose pod is gone; there should never be one), "
+         << r_.dra_env_mismatches << " of " << r_.dra_env_checked
+         << " containers with limits other than their claim's.\n";
+    if (total == 0) {
+      out_ << "  (no share allocated)\n";
+      return;
+    }
+    out_ << Table(rows) << More(total);
+    for (const std::string& m : r_.dra_env_mismatch) out_ << "  limits differ: " << m << "\n";
   }
 
   // The instances of each GPU in MIG mode: profile@start+size and the pod holding it.
@@ -573,9 +817,11 @@ class TextWriter {
             "one\n"
             "POST /filter round trip as the kube-scheduler loop saw it (every attempt).\n";
     out_ << "  pods: " << r_.pods_total << " total, " << r_.pods_running << " running, "
-         << r_.pods_succeeded << " succeeded, " << r_.pods_unschedulable << " unschedulable, "
-         << r_.pods_denied << " denied, " << r_.pods_failed << " failed, " << r_.pods_pending
-         << " pending (" << r_.pods_allocating << " left in bind-phase allocating)\n";
+         << r_.pods_succeeded << " succeeded"
+         << (r_.pods_deleted ? " (" + std::to_string(r_.pods_deleted) + " deleted after)" : "")
+         << ", " << r_.pods_unschedulable << " unschedulable, " << r_.pods_denied << " denied, "
+         << r_.pods_failed << " failed, " << r_.pods_pending << " pending (" << r_.pods_allocating
+         << " left in bind-phase allocating)\n";
     out_ << "  over-committed GPUs: " << r_.overcommitted_devices
          << (r_.unknown_device_allocations ? "  (allocations on unknown GPUs: " +
                                                  std::to_string(r_.unknown_device_allocations) + ")"

@@ -58,7 +58,36 @@ struct PodObservation {
   // How many pods a ReplicaSet created before this one for the same replica (the kubelet
   // failed each: its plugin was away); this pod's name ends in -r<recreated> when > 0.
   int recreated = 0;
+  // DRA mode: each container's env from its claims' CDI edits (init containers first), and the
+  // claims ("ns/name") its resources.claims name.
+  std::vector<std::map<std::string, std::string>> container_envs;
+  std::vector<std::vector<std::string>> container_claims;
+  // Deleted by the run after it ran (`deleteAfter`); reported as Succeeded.
+  bool deleted = false;
 };
+
+// DRA mode: one allocation result of a claim at the end of the run (hami-dra-plugin's driver).
+struct DraShareObservation {
+  std::string claim;   // ns/name
+  std::string node;    // the pool: hami-dra-plugin's pool is its node
+  std::string device;  // hami-gpu-<minor>, or a MIG device hami-gpu-<minor>-mig-...
+  std::string request, share_id;
+  int64_t memory_bytes = -1;      // consumedCapacity memory; -1: none (the whole GPU)
+  int64_t cores = -1;             // consumedCapacity cores; -1: none
+  std::vector<std::string> pods;  // status.reservedFor, ns/name
+};
+
+// DRA mode: what the run's ResourceClaims say at the end (ObserveDraClaims).
+struct DraObservation {
+  std::vector<DraShareObservation> shares;
+  int claims_total = 0;
+  int claims_allocated = 0;
+  std::vector<std::string> orphaned;  // claims ("ns/name") whose owner pod is gone
+};
+
+// Reads `claims` (ResourceClaim objects) against the pods that still exist (their UIDs).
+DraObservation ObserveDraClaims(const std::vector<nlohmann::json>& claims,
+                                const std::set<std::string>& live_pod_uids);
 
 struct ReportInput {
   std::string scenario_name;
@@ -98,6 +127,9 @@ struct ReportInput {
   int pods_recreated = 0;  // rejected by a kubelet and created again, as a ReplicaSet would
   // Every POST /filter round trip the kube-scheduler loop made (ms, its clock), retries included.
   std::vector<double> filter_latencies_ms;
+  // DRA mode (docs/DRA.md): the GPUs' use comes from the claims' allocations, not annotations.
+  bool dra = false;
+  DraObservation dra_claims;
 };
 
 struct PlacedDevice {
@@ -140,6 +172,13 @@ struct GpuReport {
     uint32_t start = 0, size = 0;
   };
   std::vector<MigInstance> mig_instances;  // held by live pods, in pod order
+  // DRA mode: the shares of this GPU that allocated claims hold (MIG devices of it included).
+  struct DraShare {
+    std::string claim, device, share_id;
+    std::vector<std::string> pods;
+    int64_t memory_mib = 0, cores = 0;
+  };
+  std::vector<DraShare> dra_shares;
 };
 
 struct LatencyStats {
@@ -152,6 +191,7 @@ struct Report {
   int pods_total = 0;
   int pods_running = 0;  // Running
   int pods_succeeded = 0;
+  int pods_deleted = 0;  // of the succeeded: deleted after they ran (`deleteAfter`)
   int pods_failed = 0;
   int pods_unschedulable = 0;
   int pods_denied = 0;
@@ -183,9 +223,19 @@ struct Report {
   bool rbac_enforced = false;
   uint64_t forbidden_requests = 0;  // every 403 RBAC answered
   std::vector<rbac::ForbiddenRequest> forbidden;
-  bool measured = false;        // the GPUs carry measured_memory_mib (the monitors answered)
-  std::vector<PodReport> pods;  // in input order
-  std::vector<GpuReport> gpus;  // node order, then GPU index
+  bool measured = false;  // the GPUs carry measured_memory_mib (the monitors answered)
+  // DRA mode: claims with an allocation at the end, claims whose owner pod is gone (must be 0),
+  // and containers whose limits env differs from their claim's consumed capacity (must be 0).
+  bool dra = false;
+  int dra_claims_total = 0;
+  int dra_claims_allocated = 0;
+  int dra_claims_orphaned = 0;
+  std::vector<std::string> dra_orphaned;
+  int dra_env_checked = 0;
+  int dra_env_mismatches = 0;
+  std::vector<std::string> dra_env_mismatch;  // "ns/pod container c: CUDA_DEVICE_... = x, want y"
+  std::vector<PodReport> pods;                // in input order
+  std::vector<GpuReport> gpus;                // node order, then GPU index
 };
 
 Report BuildReport(const ReportInput& input);

@@ -20,6 +20,7 @@
 #include "k8s/client_flags.h"
 #include "protocol/quantity.h"
 #include "sim/vendor_plugin.h"
+#include "sim/yaml_json.h"
 
 namespace hami::sim {
 namespace {
@@ -101,6 +102,21 @@ Status ReadDuration(const YAML::Node& node, const std::string& path,
     return FieldError(path, "a duration like 250ms or 2s", Describe(node));
   }
   *out = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  return OkStatus();
+}
+
+Status ReadStringList(const YAML::Node& node, const std::string& path,
+                      std::vector<std::string>* out) {
+  if (!node || !node.IsSequence() || node.size() == 0) {
+    return FieldError(path, "a non-empty list of strings", Describe(node));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    std::string item;
+    if (auto st = ReadString(node[i], path + "[" + std::to_string(i) + "]", &item); !st) {
+      return st;
+    }
+    out->push_back(std::move(item));
+  }
   return OkStatus();
 }
 
@@ -471,8 +487,11 @@ Status ParseUsage(const YAML::Node& node, const std::string& path, SimUsage* u) 
 }
 
 Status ParseContainer(const YAML::Node& node, const std::string& path, ContainerSpec* c) {
-  if (auto st = CheckKeys(node, path, {"name", "resources", "usage"}); !st) return st;
+  if (auto st = CheckKeys(node, path, {"name", "resources", "usage", "claims"}); !st) return st;
   if (auto st = ReadString(node["name"], Sub(path, "name"), &c->name); !st) return st;
+  if (node["claims"]) {
+    if (auto st = ReadStringList(node["claims"], Sub(path, "claims"), &c->claims); !st) return st;
+  }
   if (node["usage"]) {
     SimUsage u;
     if (auto st = ParseUsage(node["usage"], Sub(path, "usage"), &u); !st) return st;
@@ -506,10 +525,98 @@ Status ParseWorkloadTimes(const YAML::Node& node, const std::string& path, Workl
   return OkStatus();
 }
 
+Status ParsePodClaim(const YAML::Node& node, const std::string& path, PodClaim* c) {
+  if (auto st = CheckKeys(node, path, {"name", "template", "claim"}); !st) return st;
+  if (auto st = ReadString(node["name"], Sub(path, "name"), &c->name); !st) return st;
+  if (node["template"].IsDefined() == node["claim"].IsDefined()) {
+    return FieldError(path, "exactly one of template and claim",
+                      node["template"] ? "both" : "neither");
+  }
+  if (node["template"]) {
+    return ReadString(node["template"], Sub(path, "template"), &c->claim_template);
+  }
+  return ReadString(node["claim"], Sub(path, "claim"), &c->claim);
+}
+
+// An entry of resourceClaimTemplates / resourceClaims: the spec is checked by the API server
+// when the run creates it (its errors name the object).
+Status ParseClaimObject(const YAML::Node& node, const std::string& path, ClaimObject* o) {
+  if (auto st = CheckKeys(node, path, {"name", "namespace", "spec"}); !st) return st;
+  if (auto st = ReadString(node["name"], Sub(path, "name"), &o->name); !st) return st;
+  if (node["namespace"]) {
+    if (auto st = ReadString(node["namespace"], Sub(path, "namespace"), &o->ns); !st) return st;
+  }
+  if (!node["spec"] || !node["spec"].IsMap()) {
+    return FieldError(Sub(path, "spec"), "a map", Describe(node["spec"]));
+  }
+  o->spec_json = YamlToJson(node["spec"]).dump();
+  return OkStatus();
+}
+
+// DRA: claims need `dra: true`; a container's claims name its workload's; a workload's claim
+// names a template or claim of the scenario; the device plugin's vendors and DRA do not mix.
+Status CheckDra(const Scenario& s) {
+  for (size_t w = 0; w < s.workloads.size(); ++w) {
+    const Workload& wl = s.workloads[w];
+    const std::string path = "workloads[" + std::to_string(w) + "]";
+    if (!wl.claims.empty() && !s.dra) {
+      return FieldError(path + ".claims", "dra: true (claims are DRA's)", wl.claims[0].name);
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < wl.claims.size(); ++i) {
+      const PodClaim& c = wl.claims[i];
+      const std::string cp = path + ".claims[" + std::to_string(i) + "]";
+      if (!names.insert(c.name).second) return FieldError(cp + ".name", "a unique name", c.name);
+      const auto& objects = c.claim.empty() ? s.claim_templates : s.claims;
+      const std::string& ref = c.claim.empty() ? c.claim_template : c.claim;
+      const bool found = std::any_of(objects.begin(), objects.end(), [&](const ClaimObject& o) {
+        return o.name == ref && o.ns == wl.ns;
+      });
+      if (!found) {
+        return FieldError(cp + (c.claim.empty() ? ".template" : ".claim"),
+                          std::string("one of ") +
+                              (c.claim.empty() ? "resourceClaimTemplates" : "resourceClaims") +
+                              " in namespace " + Quote(wl.ns),
+                          ref);
+      }
+    }
+    for (size_t i = 0; i < wl.containers.size(); ++i) {
+      for (size_t j = 0; j < wl.containers[i].claims.size(); ++j) {
+        const std::string& name = wl.containers[i].claims[j];
+        if (names.count(name) == 0) {
+          return FieldError(
+              path + ".containers[" + std::to_string(i) + "].claims[" + std::to_string(j) + "]",
+              "the name of one of the workload's claims", name);
+        }
+      }
+    }
+  }
+  if ((!s.claim_templates.empty() || !s.claims.empty()) && !s.dra) {
+    return FieldError(!s.claims.empty() ? "resourceClaims" : "resourceClaimTemplates",
+                      "dra: true (claims are DRA's)",
+                      !s.claims.empty() ? s.claims[0].name : s.claim_templates[0].name);
+  }
+  if (!s.dra) return OkStatus();
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    for (size_t j = 0; j < s.nodes[i].gpus.size(); ++j) {
+      if (!s.nodes[i].gpus[j].vendor.empty()) {
+        return FieldError("nodes[" + std::to_string(i) + "].gpus[" + std::to_string(j) + "].vendor",
+                          "NVIDIA GPUs with dra: true (hami-dra-plugin serves NVIDIA only)",
+                          s.nodes[i].gpus[j].vendor);
+      }
+    }
+  }
+  if (s.scheduler_replicas != 1) {
+    return FieldError("schedulerReplicas", "1 with dra: true",
+                      std::to_string(s.scheduler_replicas));
+  }
+  return OkStatus();
+}
+
 Status ParseWorkload(const YAML::Node& node, const std::string& path, Workload* w) {
   if (auto st = CheckKeys(node, path,
                           {"name", "namespace", "replicas", "arrival", "interval", "duration",
-                           "annotations", "containers"});
+                           "annotations", "containers", "claims", "deleteAfter"});
       !st) {
     return st;
   }
@@ -524,6 +631,27 @@ Status ParseWorkload(const YAML::Node& node, const std::string& path, Workload* 
     }
   }
   if (auto st = ParseWorkloadTimes(node, path, w); !st) return st;
+  if (node["deleteAfter"]) {
+    if (auto st = ReadDuration(node["deleteAfter"], Sub(path, "deleteAfter"), &w->delete_after);
+        !st) {
+      return st;
+    }
+  }
+  if (node["claims"]) {
+    const YAML::Node& claims = node["claims"];
+    if (!claims.IsSequence() || claims.size() == 0) {
+      return FieldError(Sub(path, "claims"), "a non-empty list", Describe(claims));
+    }
+    for (size_t i = 0; i < claims.size(); ++i) {
+      PodClaim c;
+      if (auto st =
+              ParsePodClaim(claims[i], Sub(path, "claims") + "[" + std::to_string(i) + "]", &c);
+          !st) {
+        return st;
+      }
+      w->claims.push_back(std::move(c));
+    }
+  }
   if (node["annotations"]) {
     if (auto st = ReadStringMap(node["annotations"], Sub(path, "annotations"), &w->annotations);
         !st) {
@@ -633,10 +761,10 @@ Status CheckUniqueNames(const Scenario& s) {
 }
 
 Status ParseRoot(const YAML::Node& root, Scenario* s) {
-  if (auto st =
-          CheckKeys(root, "",
-                    {"name", "description", "timing", "policies", "faults", "deviceConfig",
-                     "schedulerReplicas", "leaderElection", "monitors", "nodes", "workloads"});
+  if (auto st = CheckKeys(root, "",
+                          {"name", "description", "timing", "policies", "faults", "deviceConfig",
+                           "schedulerReplicas", "leaderElection", "monitors", "nodes", "workloads",
+                           "dra", "resourceClaimTemplates", "resourceClaims"});
       !st) {
     return st;
   }
@@ -678,6 +806,27 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
       return FieldError("monitors", "auto, on or off", m);
     }
   }
+  if (root["dra"]) {
+    const YAML::Node& d = root["dra"];
+    if (!d.IsScalar() || (d.Scalar() != "true" && d.Scalar() != "false")) {
+      return FieldError("dra", "true or false", Describe(d));
+    }
+    s->dra = d.Scalar() == "true";
+  }
+  if (root["resourceClaimTemplates"]) {
+    if (auto st = ParseList<ClaimObject>(root["resourceClaimTemplates"], "resourceClaimTemplates",
+                                         ParseClaimObject, &s->claim_templates);
+        !st) {
+      return st;
+    }
+  }
+  if (root["resourceClaims"]) {
+    if (auto st = ParseList<ClaimObject>(root["resourceClaims"], "resourceClaims", ParseClaimObject,
+                                         &s->claims);
+        !st) {
+      return st;
+    }
+  }
   if (s->process_faults.kill_scheduler_target != KillTarget::kAny && s->scheduler_replicas < 2) {
     return FieldError(
         "faults.killScheduler.target", "any with schedulerReplicas 1",
@@ -695,6 +844,7 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
       !st) {
     return st;
   }
+  if (auto st = CheckDra(*s); !st) return st;
   return CheckUniqueNames(*s);
 }
 

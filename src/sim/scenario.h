@@ -55,6 +55,19 @@
 //           resources: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}
 //           usage: {memory: 2000, utilization: 40}   # optional: simulated use on each of its
 //                                                    # GPUs (MiB, percent; sim/usage.h)
+//           claims: [gpu]           # DRA: resources.claims, names of the workload's claims
+//       claims:                     # DRA: pod.spec.resourceClaims (docs/DRA.md)
+//         - {name: gpu, template: two-shares}    # resourceClaimTemplateName: a claim per pod
+//         - {name: shared, claim: shared-gpu}    # resourceClaimName: one claim, many pods
+//       deleteAfter: 5s             # the pod is deleted this long after it runs (0: never)
+//   dra: true                       # DRA mode (docs/DRA.md): hami-dra-plugin instead of the
+//                                   # device plugin on NVIDIA nodes, the webhook's --dra, the
+//                                   # kube-scheduler's DRA allocator and no extender, the
+//                                   # claim controller
+//   resourceClaimTemplates:         # DRA: created before the workloads (spec: the template's
+//     - {name: two-shares, namespace: default, spec: {devices: {requests: [...]}}}  # spec.spec)
+//   resourceClaims:                 # DRA: standalone claims (spec: the claim's spec)
+//     - {name: shared-gpu, namespace: default, spec: {devices: {requests: [...]}}}
 #ifndef HAMI_SIM_SCENARIO_H_
 #define HAMI_SIM_SCENARIO_H_
 
@@ -110,6 +123,21 @@ struct ContainerSpec {
   std::string name;
   std::map<std::string, std::string> resources;  // resource name -> quantity, as limits
   std::optional<SimUsage> usage;                 // `usage:`; absent: nothing simulated
+  std::vector<std::string> claims;               // DRA: resources.claims[].name
+};
+
+// DRA: an entry of pod.spec.resourceClaims. Exactly one of `claim_template` and `claim` is set.
+struct PodClaim {
+  std::string name;
+  std::string claim_template;  // resourceClaimTemplateName
+  std::string claim;           // resourceClaimName
+};
+
+// DRA: a ResourceClaimTemplate or ResourceClaim the scenario creates before its workloads.
+struct ClaimObject {
+  std::string ns = "default";
+  std::string name;
+  std::string spec_json;  // the template's spec.spec / the claim's spec, as JSON text
 };
 
 struct Workload {
@@ -121,6 +149,8 @@ struct Workload {
   double duration_seconds = 0;  // 0 = runs forever
   std::map<std::string, std::string> annotations;
   std::vector<ContainerSpec> containers;
+  std::vector<PodClaim> claims;               // DRA: pod.spec.resourceClaims
+  std::chrono::milliseconds delete_after{0};  // deleted this long after Running; 0 = never
 };
 
 // When a process fault strikes, relative to the first pod creation: every offset of `at`, plus
@@ -191,6 +221,10 @@ struct Scenario {
   std::string device_config_yaml;
   std::vector<NodeGroup> nodes;
   std::vector<Workload> workloads;
+  // DRA mode (docs/DRA.md).
+  bool dra = false;
+  std::vector<ClaimObject> claim_templates;  // `resourceClaimTemplates`
+  std::vector<ClaimObject> claims;           // `resourceClaims`
 };
 
 // One simulated node after expanding a NodeGroup.

@@ -273,3 +273,105 @@ TEST(ReportTest, BarsUuidsAndText) {
 
 }  // namespace
 }  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+// A ResourceClaim as kube-scheduler leaves it: allocation results on pool `node`, reserved for
+// `pods`, owned by the pod with `owner_uid` ("" = a standalone claim).
+nlohmann::json DraClaim(const std::string& name, const std::string& node,
+                        const std::vector<std::pair<std::string, nlohmann::json>>& results,
+                        const std::vector<std::string>& pods, const std::string& owner_uid) {
+  nlohmann::json claim = {{"metadata", {{"namespace", "default"}, {"name", name}}}};
+  if (!owner_uid.empty()) {
+    claim["metadata"]["ownerReferences"] = {
+        {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", "p"}, {"uid", owner_uid}}};
+  }
+  if (results.empty()) return claim;
+  nlohmann::json rs = nlohmann::json::array();
+  for (const auto& [device, consumed] : results) {
+    nlohmann::json r = {{"request", "gpu"},
+                        {"driver", "hami-core-gpu.project-hami.io"},
+                        {"pool", node},
+                        {"device", device}};
+    if (!consumed.is_null()) {
+      r["shareID"] = "s-" + device;
+      r["consumedCapacity"] = consumed;
+    }
+    rs.push_back(r);
+  }
+  claim["status"]["allocation"]["devices"]["results"] = rs;
+  for (const std::string& p : pods) {
+    claim["status"]["reservedFor"].push_back({{"resource", "pods"}, {"name", p}, {"uid", p}});
+  }
+  return claim;
+}
+
+TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
+  ReportInput in = Input();
+  in.dra = true;
+  const std::vector<nlohmann::json> claims = {
+      DraClaim("a-gpu", "n1", {{"hami-gpu-0", {{"memory", "3000Mi"}, {"cores", "30"}}}}, {"a"},
+               "uid-a"),
+      DraClaim("b-gpu", "n1",
+               {{"hami-gpu-0", {{"memory", "30000Mi"}, {"cores", "80"}}},
+                {"hami-gpu-0", {{"memory", "1Gi"}, {"cores", "10"}}}},
+               {"b"}, "uid-b"),
+      DraClaim("whole", "n2", {{"hami-gpu-0", nullptr}}, {"c", "d"}, ""),
+      DraClaim("gone-gpu", "n1", {}, {}, "uid-deleted"),
+      DraClaim("mig", "n1", {{"hami-gpu-1-mig-1g-5gb-0", {{"memory", "5Gi"}}}}, {"e"}, "uid-e"),
+  };
+  in.dra_claims = ObserveDraClaims(claims, {"uid-a", "uid-b", "uid-e"});
+  EXPECT_EQ(in.dra_claims.claims_total, 5);
+  EXPECT_EQ(in.dra_claims.claims_allocated, 4);
+  ASSERT_EQ(in.dra_claims.orphaned, std::vector<std::string>{"default/gone-gpu"});
+
+  PodObservation a = Running("a", "n1", "", 0, 10, 20);
+  a.container_claims = {{"default/a-gpu"}};
+  a.container_envs = {{{"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"}, {"CUDA_DEVICE_SM_LIMIT_0", "30"}}};
+  PodObservation b = Running("b", "n1", "", 0, 10, 20);
+  b.container_claims = {{"default/b-gpu"}};  // two shares of one GPU: summed, as the plugin does
+  b.container_envs = {{{"CUDA_DEVICE_MEMORY_LIMIT_0", "30000m"}, {"CUDA_DEVICE_SM_LIMIT_0", "90"}}};
+  PodObservation c = Running("c", "n2", "", 0, 10, 20);
+  c.container_claims = {{"default/whole"}};  // a whole GPU: no limits
+  c.container_envs = {{{"NVIDIA_VISIBLE_DEVICES", "GPU-cccc3333-0000"}}};
+  in.pods = {a, b, c};
+
+  const Report r = BuildReport(in);
+  EXPECT_TRUE(r.dra);
+  EXPECT_EQ(r.dra_claims_allocated, 4);
+  EXPECT_EQ(r.dra_claims_orphaned, 1);
+  EXPECT_EQ(r.unknown_device_allocations, 0);
+  // n1 GPU 0: 3000 + 30000 + 1024 MiB = 34024 > 32768: over-committed, and reported so.
+  ASSERT_EQ(r.gpus[0].dra_shares.size(), 3u);
+  EXPECT_EQ(r.gpus[0].used_memory_mib, 34024);
+  EXPECT_EQ(r.gpus[0].used_cores, 120);
+  EXPECT_EQ(r.overcommitted_devices, 1);
+  // The MIG device is listed on its GPU without counting as a share of it.
+  ASSERT_EQ(r.gpus[1].dra_shares.size(), 1u);
+  EXPECT_EQ(r.gpus[1].used_memory_mib, 0);
+  EXPECT_EQ(r.gpus[2].dra_shares[0].memory_mib, 16000);
+  EXPECT_EQ(r.gpus[2].pods, (std::vector<std::string>{"default/c", "default/d"}));
+  // b's env says 30000m for 31024 MiB of shares: a mismatch, named.
+  EXPECT_EQ(r.dra_env_checked, 3);
+  EXPECT_EQ(r.dra_env_mismatches, 1);
+  ASSERT_EQ(r.dra_env_mismatch.size(), 1u);
+  EXPECT_EQ(r.dra_env_mismatch[0],
+            "default/b container 0: CUDA_DEVICE_MEMORY_LIMIT_0 = 30000m, want 31024m");
+
+  const nlohmann::json j = ReportToJson(r);
+  EXPECT_EQ(j["dra_claims_allocated"], 4);
+  EXPECT_EQ(j["dra_claims_orphaned"], 1);
+  EXPECT_EQ(j["dra_env_mismatches"], 1);
+  EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["claim"], "default/a-gpu");
+  EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["memory_mib"], 3000);
+  EXPECT_NE(RenderText(r, false).find("4 of 5 claims allocated, 1 orphaned"), std::string::npos);
+}
+
+TEST(ReportDraTest, WithoutDraTheJsonHasNoDraFields) {
+  const nlohmann::json j = ReportToJson(BuildReport(Input()));
+  EXPECT_FALSE(j.contains("dra_claims_allocated"));
+}
+
+}  // namespace
+}  // namespace hami::sim

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "device/vendors/nvidia/nvidia_config.h"
 
@@ -301,6 +302,85 @@ TEST(ScenarioTest, LoadFileNamesThePath) {
   auto s = LoadScenarioFile("/nonexistent/x.yaml");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("/nonexistent/x.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+const std::string kDraNodes = "nodes: [{name: a, gpus: [{model: T4, memory: 15360}]}]\n";
+const std::string kDraObjects =
+    "resourceClaimTemplates: [{name: half, spec: {devices: {requests: [{name: gpu, exactly: "
+    "{deviceClassName: hami-core-gpu.project-hami.io}}]}}}]\n"
+    "resourceClaims: [{name: shared, namespace: ml, spec: {devices: {requests: [{name: gpu, "
+    "exactly: {deviceClassName: hami-core-gpu.project-hami.io, count: 2}}]}}}]\n";
+
+TEST(ScenarioDraTest, ParsesClaimsTemplatesAndDeletions) {
+  auto s = ParseScenario("dra: true\n" + kDraNodes + kDraObjects +
+                         "workloads:\n"
+                         "  - name: p\n"
+                         "    deleteAfter: 2s\n"
+                         "    claims: [{name: gpu, template: half}]\n"
+                         "    containers: [{name: c, claims: [gpu]}]\n"
+                         "  - name: q\n"
+                         "    namespace: ml\n"
+                         "    claims: [{name: g, claim: shared}]\n"
+                         "    containers: [{name: c, claims: [g]}]\n");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_TRUE(s->dra);
+  ASSERT_EQ(s->claim_templates.size(), 1u);
+  EXPECT_EQ(s->claim_templates[0].ns, "default");
+  EXPECT_EQ(
+      nlohmann::json::parse(s->claim_templates[0].spec_json)["devices"]["requests"][0]["name"],
+      "gpu");
+  ASSERT_EQ(s->claims.size(), 1u);
+  // YAML scalars keep their JSON types: count stays an integer for the API server.
+  EXPECT_EQ(
+      nlohmann::json::parse(s->claims[0].spec_json)["devices"]["requests"][0]["exactly"]["count"],
+      2);
+  EXPECT_EQ(s->workloads[0].delete_after, std::chrono::milliseconds(2000));
+  ASSERT_EQ(s->workloads[0].claims.size(), 1u);
+  EXPECT_EQ(s->workloads[0].claims[0].claim_template, "half");
+  EXPECT_EQ(s->workloads[1].claims[0].claim, "shared");
+  EXPECT_EQ(s->workloads[1].containers[0].claims, std::vector<std::string>{"g"});
+}
+
+TEST(ScenarioDraTest, RejectsClaimsThatNameNothingOrNeedDraMode) {
+  const std::string one =
+      "workloads: [{name: p, claims: [{name: gpu, template: half}], "
+      "containers: [{name: c, claims: [gpu]}]}]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {kDraNodes + kDraObjects + one,
+       "workloads[0].claims: want dra: true (claims are DRA's), got \"gpu\""},
+      {"dra: yes\n" + kDraNodes + one, "dra: want true or false, got \"yes\""},
+      {"dra: true\n" + kDraNodes + one,
+       "workloads[0].claims[0].template: want one of resourceClaimTemplates in namespace "
+       "\"default\", got \"half\""},
+      {"dra: true\n" + kDraNodes + kDraObjects +
+           "workloads: [{name: p, claims: [{name: gpu, claim: half}], containers: [{name: c}]}]\n",
+       "workloads[0].claims[0].claim: want one of resourceClaims in namespace \"default\", got "
+       "\"half\""},
+      {"dra: true\n" + kDraNodes + kDraObjects +
+           "workloads: [{name: p, claims: [{name: gpu, template: half}], containers: [{name: c, "
+           "claims: [gpus]}]}]\n",
+       "workloads[0].containers[0].claims[0]: want the name of one of the workload's claims, got "
+       "\"gpus\""},
+      {"dra: true\n" + kDraNodes + kDraObjects +
+           "workloads: [{name: p, claims: [{name: gpu, template: half, claim: shared}], "
+           "containers: [{name: c}]}]\n",
+       "workloads[0].claims[0]: want exactly one of template and claim, got \"both\""},
+      {"dra: true\n" + kDraNodes + "resourceClaims: [{name: x, spec: 3}]\n" + one,
+       "resourceClaims[0].spec: want a map"},
+      {"dra: true\nschedulerReplicas: 2\n" + kDraNodes + kDraObjects + one,
+       "schedulerReplicas: want 1 with dra: true, got \"2\""},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto s = ParseScenario(yaml);
+    ASSERT_FALSE(s.ok()) << yaml;
+    EXPECT_NE(s.error().find(want), std::string::npos) << s.error() << "\nwant: " << want;
+  }
 }
 
 }  // namespace

@@ -513,7 +513,12 @@ std::vector<Json> BootstrapObjects() {
            Rule({"create"}, {"authorization.k8s.io"}, {"subjectaccessreviews"}),
            Rule(read, {"storage.k8s.io"}, {"csinodes"}), Rule(read, {""}, {"namespaces"}),
            Rule(read, {"storage.k8s.io"}, {"csidrivers"}),
-           Rule(read, {"storage.k8s.io"}, {"csistoragecapacities"})})));
+           Rule(read, {"storage.k8s.io"}, {"csistoragecapacities"}),
+           // DynamicResources (resource.k8s.io/v1): the allocator reads the cluster's devices
+           // and claims and writes a claim's allocation and reservedFor.
+           Rule(read, {"resource.k8s.io"}, {"resourceclaims", "deviceclasses", "resourceslices"}),
+           Rule({"get", "list", "watch", "patch", "update"}, {"resource.k8s.io"},
+                {"resourceclaims/status"})})));
   out.push_back(ClusterRole(
       "system:volume-scheduler",
       Json::array({Rule({"get", "list", "watch", "update"}, {""}, {"persistentvolumes"}),
@@ -536,12 +541,16 @@ std::vector<Json> BootstrapObjects() {
                             Json::array({Rule({"*"}, {"*"}, {"*"}), UrlRule({"*"}, {"*"})})));
   out.push_back(ClusterRole(
       "system:node",
-      Json::array({events, Rule({"create", "get", "list", "watch"}, {""}, {"nodes"}),
-                   Rule({"update", "patch"}, {""}, {"nodes/status"}),
-                   Rule({"update", "patch"}, {""}, {"nodes"}), Rule(read, {""}, {"pods"}),
-                   Rule({"create", "delete"}, {""}, {"pods"}),
-                   Rule({"update", "patch"}, {""}, {"pods/status"}),
-                   Rule({"create"}, {""}, {"pods/eviction"})})));
+      Json::array(
+          {events, Rule({"create", "get", "list", "watch"}, {""}, {"nodes"}),
+           Rule({"update", "patch"}, {""}, {"nodes/status"}),
+           Rule({"update", "patch"}, {""}, {"nodes"}), Rule(read, {""}, {"pods"}),
+           Rule({"create", "delete"}, {""}, {"pods"}),
+           Rule({"update", "patch"}, {""}, {"pods/status"}),
+           Rule({"create"}, {""}, {"pods/eviction"}),
+           // DRA: kubelet reads the claims of its pods and the slices of its node.
+           Rule({"get"}, {"resource.k8s.io"}, {"resourceclaims"}),
+           Rule({"get", "list", "watch", "delete"}, {"resource.k8s.io"}, {"resourceslices"})})));
   out.push_back(
       ClusterRoleBinding("system:discovery", "system:discovery", {"system:authenticated"}));
   out.push_back(ClusterRoleBinding("system:public-info-viewer", "system:public-info-viewer",
