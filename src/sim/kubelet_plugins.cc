@@ -58,6 +58,8 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
                                           options_.plugin_config.device_split_count);
   const std::string& rname = options_.plugin_config.resource_name;
   json resources = {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}, {rname, gpus}};
+  // DRA mode: the node's GPUs are its ResourceSlices, not an extended resource.
+  if (options_.dra && node.spec.vendor.empty()) resources.erase(rname);
   if (!node.spec.vendor.empty()) {
     const device::Device* dev =
         options_.registry ? options_.registry->Find(node.spec.vendor) : nullptr;
@@ -194,8 +196,12 @@ Status KubeletFleet::Impl::StartNodes() {
   auto run = [&] {
     for (size_t i = next++; i < nodes_.size(); i = next++) {
       Status s = CreateNode(*nodes_[i]);
-      if (s && nodes_[i]->spec.vendor.empty()) s = ServeRegistration(i);
-      if (s) s = StartPlugin(i);
+      if (s && DraNode(i)) {
+        s = StartDraPlugin(i);
+      } else {
+        if (s && nodes_[i]->spec.vendor.empty()) s = ServeRegistration(i);
+        if (s) s = StartPlugin(i);
+      }
       std::lock_guard<std::mutex> lock(mu);
       if (!s && first) first = s;
     }
