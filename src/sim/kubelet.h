@@ -23,8 +23,8 @@
 // Affordable, so no multiplexing of several nodes onto one server.
 //
 // DRA mode (KubeletOptions::dra; docs/DRA.md "hami-sim in DRA mode"): an NVIDIA node runs the
-// real hami-dra-plugin (draplugin::DraAgent) in-process instead of the device plugin, on GPUs from
-// an inventory file written from the node's GPUs, with its registration, plugin and CDI
+// real hami-dra-plugin (draplugin::DraAgent) in-process instead of the device plugin, discovering
+// the node's GPUs (MIG profiles and unhealthyGpu included), with its registration, plugin and CDI
 // directories under <socket_dir>/<i>/. The Node has no nvidia.com/gpu capacity: the pool of
 // ResourceSlices the agent publishes at Start is what the scheduler sees. The kubelet registers
 // the plugin (pluginregistration GetInfo, NotifyRegistrationStatus). For a pod with

@@ -91,33 +91,6 @@ Result<CdiEdits> ResolveCdiDevices(const std::string& cdi_dir,
   return out;
 }
 
-// The inventory the node's plugin discovers from: the scenario's GPUs with the health the
-// unhealthyGpu fault set (JSON strings are YAML strings).
-Status KubeletFleet::Impl::WriteInventory(Node& node) {
-  std::string text = "devices:\n";
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < node.spec.gpus.size(); ++i) {
-      const dp::GpuDevice& g = node.spec.gpus[i];
-      const bool healthy = g.healthy && !(i < node.unhealthy.size() && node.unhealthy[i]);
-      text += "- {index: " + std::to_string(g.index) + ", uuid: " + json(g.uuid).dump() +
-              ", model: " + json(g.model).dump() + ", memory: " + std::to_string(g.memory_mib) +
-              ", numa: " + std::to_string(g.numa) + ", health: " + (healthy ? "true" : "false") +
-              "}\n";
-    }
-  }
-  const std::string tmp = node.inventory + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return Error{"write " + Quote(tmp)};
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, node.inventory, ec);
-  if (ec) return Error{"rename " + Quote(tmp) + ": " + ec.message()};
-  return OkStatus();
-}
-
 // Starts the node's hami-dra-plugin (it publishes the pool and serves) and registers it.
 Status KubeletFleet::Impl::StartDraPlugin(size_t index) {
   Node& node = *nodes_[index];
@@ -125,22 +98,16 @@ Status KubeletFleet::Impl::StartDraPlugin(size_t index) {
   std::error_code ec;
   std::filesystem::create_directories(node.dir, ec);
   if (ec) return Error{"create " + Quote(node.dir) + ": " + ec.message()};
-  for (const auto& gpu : node.spec.gpus) {
-    if (!gpu.mig_profiles.empty()) {
-      return Error{"node " + Quote(node.spec.name) +
-                   ": MIG GPUs are not simulated in DRA mode yet (the plugin's inventory "
-                   "discovery has no MIG)"};
-    }
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     node.unhealthy.resize(node.spec.gpus.size(), false);
   }
-  node.inventory = node.dir + "/inventory.yaml";
-  if (Status s = WriteInventory(node); !s) return s;
+  // The scenario's GPUs (MIG profiles included, which an inventory file cannot say) with the
+  // health the unhealthyGpu fault sets.
+  node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus, &node.unhealthy, &mu_);
   draplugin::AgentOptions o;
   o.discovery.node_name = node.spec.name;
-  o.discovery.device_inventory = node.inventory;
+  o.discovery_source = node.discovery.get();
   o.discovery.config = options_.plugin_config;
   o.server.registrar_dir = node.dir + "/reg";
   o.server.plugin_dir = node.dir + "/dra";
@@ -209,7 +176,6 @@ Status KubeletFleet::Impl::RegisterDraPlugin(size_t index) {
 Status KubeletFleet::Impl::SetDraGpuHealth(size_t index) {
   Node& node = *nodes_[index];
   if (!node.dra) return OkStatus();  // seen when it starts
-  if (Status s = WriteInventory(node); !s) return s;
   Status refreshed = Error{"not refreshed"};
   for (int attempt = 0; attempt < 20 && !refreshed; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
@@ -272,6 +238,10 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
     std::lock_guard<std::mutex> lock(mu_);
     channel = node.dra_channel;
     PodRun& run = runs_[key];
+    if (run.done) {  // deleted meanwhile: nothing to prepare
+      out.kind = DraAdmission::kWait;
+      return out;
+    }
     // Recorded before the call: Unprepare of a claim the plugin never prepared is a no-op.
     run.claims = claims;
     for (const DraClaimRef& c : claims) node.claim_users[c.uid].insert(key);
@@ -301,6 +271,17 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
       error = "NodePrepareResources: no answer for claim " + c.ns + "/" + c.name;
     } else if (!it->second.error().empty()) {
       error = "prepare claim " + c.ns + "/" + c.name + ": " + it->second.error();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PodRun& run = runs_[key];
+    if (run.done) {  // deleted during the call (maybe unprepared before it): undo it again
+      run.claims = claims;
+      for (const DraClaimRef& c : claims) node.claim_users[c.uid].insert(key);
+      ReleaseIds(key, run);
+      out.kind = DraAdmission::kWait;
+      return out;
     }
   }
   std::map<std::string, CdiEdits> by_uid;

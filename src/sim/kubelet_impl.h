@@ -75,6 +75,29 @@ struct DraClaimRef {
   std::string ns, uid, name;
 };
 
+// The node's GPUs as given by the scenario, with the health the unhealthyGpu fault sets (what
+// NVML's health events tell the real plugin).
+class StaticDiscovery : public dp::Discovery {
+ public:
+  StaticDiscovery(std::vector<dp::GpuDevice> gpus, const std::vector<bool>* unhealthy,
+                  std::mutex* mu)
+      : gpus_(std::move(gpus)), unhealthy_(unhealthy), mu_(mu) {}
+  Result<std::vector<dp::GpuDevice>> Discover() override {
+    std::vector<dp::GpuDevice> out = gpus_;
+    std::lock_guard<std::mutex> lock(*mu_);
+    for (size_t i = 0; i < out.size() && i < unhealthy_->size(); ++i) {
+      if ((*unhealthy_)[i]) out[i].healthy = false;
+    }
+    return out;
+  }
+  std::string Name() const override { return "sim"; }
+
+ private:
+  std::vector<dp::GpuDevice> gpus_;
+  const std::vector<bool>* unhealthy_;
+  std::mutex* mu_;
+};
+
 class KubeletFleet::Impl {
  public:
   using json = nlohmann::json;
@@ -104,11 +127,11 @@ class KubeletFleet::Impl {
     std::vector<std::string> device_ids;  // from ListAndWatch, healthy only
     std::set<std::string> in_use;         // kept across restarts (kubelet's checkpoint)
     std::vector<bool> unhealthy;          // per GPU: the unhealthyGpu fault's (mu_)
-    // DRA mode (an NVIDIA node): hami-dra-plugin in-process instead of the device plugin, its
-    // directory (<dir>/dra: plugin socket, checkpoint; <dir>/reg: registration; <dir>/cdi), the
-    // inventory it discovers from, and the kubelet's channel to the endpoint it registered.
+    // DRA mode (an NVIDIA node): hami-dra-plugin in-process instead of the device plugin (over
+    // `discovery`), its directories (<dir>/dra: plugin socket, checkpoint; <dir>/reg:
+    // registration; <dir>/cdi: CDI specs), and the kubelet's channel to the endpoint it
+    // registered.
     std::unique_ptr<draplugin::DraAgent> dra;
-    std::string inventory;
     std::shared_ptr<grpc::Channel> dra_channel;  // mu_
     // Prepared claims (uid) -> the pods of this node using them (kubelet's claim info cache): a
     // claim is unprepared when its last pod here ends.
@@ -180,7 +203,6 @@ class KubeletFleet::Impl {
                                                                int64_t count);
   // DRA mode (kubelet_dra.cc).
   bool DraNode(size_t index) const { return options_.dra && nodes_[index]->spec.vendor.empty(); }
-  Status WriteInventory(Node& node);
   Status StartDraPlugin(size_t index);
   Status RegisterDraPlugin(size_t index);
   DraAdmission AdmitDra(const std::string& key, const json& pod, size_t index);

@@ -109,13 +109,22 @@ class KubeletDraTest : public ::testing::Test {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
-  void StartFleet(int prepare_attempts = 5) {
+  // gpu-0 with a T4 (and, with `mig`, an A10 in MIG mode offering four 1g.6gb instances).
+  void StartFleet(int prepare_attempts = 5, bool mig = false) {
     SimNode node{"gpu-0", {}, {}};
     deviceplugin::GpuDevice gpu;
     gpu.uuid = kUuid;
     gpu.model = "Tesla T4";
     gpu.memory_mib = 15360;
     node.gpus.push_back(gpu);
+    if (mig) {
+      gpu.index = 1;
+      gpu.uuid = "GPU-00000000-0000-0000-0000-000000000001";
+      gpu.model = "NVIDIA A10";
+      gpu.memory_mib = 24576;
+      gpu.mig_profiles = {{{"1g.6gb", 5952, 25, 1, {{0, 1}, {1, 1}, {2, 1}, {3, 1}}}, 4}};
+      node.gpus.push_back(gpu);
+    }
     KubeletOptions o;
     o.socket_dir = dir_;
     o.dra = true;
@@ -166,6 +175,28 @@ TEST_F(KubeletDraTest, TheNodesPluginPublishesItsPoolAndRegisters) {
   EXPECT_TRUE(fleet_->Registered(0));
   EXPECT_EQ(fleet_->Registrations(0), 1);
   EXPECT_FALSE(fleet_->KillPlugin(0));  // not simulated on a DRA node
+}
+
+// A GPU in MIG mode publishes its placements (and their counter set); unhealthyGpu taints the
+// device through the plugin's health check.
+TEST_F(KubeletDraTest, MigGpusAndGpuHealthReachThePool) {
+  StartFleet(5, /*mig=*/true);
+  auto devices = [&] {
+    std::map<std::string, json> out;
+    auto slices = client_->ListAll(kSlices, "", {});
+    EXPECT_TRUE(slices);
+    for (const json& slice : slices ? slices->items : std::vector<json>{}) {
+      for (const json& d : slice["spec"].value("devices", json::array())) out[d["name"]] = d;
+    }
+    return out;
+  };
+  std::map<std::string, json> all = devices();
+  EXPECT_EQ(all.size(), 5u);  // hami-gpu-0 and four 1g.6gb placements of GPU 1
+  EXPECT_EQ(all.count("hami-gpu-1"), 0u);
+  ASSERT_TRUE(fleet_->SetGpuHealth(0, 0, false));
+  EXPECT_TRUE(devices()["hami-gpu-0"].contains("taints"));
+  ASSERT_TRUE(fleet_->SetGpuHealth(0, 0, true));
+  EXPECT_FALSE(devices()["hami-gpu-0"].contains("taints"));
 }
 
 TEST_F(KubeletDraTest, AnAllocatedClaimIsPreparedIntoTheEnvAndUnpreparedAfterThePod) {
