@@ -239,6 +239,48 @@ TEST_F(KubeletDraTest, AnAllocatedClaimIsPreparedIntoTheEnvAndUnpreparedAfterThe
   EXPECT_FALSE(std::filesystem::exists(spec));
 }
 
+// One claim for two pods of the node: kubelet unprepares it after the last of them only. Pod a
+// also has a claim of its own, unprepared in the same call when a ends: once that one is gone,
+// the shared one must still be there.
+TEST_F(KubeletDraTest, ASharedClaimIsUnpreparedAfterItsLastPod) {
+  StartFleet();
+  std::map<std::string, std::string> uids;
+  for (const char* name : {"c", "own"}) {
+    json claim = {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceClaim"}};
+    claim["metadata"] = {{"name", name}, {"namespace", "default"}};
+    claim["spec"] = ClaimSpec();
+    auto created = client_->Create(kClaims, "default", claim);
+    ASSERT_TRUE(created);
+    uids[name] = k8s::Uid(*created);
+  }
+  json spec_a = Pod("a", "c", "", "0.2");
+  spec_a["spec"]["resourceClaims"].push_back({{"name", "own"}, {"resourceClaimName", "own"}});
+  spec_a["spec"]["containers"][1]["resources"]["claims"] = {{{"name", "own"}}};
+  auto a = client_->Create(kPods, "default", spec_a);
+  auto b = client_->Create(kPods, "default", Pod("b", "c"));
+  ASSERT_TRUE(a && b);
+  for (const char* name : {"c", "own"}) {
+    json allocated = *client_->Get(kClaims, "default", name);
+    allocated["status"]["allocation"] = Allocation();
+    allocated["status"]["reservedFor"] =
+        json::array({{{"resource", "pods"}, {"name", "a"}, {"uid", k8s::Uid(*a)}}});
+    if (std::string(name) == "c") {
+      allocated["status"]["reservedFor"].push_back(
+          {{"resource", "pods"}, {"name", "b"}, {"uid", k8s::Uid(*b)}});
+    }
+    ASSERT_TRUE(client_->UpdateStatus(kClaims, allocated));
+  }
+  // Both ran (a's claims were prepared), then a ends after 0.2 s.
+  ASSERT_TRUE(
+      WaitFor([&] { return Run("a") && Run("b") && Run("a")->running && Run("b")->running; }));
+  EXPECT_EQ(Run("b")->container_envs[0]["CUDA_DEVICE_MEMORY_LIMIT_0"], "3000m");
+  ASSERT_TRUE(WaitFor([&] { return Checkpoint().find(uids["own"]) == std::string::npos; }));
+  const std::string uid = uids["c"];
+  EXPECT_NE(Checkpoint().find(uid), std::string::npos);  // b still uses it
+  ASSERT_TRUE(client_->Delete(kPods, "default", "b"));
+  ASSERT_TRUE(WaitFor([&] { return Checkpoint().find(uid) == std::string::npos; }));
+}
+
 TEST_F(KubeletDraTest, AClaimThePluginCannotPrepareFailsThePodAfterItsTries) {
   StartFleet(/*prepare_attempts=*/2);
   json claim = {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceClaim"}};
