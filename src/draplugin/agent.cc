@@ -70,7 +70,14 @@ std::vector<GpuFacts> DraAgent::Gpus() const {
 }
 
 Status DraAgent::Refresh() {
-  auto discovered = DiscoverGpus(*discovery_);
+  Result<std::vector<GpuFacts>> discovered = Error{"no discovery"};
+  if (deviceplugin::Discovery* source = options_.discovery_source) {
+    auto devices = source->Discover();
+    if (!devices) return Error{source->Name() + ": " + devices.error()};
+    discovered = MakeFacts(*devices, {});
+  } else {
+    discovered = DiscoverGpus(*discovery_);
+  }
   if (!discovered) return std::move(discovered).take_error();
   std::vector<GpuFacts> gpus = std::move(*discovered);
   {
@@ -92,9 +99,12 @@ Status DraAgent::Start() {
                  "a node's GPUs. Remove the device plugin from this node (devicePlugin node "
                  "selector) or keep DRA off it"};
   }
-  auto discovery = deviceplugin::NodeDiscovery::Make(o.discovery);
-  if (!discovery) return Error{"discovery: " + discovery.error()};
-  discovery_ = std::move(*discovery);
+  if (o.discovery_source == nullptr) {
+    auto discovery = deviceplugin::NodeDiscovery::Make(o.discovery);
+    if (!discovery) return Error{"discovery: " + discovery.error()};
+    discovery_ = std::move(*discovery);
+  }
+  discovering_ = true;
   const std::string checkpoint =
       o.checkpoint_path.empty() ? o.server.plugin_dir + "/checkpoint.json" : o.checkpoint_path;
   claims_ = std::make_unique<PreparedClaims>(checkpoint, o.prepare);
@@ -134,7 +144,7 @@ void DraAgent::Stop() {
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
   if (server_) server_->Stop();
-  if (discovery_) {
+  if (discovering_) {
     if (auto s = publisher_.Withdraw(); !s) HAMI_WARN("hami-dra-plugin: withdraw: {}", s.error());
   }
 }

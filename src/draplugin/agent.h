@@ -33,6 +33,10 @@ struct AgentOptions {
   // The device plugin's kubelet socket: when a process serves it, this node is in device-plugin
   // mode and the DRA plugin refuses to start (both would hand out the same GPUs). "" = no check.
   std::string device_plugin_socket = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock";
+  // The node's GPUs from this discovery instead of NVML or discovery.device_inventory (no NVML
+  // attributes then): hami-sim's nodes, whose GPUs may be in MIG mode, which an inventory cannot
+  // say. Null = discovery's choice. Must outlive the agent.
+  deviceplugin::Discovery* discovery_source = nullptr;
 };
 
 // The GPUs of `devices` with their attributes (`attributes` by index; empty: none known).
@@ -71,6 +75,7 @@ class DraAgent {
   k8s::Client* client_;
   const Clock& clock_;
   std::unique_ptr<deviceplugin::NodeDiscovery> discovery_;
+  bool discovering_ = false;  // Start got past the device-plugin check: Stop withdraws the pool
   SlicePublisher publisher_;
   std::unique_ptr<PreparedClaims> claims_;
   std::unique_ptr<DraServer> server_;

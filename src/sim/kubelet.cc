@@ -35,6 +35,7 @@ json TrimPod(json pod) {
   if (pod.contains("spec")) {
     json& spec = pod["spec"];
     out["spec"]["nodeName"] = spec.value("nodeName", "");
+    if (spec.contains("resourceClaims")) out["spec"]["resourceClaims"] = spec["resourceClaims"];
     for (const char* list : {"initContainers", "containers"}) {
       if (!spec.contains(list) || !spec[list].is_array()) continue;
       for (json& c : spec[list]) {
@@ -43,7 +44,11 @@ json TrimPod(json pod) {
       }
     }
   }
-  if (pod.contains("status")) out["status"]["phase"] = pod["status"].value("phase", "");
+  if (pod.contains("status")) {
+    out["status"]["phase"] = pod["status"].value("phase", "");
+    if (pod["status"].contains("resourceClaimStatuses"))
+      out["status"]["resourceClaimStatuses"] = pod["status"]["resourceClaimStatuses"];
+  }
   return out;
 }
 
@@ -98,6 +103,7 @@ void KubeletFleet::Impl::Stop() {
     std::lock_guard<std::mutex> process(node->process_mu);
     if (node->plugin) node->plugin->Stop();
     if (node->vendor) node->vendor->Stop();
+    if (node->dra) node->dra->Stop();
     if (node->registration) node->registration->Shutdown(std::chrono::system_clock::now());
   }
   stop_informer.join();
@@ -131,16 +137,29 @@ void KubeletFleet::Impl::OnPodGone(const json& pod) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(k8s::ObjectKey(pod));
   if (it == runs_.end()) return;
-  ReleaseIds(it->second);
+  ReleaseIds(it->first, it->second);
   // A pod ended by someone else (deleted, or failed by another writer) takes no more steps; our
   // own terminal patches come back here too and find `done` already set.
   it->second.done = true;
 }
 
-void KubeletFleet::Impl::ReleaseIds(PodRun& run) {
+void KubeletFleet::Impl::ReleaseIds(const std::string& key, PodRun& run) {
   Node& node = *nodes_[run.node];
   for (const std::string& id : run.ids) node.in_use.erase(id);
   run.ids.clear();
+  for (const DraClaimRef& c : run.claims) {
+    auto users = node.claim_users.find(c.uid);
+    if (users == node.claim_users.end()) continue;
+    users->second.erase(key);
+    if (!users->second.empty()) continue;  // another pod of the node still uses it
+    node.claim_users.erase(users);
+    run.unprepare.push_back(c);
+  }
+  run.claims.clear();
+  if (!run.unprepare.empty() && !stopping_) {
+    timers_.emplace(std::chrono::steady_clock::now(), timer_seq_++, key, Step::kUnprepare);
+    cv_.notify_one();
+  }
 }
 
 void KubeletFleet::Impl::Schedule(std::chrono::milliseconds delay, const std::string& key,
@@ -177,9 +196,11 @@ void KubeletFleet::Impl::Run(const std::string& key, Step step) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = runs_.find(key);
-    if (it == runs_.end() || it->second.done) return;
+    if (it == runs_.end() || (it->second.done && step != Step::kUnprepare)) return;
   }
-  if (step == Step::kAdmit) {
+  if (step == Step::kUnprepare) {
+    Unprepare(key);
+  } else if (step == Step::kAdmit) {
     Admit(key);
   } else {
     PatchStatus(key, step);
@@ -211,12 +232,40 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
   std::string error;
   const auto usage = PodUsage(*pod);
   const bool vendor_node = !nodes_[index]->spec.vendor.empty();
+  const bool dra_node = DraNode(index);
+  DraAdmission dra;
+  if (dra_node && (*pod)["spec"].contains("resourceClaims")) {
+    dra = AdmitDra(key, *pod, index);
+    if (dra.kind == DraAdmission::kWait) return;  // admitted again later
+    if (dra.kind == DraAdmission::kFail) error = dra.message;
+  }
   const std::string& resource =
       vendor_node ? nodes_[index]->vendor_resource : options_.plugin_config.resource_name;
   for (const char* list : {"initContainers", "containers"}) {
     if (!error.empty() || !(*pod)["spec"].contains(list)) continue;
     for (const json& c : (*pod)["spec"][list]) {
       const int64_t n = ContainerDeviceCount(c, resource);
+      if (dra_node) {
+        if (n > 0) {
+          error = "node " + nodes_[index]->spec.name + " is in DRA mode: no device plugin serves " +
+                  resource;
+          break;
+        }
+        std::map<std::string, std::string> env, mounts;
+        bool named = false;
+        const json claims = c.value("resources", json::object()).value("claims", json::array());
+        for (const json& ref : claims) {
+          auto e = dra.edits.find(ref.is_object() ? ref.value("name", "") : "");
+          if (e == dra.edits.end()) continue;
+          named = true;
+          for (const auto& [k, v] : e->second.env) env[k] = v;
+          for (const auto& [k, v] : e->second.mounts) mounts[k] = v;
+        }
+        if (!named) continue;
+        WriteUsage(*pod, c.value("name", ""), usage, env, mounts);
+        envs.push_back(std::move(env));
+        continue;
+      }
       if (n <= 0) continue;
       auto r =
           vendor_node ? VendorAllocate(vendor.get(), resource) : AllocateContainer(index, key, n);
@@ -234,7 +283,7 @@ void KubeletFleet::Impl::Admit(const std::string& key) {
     run.rec.container_envs = std::move(envs);
     if (!error.empty()) {
       run.rec.message = error;
-      ReleaseIds(run);
+      ReleaseIds(key, run);
     }
   }
   PatchStatus(key, error.empty() ? Step::kRunning : Step::kFailed);
@@ -269,7 +318,7 @@ void KubeletFleet::Impl::PatchStatus(const std::string& key, Step step) {
     } else {
       HAMI_WARN("pod {}: status {}", key, r.error().ToString());
       run.done = true;
-      ReleaseIds(run);
+      ReleaseIds(key, run);
     }
     return;
   }
@@ -289,7 +338,7 @@ void KubeletFleet::Impl::PatchStatus(const std::string& key, Step step) {
   run.rec.finished_at = now;
   run.rec.failed = step == Step::kFailed;
   run.done = true;
-  ReleaseIds(run);
+  ReleaseIds(key, run);
 }
 
 KubeletFleet::KubeletFleet(k8s::Client& client, std::vector<SimNode> nodes, KubeletOptions options,

@@ -22,6 +22,20 @@
 // 1,000 nodes start in about 10 s (Release, loaded 2-core dev machine, 8 nodes at a time).
 // Affordable, so no multiplexing of several nodes onto one server.
 //
+// DRA mode (KubeletOptions::dra; docs/DRA.md "hami-sim in DRA mode"): an NVIDIA node runs the
+// real hami-dra-plugin (draplugin::DraAgent) in-process instead of the device plugin, discovering
+// the node's GPUs (MIG profiles and unhealthyGpu included), with its registration, plugin and CDI
+// directories under <socket_dir>/<i>/. The Node has no nvidia.com/gpu capacity: the pool of
+// ResourceSlices the agent publishes at Start is what the scheduler sees. The kubelet registers
+// the plugin (pluginregistration GetInfo, NotifyRegistrationStatus). For a pod with
+// spec.resourceClaims it waits (re-checking with backoff) until each claim exists, is allocated
+// and lists the pod in status.reservedFor, calls NodePrepareResources (dra v1) with them, and
+// resolves the answer's CDI device ids against the plugin's CDI specs: each container gets the
+// env of the claims its resources.claims name (PodRunRecord::container_envs). A prepare error is
+// retried (event FailedPrepareDynamicResources) and, after dra_prepare_attempts, fails the pod.
+// NodeUnprepareResources follows when the pod ends or is deleted, for each claim no other pod of
+// the node still uses. The device plugin's process faults are not simulated on a DRA node.
+//
 // Work is done by a small pool (not a thread per pod): admission latency and durations are
 // deadlines in a timer queue, so a waiting pod occupies no thread. API errors (the sim apiserver
 // can inject 500s) are retried with backoff; Stop() abandons what is still queued.
@@ -72,6 +86,13 @@ struct KubeletOptions {
   // The device plugins' clock (their publish schedule, a vendor plugin's handshake time);
   // null = the fleet's. hami-sim's clockSkew.plugins. Must outlive the fleet.
   const Clock* plugin_clock = nullptr;
+  // DRA mode (above): hami-dra-plugin on every NVIDIA node instead of the device plugin.
+  bool dra = false;
+  // DRA mode: NodePrepareResources calls for one pod before it is failed with the last error.
+  int dra_prepare_attempts = 5;
+  // DRA mode: the longest wait between two checks of a pod's claims (and between two prepare or
+  // unprepare tries); the first is 20 ms, doubled each time.
+  std::chrono::milliseconds dra_max_backoff{1000};
 };
 
 struct PodRunRecord {
@@ -81,7 +102,8 @@ struct PodRunRecord {
   bool running = false, finished = false, failed = false;  // failed implies finished
   std::string message;                                     // Allocate error, if any
   // Added: the env each GPU container got from Allocate (CUDA_DEVICE_MEMORY_LIMIT_0, ...), in
-  // container order (init containers first).
+  // container order (init containers first). DRA mode: the env of the CDI devices of the claims
+  // each container names in resources.claims (containers naming none are left out).
   std::vector<std::map<std::string, std::string>> container_envs;
 };
 

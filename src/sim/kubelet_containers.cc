@@ -101,12 +101,24 @@ std::map<std::string, SimUsage> KubeletFleet::Impl::PodUsage(const json& pod) {
 // A container with a declared usage: its region file, where the node's monitor reads it.
 void KubeletFleet::Impl::WriteUsage(const json& pod, const std::string& container,
                                     const std::map<std::string, SimUsage>& usage,
-                                    const std::map<std::string, std::string>& envs) {
+                                    const std::map<std::string, std::string>& envs,
+                                    const std::map<std::string, std::string>& mounts) {
   auto u = usage.find(container);
   if (u == usage.end()) return;
   UsageRegion region;
   region.usage = u->second;
   auto path = UsageRegionFor(envs, HookPath(), k8s::Uid(pod), container, &region);
+  if (path && !mounts.empty()) {
+    // DRA: the region is the claim's, a file mount of its own (docs/DRA.md "Prepare").
+    auto cache = envs.find("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    auto host = cache == envs.end() ? mounts.end() : mounts.find(cache->second);
+    if (host == mounts.end()) {
+      path = Error{"CUDA_DEVICE_MEMORY_SHARED_CACHE: no CDI mount for " +
+                   Quote(cache == envs.end() ? "" : cache->second)};
+    } else {
+      path = host->second;
+    }
+  }
   Status st = path ? WriteUsageRegion(*path, region) : Status(Error{path.error()});
   if (!st) HAMI_WARN("pod {} container {}: usage: {}", k8s::ObjectKey(pod), container, st.error());
 }

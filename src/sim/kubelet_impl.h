@@ -8,6 +8,9 @@
 //                          (a plugin killed and restarted, the kubelet restarted)
 //   kubelet_containers.cc  the container side: devices a container asks for, the pod status
 //                          objects, the usage region files the node's monitor reads
+//   kubelet_dra.cc         DRA mode: each node's hami-dra-plugin (DraAgent) and its
+//                          registration, a pod's claims waited for, prepared and unprepared
+//                          over the plugin's DRA gRPC API, the CDI edits that become its env
 #ifndef HAMI_SIM_KUBELET_IMPL_H_
 #define HAMI_SIM_KUBELET_IMPL_H_
 
@@ -34,6 +37,7 @@
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/register.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "draplugin/agent.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
 #include "sim/kubelet.h"
@@ -54,6 +58,45 @@ int64_t ContainerDeviceCount(const nlohmann::json& container, const std::string&
 nlohmann::json RunningStatus(const nlohmann::json& pod, SystemTime now);
 nlohmann::json EndStatus(const nlohmann::json& pod, SystemTime now, bool ok,
                          const std::string& message);
+
+// What a container runtime takes from CDI devices: the env ("K=V" entries of the spec's and the
+// device's containerEdits) and the mounts (container path -> host path).
+struct CdiEdits {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> mounts;
+};
+
+// Resolves fully qualified CDI device ids ("<vendor>/<class>=<name>") against the CDI spec files
+// (*.json) in `cdi_dir`, as the runtime does. An id no spec defines is an error naming it.
+Result<CdiEdits> ResolveCdiDevices(const std::string& cdi_dir, const std::vector<std::string>& ids);
+
+// A claim as kubelet names it to a DRA plugin.
+struct DraClaimRef {
+  std::string ns, uid, name;
+};
+
+// The node's GPUs as given by the scenario, with the health the unhealthyGpu fault sets (what
+// NVML's health events tell the real plugin).
+class StaticDiscovery : public dp::Discovery {
+ public:
+  StaticDiscovery(std::vector<dp::GpuDevice> gpus, const std::vector<bool>* unhealthy,
+                  std::mutex* mu)
+      : gpus_(std::move(gpus)), unhealthy_(unhealthy), mu_(mu) {}
+  Result<std::vector<dp::GpuDevice>> Discover() override {
+    std::vector<dp::GpuDevice> out = gpus_;
+    std::lock_guard<std::mutex> lock(*mu_);
+    for (size_t i = 0; i < out.size() && i < unhealthy_->size(); ++i) {
+      if ((*unhealthy_)[i]) out[i].healthy = false;
+    }
+    return out;
+  }
+  std::string Name() const override { return "sim"; }
+
+ private:
+  std::vector<dp::GpuDevice> gpus_;
+  const std::vector<bool>* unhealthy_;
+  std::mutex* mu_;
+};
 
 class KubeletFleet::Impl {
  public:
@@ -84,14 +127,33 @@ class KubeletFleet::Impl {
     std::vector<std::string> device_ids;  // from ListAndWatch, healthy only
     std::set<std::string> in_use;         // kept across restarts (kubelet's checkpoint)
     std::vector<bool> unhealthy;          // per GPU: the unhealthyGpu fault's (mu_)
+    // DRA mode (an NVIDIA node): hami-dra-plugin in-process instead of the device plugin (over
+    // `discovery`), its directories (<dir>/dra: plugin socket, checkpoint; <dir>/reg:
+    // registration; <dir>/cdi: CDI specs), and the kubelet's channel to the endpoint it
+    // registered.
+    std::unique_ptr<draplugin::DraAgent> dra;
+    std::shared_ptr<grpc::Channel> dra_channel;  // mu_
+    // Prepared claims (uid) -> the pods of this node using them (kubelet's claim info cache): a
+    // claim is unprepared when its last pod here ends.
+    std::map<std::string, std::set<std::string>> claim_users;  // mu_
   };
-  enum class Step { kAdmit, kRunning, kFinish, kFailed };
+  enum class Step { kAdmit, kRunning, kFinish, kFailed, kUnprepare };
   struct PodRun {
     PodRunRecord rec;
     size_t node = 0;
     std::vector<std::string> ids;  // device IDs held
     bool done = false;             // terminal, deleted or abandoned: no more steps
     int status_attempts = 0;
+    // DRA mode: the pod's claims sent to NodePrepareResources, those to unprepare now that it
+    // ended, and the tries of each phase (waiting for allocation, prepare, unprepare).
+    std::vector<DraClaimRef> claims, unprepare;
+    int wait_attempts = 0, prepare_attempts = 0, unprepare_attempts = 0;
+  };
+  // What DRA admission decided for a pod.
+  struct DraAdmission {
+    enum Kind { kReady, kWait, kFail } kind = kReady;
+    std::string message;                    // kFail: why
+    std::map<std::string, CdiEdits> edits;  // kReady: pod claim entry name -> its claim's edits
   };
 
   Impl(k8s::Client& client, std::vector<SimNode> nodes, KubeletOptions options, const Clock& clock)
@@ -132,19 +194,32 @@ class KubeletFleet::Impl {
   void Run(const std::string& key, Step step);
   void Admit(const std::string& key);
   void PatchStatus(const std::string& key, Step step);
-  void ReleaseIds(PodRun& run);
+  // Under mu_: the pod's device IDs go back, and its claims no other pod of the node uses are
+  // queued for NodeUnprepareResources.
+  void ReleaseIds(const std::string& key, PodRun& run);
   Result<std::map<std::string, std::string>> VendorAllocate(VendorPlugin* plugin,
                                                             const std::string& resource);
   Result<std::map<std::string, std::string>> AllocateContainer(size_t node, const std::string& key,
                                                                int64_t count);
+  // DRA mode (kubelet_dra.cc).
+  bool DraNode(size_t index) const { return options_.dra && nodes_[index]->spec.vendor.empty(); }
+  Status StartDraPlugin(size_t index);
+  Status RegisterDraPlugin(size_t index);
+  DraAdmission AdmitDra(const std::string& key, const json& pod, size_t index);
+  void Unprepare(const std::string& key);
+  Status SetDraGpuHealth(size_t index);
   std::string HookPath() const {
     return options_.hook_path.empty() ? options_.socket_dir + "/hook" : options_.hook_path;
   }
   // The scenario's usage, written where the node's monitor reads it (kubelet_containers.cc).
   std::map<std::string, SimUsage> PodUsage(const json& pod);
+  // `mounts` (DRA: the CDI mounts, container path -> host path) place the region where the
+  // container's CUDA_DEVICE_MEMORY_SHARED_CACHE is mounted from; empty: the device plugin's
+  // per-container directory.
   void WriteUsage(const json& pod, const std::string& container,
                   const std::map<std::string, SimUsage>& usage,
-                  const std::map<std::string, std::string>& envs);
+                  const std::map<std::string, std::string>& envs,
+                  const std::map<std::string, std::string>& mounts = {});
 
   k8s::Client& client_;
   const KubeletOptions options_;

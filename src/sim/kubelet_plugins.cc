@@ -17,33 +17,6 @@ namespace hami::sim {
 namespace res = k8s::resources;
 using nlohmann::json;
 
-namespace {
-
-// The node's GPUs as given by the scenario, with the health the unhealthyGpu fault sets (what
-// NVML's health events tell the real plugin).
-class StaticDiscovery : public dp::Discovery {
- public:
-  StaticDiscovery(std::vector<dp::GpuDevice> gpus, const std::vector<bool>* unhealthy,
-                  std::mutex* mu)
-      : gpus_(std::move(gpus)), unhealthy_(unhealthy), mu_(mu) {}
-  Result<std::vector<dp::GpuDevice>> Discover() override {
-    std::vector<dp::GpuDevice> out = gpus_;
-    std::lock_guard<std::mutex> lock(*mu_);
-    for (size_t i = 0; i < out.size() && i < unhealthy_->size(); ++i) {
-      if ((*unhealthy_)[i]) out[i].healthy = false;
-    }
-    return out;
-  }
-  std::string Name() const override { return "sim"; }
-
- private:
-  std::vector<dp::GpuDevice> gpus_;
-  const std::vector<bool>* unhealthy_;
-  std::mutex* mu_;
-};
-
-}  // namespace
-
 std::shared_ptr<VendorPlugin> KubeletFleet::Impl::NewVendorPlugin(const device::Device& dev,
                                                                   const Node& node) {
   k8s::Client* api = options_.plugin_client ? options_.plugin_client : &client_;
@@ -58,6 +31,8 @@ Status KubeletFleet::Impl::CreateNode(Node& node) {
                                           options_.plugin_config.device_split_count);
   const std::string& rname = options_.plugin_config.resource_name;
   json resources = {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"}, {rname, gpus}};
+  // DRA mode: the node's GPUs are its ResourceSlices, not an extended resource.
+  if (options_.dra && node.spec.vendor.empty()) resources.erase(rname);
   if (!node.spec.vendor.empty()) {
     const device::Device* dev =
         options_.registry ? options_.registry->Find(node.spec.vendor) : nullptr;
@@ -194,8 +169,12 @@ Status KubeletFleet::Impl::StartNodes() {
   auto run = [&] {
     for (size_t i = next++; i < nodes_.size(); i = next++) {
       Status s = CreateNode(*nodes_[i]);
-      if (s && nodes_[i]->spec.vendor.empty()) s = ServeRegistration(i);
-      if (s) s = StartPlugin(i);
+      if (s && DraNode(i)) {
+        s = StartDraPlugin(i);
+      } else {
+        if (s && nodes_[i]->spec.vendor.empty()) s = ServeRegistration(i);
+        if (s) s = StartPlugin(i);
+      }
       std::lock_guard<std::mutex> lock(mu);
       if (!s && first) first = s;
     }

@@ -20,6 +20,10 @@ namespace hami::sim {
 
 namespace {
 
+Status DraFaultError(const std::string& node, const std::string& fault) {
+  return Error{"node " + Quote(node) + " is in DRA mode: " + fault + " is not simulated there"};
+}
+
 class RegistrationService final : public v1beta1::Registration::Service {
  public:
   using Handler = std::function<grpc::Status(const v1beta1::RegisterRequest&)>;
@@ -86,7 +90,7 @@ grpc::Status KubeletFleet::Impl::OnRegister(size_t index, const v1beta1::Registe
 }
 
 bool KubeletFleet::Impl::KillPlugin(size_t index) {
-  if (index >= nodes_.size()) return false;
+  if (index >= nodes_.size() || DraNode(index)) return false;
   Node& node = *nodes_[index];
   std::lock_guard<std::mutex> process(node.process_mu);
   if (node.plugin_down) return false;
@@ -116,6 +120,7 @@ bool KubeletFleet::Impl::KillPlugin(size_t index) {
 
 Status KubeletFleet::Impl::RestartPlugin(size_t index, bool count) {
   if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
+  if (DraNode(index)) return DraFaultError(nodes_[index]->spec.name, "restartPlugin");
   Node& node = *nodes_[index];
   std::lock_guard<std::mutex> process(node.process_mu);
   if (!node.plugin_down) return OkStatus();
@@ -135,7 +140,7 @@ Status KubeletFleet::Impl::RestartPlugin(size_t index, bool count) {
 }
 
 bool KubeletFleet::Impl::StopKubelet(size_t index) {
-  if (index >= nodes_.size()) return false;
+  if (index >= nodes_.size() || DraNode(index)) return false;
   Node& node = *nodes_[index];
   std::lock_guard<std::mutex> process(node.process_mu);
   {
@@ -158,6 +163,7 @@ bool KubeletFleet::Impl::StopKubelet(size_t index) {
 
 Status KubeletFleet::Impl::StartKubelet(size_t index) {
   if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
+  if (DraNode(index)) return DraFaultError(nodes_[index]->spec.name, "restartKubelet");
   Node& node = *nodes_[index];
   std::lock_guard<std::mutex> process(node.process_mu);
   {
@@ -198,6 +204,14 @@ Status KubeletFleet::Impl::SetGpuHealth(size_t index, size_t gpu, bool healthy) 
   if (gpu >= node.spec.gpus.size()) {
     return Error{"node " + Quote(node.spec.name) + " has no GPU " + std::to_string(gpu)};
   }
+  if (DraNode(index)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      node.unhealthy.resize(node.spec.gpus.size(), false);
+      node.unhealthy[gpu] = !healthy;
+    }
+    return SetDraGpuHealth(index);
+  }
   std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -230,6 +244,7 @@ Status KubeletFleet::Impl::SetGpuHealth(size_t index, size_t gpu, bool healthy) 
 
 Status KubeletFleet::Impl::RecreateNode(size_t index) {
   if (index >= nodes_.size()) return Error{"no node " + std::to_string(index)};
+  if (DraNode(index)) return DraFaultError(nodes_[index]->spec.name, "deleteNode");
   Node& node = *nodes_[index];
   {
     std::lock_guard<std::mutex> process(node.process_mu);
