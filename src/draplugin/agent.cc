@@ -97,7 +97,8 @@ Status DraAgent::Start() {
   discovery_ = std::move(*discovery);
   const std::string checkpoint =
       o.checkpoint_path.empty() ? o.server.plugin_dir + "/checkpoint.json" : o.checkpoint_path;
-  claims_ = std::make_unique<PreparedClaims>(checkpoint, o.prepare);
+  deviceplugin::MigDriver* mig = o.mig_driver ? o.mig_driver : discovery_->nvml();
+  claims_ = std::make_unique<PreparedClaims>(checkpoint, o.prepare, mig, o.mig_lock_path);
   if (auto s = claims_->Load(); !s) return s;
   if (auto s = Refresh(); !s) return s;
   ServerOptions server = o.server;

@@ -33,6 +33,11 @@ struct AgentOptions {
   // The device plugin's kubelet socket: when a process serves it, this node is in device-plugin
   // mode and the DRA plugin refuses to start (both would hand out the same GPUs). "" = no check.
   std::string device_plugin_socket = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock";
+  // The driver that makes claims' MIG instances (tests, the simulator); null: NVML's when
+  // discovery is NVML, none with an inventory (a claim for a MIG device then fails, saying so).
+  // Must outlive the agent.
+  deviceplugin::MigDriver* mig_driver = nullptr;
+  std::string mig_lock_path = std::string(deviceplugin::kMigApplyLockPath);
 };
 
 // The GPUs of `devices` with their attributes (`attributes` by index; empty: none known).
