@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "deviceplugin/mig_profiles.h"
 #include "k8s/client.h"
 
 namespace hami::draplugin {
@@ -41,6 +42,36 @@ Result<std::vector<GpuFacts>> DiscoverGpus(deviceplugin::NodeDiscovery& discover
     if (a) attributes = std::move(*a);
   }
   return MakeFacts(*devices, attributes);
+}
+
+std::vector<GpuFacts> WithMigProfiles(
+    std::vector<GpuFacts> gpus, deviceplugin::MigDriver& driver,
+    const std::vector<device::nvidia::MigAllowlistEntry>& allowlist,
+    std::vector<std::string>* notes) {
+  std::vector<GpuFacts> out;
+  for (GpuFacts& g : gpus) {
+    const std::string name = "GPU " + Quote(g.gpu.uuid) + " (" + g.gpu.model + ")";
+    const auto index = static_cast<uint32_t>(g.gpu.index);
+    auto enabled = driver.MigEnabled(index);
+    if (!enabled) {
+      notes->push_back(name + ": MIG mode unknown (" + enabled.error() + "): shared");
+    } else if (*enabled) {
+      auto offered = driver.GpuInstanceProfiles(index);
+      if (!offered) {
+        notes->push_back(name + ": in MIG mode, its profiles unknown (" + offered.error() +
+                         "): not published");
+        continue;
+      }
+      g.gpu.mig_profiles = deviceplugin::MigProfilesFor(allowlist, g.gpu.model, *offered);
+      if (g.gpu.mig_profiles.empty()) {
+        notes->push_back(name +
+                         ": in MIG mode, offers no profile of migProfileAllowlist: not published");
+        continue;
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 bool SomeoneServes(const std::string& path) {
@@ -80,9 +111,17 @@ Status DraAgent::Refresh() {
   }
   if (!discovered) return std::move(discovered).take_error();
   std::vector<GpuFacts> gpus = std::move(*discovered);
+  std::vector<std::string> notes;
+  if (mig_driver_ != nullptr) {
+    gpus = WithMigProfiles(std::move(gpus), *mig_driver_,
+                           options_.discovery.config.mig_profile_allowlist, &notes);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     gpus_ = gpus;
+    for (const std::string& n : notes) {
+      if (noted_.insert(n).second) HAMI_WARN("hami-dra-plugin: {}", n);
+    }
   }
   if (server_) server_->UpdateHealth(gpus, UnixSeconds(clock_));
   if (auto s = publisher_.Publish(gpus); !s) return Error{"publish: " + s.error()};
@@ -107,7 +146,8 @@ Status DraAgent::Start() {
   discovering_ = true;
   const std::string checkpoint =
       o.checkpoint_path.empty() ? o.server.plugin_dir + "/checkpoint.json" : o.checkpoint_path;
-  claims_ = std::make_unique<PreparedClaims>(checkpoint, o.prepare);
+  mig_driver_ = o.mig_driver ? o.mig_driver : discovery_ ? discovery_->nvml() : nullptr;
+  claims_ = std::make_unique<PreparedClaims>(checkpoint, o.prepare, mig_driver_, o.mig_lock_path);
   if (auto s = claims_->Load(); !s) return s;
   if (auto s = Refresh(); !s) return s;
   ServerOptions server = o.server;

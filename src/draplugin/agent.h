@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,11 @@ struct AgentOptions {
   // attributes then): hami-sim's nodes, whose GPUs may be in MIG mode, which an inventory cannot
   // say. Null = discovery's choice. Must outlive the agent.
   deviceplugin::Discovery* discovery_source = nullptr;
+  // The MIG driver (tests, the simulator): which GPUs are in MIG mode, and so publish MIG
+  // devices, and what makes claims' MIG instances. Null: NVML's when discovery is NVML; none
+  // with an inventory (no MIG devices; a claim for one fails, saying so). Must outlive the agent.
+  deviceplugin::MigDriver* mig_driver = nullptr;
+  std::string mig_lock_path = std::string(deviceplugin::kMigApplyLockPath);
 };
 
 // The GPUs of `devices` with their attributes (`attributes` by index; empty: none known).
@@ -45,6 +51,17 @@ std::vector<GpuFacts> MakeFacts(const std::vector<deviceplugin::GpuDevice>& devi
 
 // The node's GPUs with their DRA facts from `discovery` (NVML attributes where NVML is used).
 Result<std::vector<GpuFacts>> DiscoverGpus(deviceplugin::NodeDiscovery& discovery);
+
+// The GPUs with the MIG profiles they publish (docs/DRA.md "ResourceSlices"): a GPU `driver` says
+// is in MIG mode gets the profiles of `allowlist` it offers (mig_profiles.h MigProfilesFor); one
+// in MIG mode that offers none of them is left out (it cannot be shared either), and so is an
+// unhealthy one whose profiles cannot be read. A GPU whose MIG mode cannot be read (a driver
+// without MIG) is not in MIG mode. Each GPU left out, or whose mode was unreadable, adds a line
+// to `notes`.
+std::vector<GpuFacts> WithMigProfiles(
+    std::vector<GpuFacts> gpus, deviceplugin::MigDriver& driver,
+    const std::vector<device::nvidia::MigAllowlistEntry>& allowlist,
+    std::vector<std::string>* notes);
 
 // Whether a process accepts connections on unix socket `path` (a stale socket file does not).
 bool SomeoneServes(const std::string& path);
@@ -76,6 +93,8 @@ class DraAgent {
   const Clock& clock_;
   std::unique_ptr<deviceplugin::NodeDiscovery> discovery_;
   bool discovering_ = false;  // Start got past the device-plugin check: Stop withdraws the pool
+  deviceplugin::MigDriver* mig_driver_ = nullptr;
+  std::set<std::string> noted_;  // WithMigProfiles notes already logged; guarded by mu_
   SlicePublisher publisher_;
   std::unique_ptr<PreparedClaims> claims_;
   std::unique_ptr<DraServer> server_;

@@ -92,7 +92,14 @@ int PrepareClaimFile(const Flags& f, const AgentOptions& o) {
   if (!discovery) return std::cerr << "discovery: " << discovery.error() << "\n", 1;
   auto gpus = DiscoverGpus(**discovery);
   if (!gpus) return std::cerr << gpus.error() << "\n", 1;
-  PreparedClaims claims(o.server.plugin_dir + "/checkpoint.json", o.prepare);
+  if (deviceplugin::NvmlDiscovery* nvml = (*discovery)->nvml()) {
+    std::vector<std::string> notes;
+    *gpus =
+        WithMigProfiles(std::move(*gpus), *nvml, o.discovery.config.mig_profile_allowlist, &notes);
+    for (const std::string& n : notes) std::cerr << n << "\n";
+  }
+  PreparedClaims claims(o.server.plugin_dir + "/checkpoint.json", o.prepare, (*discovery)->nvml(),
+                        o.mig_lock_path);
   if (auto s = claims.Load(); !s) return std::cerr << s.error() << "\n", 1;
   auto devices = claims.Prepare(*allocation, *gpus);
   if (!devices) return std::cerr << devices.error() << "\n", 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/strings.h"
 #include "deviceplugin/allocate.h"
@@ -40,6 +41,20 @@ Result<int64_t> ReadCapacity(const Json& consumed, const char* name, const std::
 const GpuFacts* FindGpu(const std::vector<GpuFacts>& gpus, std::string_view device) {
   for (const GpuFacts& g : gpus) {
     if (GpuDeviceName(g.minor()) == device) return &g;
+  }
+  return nullptr;
+}
+
+const GpuFacts* FindGpuByIndex(const std::vector<GpuFacts>& gpus, uint32_t index) {
+  for (const GpuFacts& g : gpus) {
+    if (g.gpu.index == index) return &g;
+  }
+  return nullptr;
+}
+
+const ClaimMig* FindMig(const std::vector<ClaimMig>& migs, std::string_view device) {
+  for (const ClaimMig& m : migs) {
+    if (m.device == device) return &m;
   }
   return nullptr;
 }
@@ -120,18 +135,30 @@ std::string ClaimLimitsHostPath(const PrepareEnv& env, std::string_view claim_ui
 }
 
 Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuFacts>& gpus,
-                            const PrepareEnv& env) {
+                            const PrepareEnv& env, const std::vector<ClaimMig>& migs) {
   const std::string where = "ResourceClaim " + claim.ns + "/" + claim.name + ": ";
   if (claim.results.empty())
     return Error{where + "no device of driver " + std::string(kDriverName)};
   std::map<int, ClaimGpu> by_minor;  // the claim's GPUs, CUDA order = minor order
+  // The claim's MIG devices by the minor of their GPU: (MIG device, its GPU).
+  std::multimap<int, std::pair<const ClaimMig*, const GpuFacts*>> migs_by_minor;
   for (size_t i = 0; i < claim.results.size(); ++i) {
     const AllocationResult& r = claim.results[i];
     const std::string path = "result " + std::to_string(i) + " (" + Quote(r.device) + ")";
     const GpuFacts* gpu = FindGpu(gpus, r.device);
     if (gpu == nullptr) {
+      const ClaimMig* mig = FindMig(migs, r.device);
+      const GpuFacts* parent = mig ? FindGpuByIndex(gpus, mig->gpu_index) : nullptr;
+      if (parent != nullptr && !mig->mig_uuid.empty()) {
+        bool seen = false;
+        for (auto [it, end] = migs_by_minor.equal_range(parent->minor()); it != end; ++it) {
+          seen = seen || it->second.first == mig;
+        }
+        if (!seen) migs_by_minor.emplace(parent->minor(), std::make_pair(mig, parent));
+        continue;
+      }
       if (IsMigDevice(gpus, r.device)) {
-        return Error{where + path + ": MIG devices are published but not yet prepared"};
+        return Error{where + path + ": no MIG instance of this device on this node"};
       }
       return Error{where + path + ": no such device on this node"};
     }
@@ -152,12 +179,25 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
   const std::string vgpu = env.hook_path + "/vgpu";
   std::vector<std::string> uuids;
   std::map<std::string, std::string> envs;
+  // CUDA devices in minor order; a MIG device is limited by the hardware, so its index gets no
+  // libvgpu limit.
+  std::set<int> minors;
+  for (const auto& [minor, g] : by_minor) minors.insert(minor);
+  for (const auto& [minor, m] : migs_by_minor) minors.insert(minor);
   size_t index = 0;
-  for (const auto& [minor, g] : by_minor) {
-    uuids.push_back(g.gpu->gpu.uuid);
-    envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(index)] = std::to_string(g.memory_mib) + "m";
-    envs["CUDA_DEVICE_SM_LIMIT_" + std::to_string(index)] = std::to_string(g.cores);
-    ++index;
+  for (int minor : minors) {
+    if (auto it = by_minor.find(minor); it != by_minor.end()) {
+      const ClaimGpu& g = it->second;
+      uuids.push_back(g.gpu->gpu.uuid);
+      envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(index)] =
+          std::to_string(g.memory_mib) + "m";
+      envs["CUDA_DEVICE_SM_LIMIT_" + std::to_string(index)] = std::to_string(g.cores);
+      ++index;
+    }
+    for (auto [it, end] = migs_by_minor.equal_range(minor); it != end; ++it) {
+      uuids.push_back(it->second.first->mig_uuid);
+      ++index;
+    }
   }
   Json edits = {{"env", Json::array({"NVIDIA_VISIBLE_DEVICES=" + Join(uuids, ",")})},
                 {"deviceNodes", Json::array({{{"path", "/dev/nvidiactl"}},
@@ -191,6 +231,12 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
   for (size_t i = 0; i < claim.results.size(); ++i) {
     const AllocationResult& r = claim.results[i];
     const GpuFacts* gpu = FindGpu(gpus, r.device);
+    std::string visible_uuid = gpu ? gpu->gpu.uuid : "";
+    if (gpu == nullptr) {  // a MIG device (checked above)
+      const ClaimMig* mig = FindMig(migs, r.device);
+      gpu = FindGpuByIndex(gpus, mig->gpu_index);
+      visible_uuid = mig->mig_uuid;
+    }
     const std::string cdi_name = claim.uid + "-" + (r.share_id.empty() ? r.device : r.share_id);
     devices.push_back(
         {{"name", cdi_name},
@@ -204,7 +250,7 @@ Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuF
     d.share_id = r.share_id;
     d.cdi_device_ids.push_back(std::string(kCdiKind) + "=" + cdi_name);
     if (!env.nvidia_cdi_kind.empty()) {
-      d.cdi_device_ids.push_back(env.nvidia_cdi_kind + "=" + gpu->gpu.uuid);
+      d.cdi_device_ids.push_back(env.nvidia_cdi_kind + "=" + visible_uuid);
     }
     plan.devices.push_back(std::move(d));
   }

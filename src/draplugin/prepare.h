@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "draplugin/mig.h"
 #include "draplugin/slices.h"
 
 namespace hami::draplugin {
@@ -89,11 +90,13 @@ std::string ClaimHostDir(const PrepareEnv& env, std::string_view claim_uid);
 std::string ClaimLimitsHostPath(const PrepareEnv& env, std::string_view claim_uid);
 
 // The plan for `claim` on a node with `gpus`. Each result's device must be one of ours on this
-// node (hami-gpu-<minor>, or a MIG device of it); results on one GPU (two shares of one GPU in a
-// claim) add up to one CUDA device with the sum of their memory and cores (at most the GPU's). A
-// claim whose every GPU is whole (no capacity below the GPU's) gets its GPUs without libvgpu.
+// node: hami-gpu-<minor>, or a MIG device of it whose instance `migs` holds (MigPreparer made
+// it). Results on one GPU (two shares of one GPU in a claim) add up to one CUDA device with the
+// sum of their memory and cores (at most the GPU's). A MIG device is one CUDA device, its MIG
+// UUID in NVIDIA_VISIBLE_DEVICES, without libvgpu limits (the hardware isolates it). A claim
+// whose every GPU is whole (no capacity below the GPU's) or MIG gets them without libvgpu.
 Result<ClaimPlan> PlanClaim(const ClaimAllocation& claim, const std::vector<GpuFacts>& gpus,
-                            const PrepareEnv& env);
+                            const PrepareEnv& env, const std::vector<ClaimMig>& migs = {});
 
 }  // namespace hami::draplugin
 

@@ -37,6 +37,33 @@ PreparedDevice DeviceFromJson(const Json& j) {
   return d;
 }
 
+Json MigToJson(const ClaimMig& m) {
+  return {{"device", m.device},
+          {"gpuIndex", m.gpu_index},
+          {"gpuUUID", m.gpu_uuid},
+          {"profile", m.profile},
+          {"profileID", m.profile_id},
+          {"placement", {{"start", m.placement.start}, {"size", m.placement.size}}},
+          {"gpuInstanceID", m.gpu_instance_id},
+          {"computeInstanceID", m.compute_instance_id},
+          {"migUUID", m.mig_uuid}};
+}
+
+ClaimMig MigFromJson(const Json& j) {
+  ClaimMig m;
+  m.device = j.at("device").get<std::string>();
+  m.gpu_index = j.at("gpuIndex").get<uint32_t>();
+  m.gpu_uuid = j.at("gpuUUID").get<std::string>();
+  m.profile = j.at("profile").get<std::string>();
+  m.profile_id = j.at("profileID").get<uint32_t>();
+  m.placement = {j.at("placement").at("start").get<uint32_t>(),
+                 j.at("placement").at("size").get<uint32_t>()};
+  m.gpu_instance_id = j.at("gpuInstanceID").get<uint32_t>();
+  m.compute_instance_id = j.at("computeInstanceID").get<uint32_t>();
+  m.mig_uuid = j.at("migUUID").get<std::string>();
+  return m;
+}
+
 Json FileToJson(const PlannedFile& f) {
   return {{"path", f.host_path},
           {"content", f.content},
@@ -78,8 +105,12 @@ Status CheckClaimUid(std::string_view uid) {
   return OkStatus();
 }
 
-PreparedClaims::PreparedClaims(std::string checkpoint_path, PrepareEnv env)
-    : path_(std::move(checkpoint_path)), env_(std::move(env)) {}
+PreparedClaims::PreparedClaims(std::string checkpoint_path, PrepareEnv env,
+                               deviceplugin::MigDriver* mig, std::string mig_lock_path)
+    : path_(std::move(checkpoint_path)),
+      env_(std::move(env)),
+      mig_driver_(mig),
+      mig_(mig, std::move(mig_lock_path)) {}
 
 Status PreparedClaims::Load() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -110,6 +141,9 @@ Status PreparedClaims::Load() {
       entry.claim_dir = e.at("claimDir").get<std::string>();
       for (const Json& f : e.at("files")) entry.files.push_back(FileFromJson(f));
       for (const Json& d : e.at("devices")) entry.devices.push_back(DeviceFromJson(d));
+      if (e.contains("migInstances")) {  // absent before MIG claims were prepared
+        for (const Json& m : e.at("migInstances")) entry.migs.push_back(MigFromJson(m));
+      }
       claims_.emplace(uid, std::move(entry));
     }
   } catch (const std::exception& ex) {
@@ -131,6 +165,11 @@ Status PreparedClaims::Save() const {
                    {"claimDir", e.claim_dir},
                    {"files", files},
                    {"devices", devices}};
+    if (!e.migs.empty()) {
+      Json migs = Json::array();
+      for (const ClaimMig& m : e.migs) migs.push_back(MigToJson(m));
+      claims[uid]["migInstances"] = migs;
+    }
   }
   Json root = {{"version", kCheckpointVersion}, {"claims", claims}};
   return deviceplugin::WriteFileAtomically({path_, root.dump() + "\n", 0600});
@@ -156,14 +195,36 @@ Result<std::vector<PreparedDevice>> PreparedClaims::Prepare(const ClaimAllocatio
     if (auto s = WriteFiles(it->second); !s) return std::move(s).take_error();
     return it->second.devices;
   }
-  auto plan = PlanClaim(claim, gpus, env_);
-  if (!plan) return std::move(plan).take_error();
-  Entry entry{claim.ns, claim.name, plan->claim_dir, plan->files, plan->devices};
-  if (auto s = WriteFiles(entry); !s) return std::move(s).take_error();
+  const std::string where = "ResourceClaim " + claim.ns + "/" + claim.name + ": ";
+  std::vector<ClaimMig> migs = ClaimMigDevices(claim, gpus);
+  if (!migs.empty()) {
+    if (mig_driver_ == nullptr) {
+      return Error{where + "MIG device " + Quote(migs.front().device) +
+                   ": this plugin has no MIG driver (GPUs from an inventory, not NVML)"};
+    }
+    auto created = mig_.Create(std::move(migs));
+    if (!created) return Error{where + created.error()};
+    migs = std::move(*created);
+  }
+  // What this call created goes again when the claim cannot be recorded.
+  auto undo = [&](Error e) -> Error {
+    std::vector<ClaimMig> created;
+    for (const ClaimMig& m : migs) {
+      if (m.created) created.push_back(m);
+    }
+    if (!created.empty()) {
+      if (auto s = mig_.Destroy(created); !s) e = Error{e.message + "; roll-back: " + s.error()};
+    }
+    return e;
+  };
+  auto plan = PlanClaim(claim, gpus, env_, migs);
+  if (!plan) return undo(std::move(plan).take_error());
+  Entry entry{claim.ns, claim.name, plan->claim_dir, plan->files, plan->devices, migs};
+  if (auto s = WriteFiles(entry); !s) return undo(std::move(s).take_error());
   claims_.emplace(claim.uid, entry);
   if (auto s = Save(); !s) {
     claims_.erase(claim.uid);
-    return std::move(s).take_error();
+    return undo(std::move(s).take_error());
   }
   return entry.devices;
 }
@@ -173,6 +234,13 @@ Status PreparedClaims::Unprepare(std::string_view claim_uid) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = claims_.find(claim_uid);
   if (it == claims_.end()) return OkStatus();
+  if (!it->second.migs.empty()) {
+    if (mig_driver_ == nullptr) {
+      return Error{"MIG device " + Quote(it->second.migs.front().device) +
+                   ": this plugin has no MIG driver to destroy its instance"};
+    }
+    if (auto s = mig_.Destroy(it->second.migs); !s) return s;
+  }
   std::error_code ec;
   for (const PlannedFile& f : it->second.files) {
     if (::unlink(f.host_path.c_str()) != 0 && errno != ENOENT) {

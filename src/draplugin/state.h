@@ -20,20 +20,27 @@ namespace hami::draplugin {
 class PreparedClaims {
  public:
   // `checkpoint_path`: e.g. /var/lib/kubelet/plugins/hami-core-gpu.project-hami.io/checkpoint.json
-  PreparedClaims(std::string checkpoint_path, PrepareEnv env);
+  // `mig`: the driver that makes MIG devices' instances (NVML's NvmlDiscovery; must outlive
+  // this); null: a claim with a MIG device fails with the reason. `mig_lock_path`: the node's
+  // MIG apply lock.
+  PreparedClaims(std::string checkpoint_path, PrepareEnv env,
+                 deviceplugin::MigDriver* mig = nullptr,
+                 std::string mig_lock_path = std::string(deviceplugin::kMigApplyLockPath));
 
   // Reads the checkpoint; a missing file is an empty state. An unreadable or malformed file is an
   // error naming the path (the plugin must not forget what it prepared).
   Status Load();
 
-  // Plans and writes `claim` (PlanClaim, then the files: create-only ones made when absent, the
-  // others replaced atomically), records it, writes the checkpoint, and returns kubelet's devices.
-  // A claim already recorded returns its recorded devices after re-creating missing files.
+  // Plans and writes `claim` (its MIG devices' instances through MigPreparer, PlanClaim, then the
+  // files: create-only ones made when absent, the others replaced atomically), records it (with
+  // its MIG instances), writes the checkpoint, and returns kubelet's devices. On an error the MIG
+  // instances it created are destroyed again. A claim already recorded returns its recorded
+  // devices after re-creating missing files, and creates no MIG instance.
   Result<std::vector<PreparedDevice>> Prepare(const ClaimAllocation& claim,
                                               const std::vector<GpuFacts>& gpus);
 
-  // Removes the files the claim's Prepare made, its directory, and its record. A claim not
-  // recorded is done already (kubelet retries).
+  // Destroys the MIG instances the claim's Prepare recorded, removes the files it made, its
+  // directory, and its record. A claim not recorded is done already (kubelet retries).
   Status Unprepare(std::string_view claim_uid);
 
   bool Has(std::string_view claim_uid) const;
@@ -44,12 +51,15 @@ class PreparedClaims {
     std::string ns, name, claim_dir;
     std::vector<PlannedFile> files;
     std::vector<PreparedDevice> devices;
+    std::vector<ClaimMig> migs;
   };
   Status WriteFiles(const Entry& entry) const;
   Status Save() const;  // under mu_
 
   std::string path_;
   PrepareEnv env_;
+  deviceplugin::MigDriver* mig_driver_;
+  MigPreparer mig_;
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> claims_;
 };

@@ -1,7 +1,7 @@
 // hami-dra-plugin against the sim API server (its resource.k8s.io/v1 with the API's validation):
 // the pool written, rewritten on a change only, withdrawn; the whole agent from an inventory file
-// registered with the test kubelet, preparing a claim the API server holds; a node in
-// device-plugin mode refused.
+// registered with the test kubelet, preparing a claim the API server holds (a share, and a MIG
+// device through an injected MIG driver); a node in device-plugin mode refused.
 #include "draplugin/agent.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "draplugin/dra_test_kubelet.h"
+#include "draplugin/fake_mig_driver.h"
 #include "draplugin/sim_claims.h"
 #include "support/sim_node_test.h"
 
@@ -138,6 +139,72 @@ TEST_F(DraAgentTest, TheAgentPublishesRegistersAndPreparesAClaimOfTheApiServer) 
   EXPECT_EQ(spec["containerEdits"]["env"][1], "CUDA_DEVICE_MEMORY_LIMIT_0=3000m");
   agent.Stop();
   EXPECT_TRUE(Slices().empty());
+}
+
+// The MIG driver says GPU 0 is in MIG mode: it publishes its MIG placements instead of the
+// shareable device, and a claim for one gets the instance the driver creates.
+TEST_F(DraAgentTest, AGpuInMigModePublishesPlacementsAndPreparesAMigClaim) {
+  testing::FakeMigDriver driver;
+  driver.AddGpu(0, true);
+  driver.AddGpu(1, false);
+  AgentOptions o = Options();
+  std::ofstream(o.discovery.device_inventory)
+      << "devices:\n- {uuid: GPU-a, model: NVIDIA A100-SXM4-80GB, memory: 81920}\n"
+         "- {uuid: GPU-b, model: NVIDIA A100-SXM4-80GB, memory: 81920}\n";
+  o.mig_driver = &driver;
+  o.mig_lock_path = dir_ + "/hami-mig-apply.lock";
+  DraAgent agent(o, client_.get(), RealClock());
+  ASSERT_TRUE(agent.Start());
+  std::vector<std::string> names;
+  for (const Json& s : Slices()) {
+    for (const Json& d : s["spec"].value("devices", Json::array())) names.push_back(d["name"]);
+  }
+  EXPECT_EQ(std::count(names.begin(), names.end(), "hami-gpu-1"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "hami-gpu-0"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "hami-gpu-0-mig-1g-10gb-3"), 1);
+
+  auto claim_uid = testing::CreateAllocatedClaim(*client_, "hami-gpu-0-mig-1g-10gb-3");
+  ASSERT_TRUE(claim_uid) << claim_uid.error();
+  DraTestKubelet kubelet;
+  ASSERT_TRUE(kubelet.Register(agent.server()->registration_socket()));
+  auto prepared = kubelet.Prepare({DraTestKubelet::MakeClaim("default", *claim_uid, "c")});
+  ASSERT_TRUE(prepared) << prepared.error();
+  const auto& answer = prepared->claims().at(*claim_uid);
+  ASSERT_EQ(answer.error(), "");
+  ASSERT_EQ(driver.instances(0).size(), 1u);
+  EXPECT_EQ(driver.instances(0)[0].placement, (protocol::MigPlacement{3, 1}));
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(1),
+            "nvidia.com/gpu=" + driver.instances(0)[0].mig_uuid);
+  auto undone = kubelet.Unprepare({DraTestKubelet::MakeClaim("default", *claim_uid, "c")});
+  ASSERT_TRUE(undone) << undone.error();
+  EXPECT_EQ(undone->claims().at(*claim_uid).error(), "");
+  EXPECT_TRUE(driver.instances(0).empty());
+  agent.Stop();
+}
+
+// A GPU in MIG mode whose profiles the allowlist does not name is not published at all (it cannot
+// be shared); one whose mode cannot be read is shared.
+TEST(WithMigProfiles, LeavesOutAMigGpuWithoutAllowlistedProfiles) {
+  testing::FakeMigDriver driver;
+  driver.AddGpu(0, true);
+  driver.AddGpu(1, true);
+  GpuFacts a, b, c;
+  a.gpu = {0, "GPU-a", "NVIDIA A100-SXM4-80GB", 81920};
+  b.gpu = {1, "GPU-b", "NVIDIA Unknown", 81920};
+  c.gpu = {2, "GPU-c", "NVIDIA A10", 24576};  // the driver does not know it
+  std::vector<std::string> notes;
+  auto out = WithMigProfiles({a, b, c}, driver, deviceplugin::PluginConfig{}.mig_profile_allowlist,
+                             &notes);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].gpu.uuid, "GPU-a");
+  EXPECT_FALSE(out[0].gpu.mig_profiles.empty());
+  EXPECT_EQ(out[1].gpu.uuid, "GPU-c");
+  EXPECT_TRUE(out[1].gpu.mig_profiles.empty());
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(
+      notes[0],
+      R"(GPU "GPU-b" (NVIDIA Unknown): in MIG mode, offers no profile of migProfileAllowlist: not published)");
+  EXPECT_EQ(notes[1].rfind(R"(GPU "GPU-c" (NVIDIA A10): MIG mode unknown ()", 0), 0u) << notes[1];
 }
 
 TEST_F(DraAgentTest, ANodeInDevicePluginModeIsRefused) {

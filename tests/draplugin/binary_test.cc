@@ -23,10 +23,12 @@ struct Ran {
   std::string out;
 };
 
-// Runs the binary with `args` (shell words), NODE_NAME unset; stdout and stderr together.
-Ran RunBinary(const std::string& args) {
+// Runs the binary with `args` (shell words), NODE_NAME unset and `env` (VAR=value words) set;
+// stdout and stderr together.
+Ran RunBinary(const std::string& args, const std::string& env = "") {
   Ran r;
-  const std::string command = "env -u NODE_NAME " + std::string(HAMI_DRA_PLUGIN_BIN) + " " + args;
+  const std::string command =
+      "env -u NODE_NAME " + env + " " + std::string(HAMI_DRA_PLUGIN_BIN) + " " + args;
   std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
@@ -90,6 +92,49 @@ TEST_F(DraPluginBinaryTest, BadInputNamesTheFileAndField) {
   EXPECT_EQ(WEXITSTATUS(r.status), 2);
   EXPECT_NE(r.out.find("--node-name (or NODE_NAME) is required"), std::string::npos) << r.out;
 }
+
+#ifdef HAMI_FAKE_NVML_DIR
+// NVML (the fake libnvidia-ml.so.1) with GPU 0 in MIG mode: its 1g.5gb placement 6 is prepared
+// by creating that instance through NVML; a second prepare of the claim creates nothing.
+TEST_F(DraPluginBinaryTest, PrepareClaimOfAMigDeviceCreatesItsInstanceThroughNvml) {
+  const std::string state = dir_ + "/mig.state";
+  const std::string env = std::string("LD_LIBRARY_PATH=") + HAMI_FAKE_NVML_DIR +
+                          " HAMI_FAKE_NVML_DEVICES='GPU-a|NVIDIA A100-SXM4-40GB|40960|0:0:0.0'"
+                          " HAMI_FAKE_NVML_MIG=all HAMI_FAKE_NVML_MIG_STATE=" +
+                          state;
+  std::ofstream(dir_ + "/claim.json") << R"({"apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "ml", "uid": "u-1"},
+    "status": {"allocation": {"devices": {"results": [{"request": "gpu",
+      "driver": "hami-core-gpu.project-hami.io", "pool": "gpu-node",
+      "device": "hami-gpu-0-mig-1g-5gb-6"}]}}}})";
+  const std::string flags = "--hook-path " + dir_ + "/hook --cdi-root " + dir_ +
+                            "/cdi --kubelet-plugins-directory-path " + dir_ +
+                            "/plugins --device-plugin-socket none";
+  auto instances = [&] {
+    std::ifstream in(state);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("serial", 0) != 0) out.push_back(line);
+    }
+    return out;
+  };
+  Ran r = RunBinary("--prepare-claim " + dir_ + "/claim.json " + flags, env);
+  ASSERT_EQ(r.status, 0) << r.out;
+  // The log lines (stderr) hold braces too: the answer is the indented JSON.
+  Json answer = Json::parse(r.out.substr(r.out.find("{\n")), nullptr, false);
+  ASSERT_FALSE(answer.is_discarded()) << r.out;
+  const std::string id = answer["devices"][0]["cdiDeviceIDs"][1];
+  ASSERT_EQ(id.rfind("nvidia.com/gpu=MIG-", 0), 0u) << r.out;
+  const std::string mig_uuid = id.substr(id.find('=') + 1);
+  auto lines = instances();
+  ASSERT_EQ(lines.size(), 1u);
+  // "gpu gi profile start size ci uuid": a 1g (profile 0) at slice 6 with its compute instance.
+  EXPECT_EQ(lines[0].substr(lines[0].find(' ', 2)), " 0 6 1 0 " + mig_uuid) << lines[0];
+  r = RunBinary("--prepare-claim " + dir_ + "/claim.json " + flags, env);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(instances(), lines);
+}
+#endif
 
 TEST_F(DraPluginBinaryTest, HelpExplainsEveryFlag) {
   Ran r = RunBinary("--help");

@@ -164,6 +164,31 @@ TEST(PlanClaim, AWholeGpuGetsNoLimiter) {
             std::vector<std::string>{"hami-core-gpu.project-hami.io/claim=c1a1-hami-gpu-1"});
 }
 
+// A MIG device (its instance made by MigPreparer) is its MIG UUID, without libvgpu.
+TEST(PlanClaim, AMigDeviceIsItsMigUuidWithoutLimits) {
+  auto claim =
+      ReadClaimAllocation(Claim(Json::array({Result("hami-gpu-1-mig-3g-40gb-4", "", nullptr)})));
+  ASSERT_TRUE(claim);
+  ClaimMig mig;
+  mig.device = "hami-gpu-1-mig-3g-40gb-4";
+  mig.gpu_index = 1;
+  mig.mig_uuid = "MIG-abc";
+  GpuFacts gpu1 = Gpu(1);
+  gpu1.gpu.index = 1;
+  auto plan = PlanClaim(*claim, {Gpu(0), gpu1}, PrepareEnv{}, {mig});
+  ASSERT_TRUE(plan) << plan.error();
+  EXPECT_EQ(plan->cdi_spec["containerEdits"]["env"],
+            Json::parse(R"(["NVIDIA_VISIBLE_DEVICES=MIG-abc"])"));
+  EXPECT_TRUE(plan->cdi_spec["containerEdits"]["mounts"].empty());
+  EXPECT_EQ(plan->cdi_spec["devices"][0]["containerEdits"]["deviceNodes"],
+            Json::parse(R"([{"path": "/dev/nvidia1"}])"));
+  ASSERT_EQ(plan->files.size(), 1u);  // the CDI spec only
+  EXPECT_EQ(
+      plan->devices[0].cdi_device_ids,
+      (std::vector<std::string>{"hami-core-gpu.project-hami.io/claim=c1a1-hami-gpu-1-mig-3g-40gb-4",
+                                "nvidia.com/gpu=MIG-abc"}));
+}
+
 TEST(PlanClaim, DevicesNotOnThisNodeAreErrors) {
   auto claim = ReadClaimAllocation(Claim(Json::array({Result("hami-gpu-7", "s1", nullptr)})));
   ASSERT_TRUE(claim);
@@ -176,7 +201,9 @@ TEST(PlanClaim, DevicesNotOnThisNodeAreErrors) {
   ASSERT_TRUE(mig);
   plan = PlanClaim(*mig, {Gpu(0)}, PrepareEnv{});
   ASSERT_FALSE(plan);
-  EXPECT_NE(plan.error().find("MIG devices are published but not yet prepared"), std::string::npos);
+  EXPECT_EQ(
+      plan.error(),
+      R"(ResourceClaim ml/pod-gpu: result 0 ("hami-gpu-0-mig-1g-10gb-0"): no MIG instance of this device on this node)");
   ClaimAllocation empty{"u", "ml", "x", {}};
   EXPECT_FALSE(PlanClaim(empty, {Gpu(0)}, PrepareEnv{}));
 }

@@ -1,6 +1,6 @@
 // hami-dra-plugin's gRPC surface driven by the test kubelet over real unix sockets: registration,
-// prepare twice, a restart between prepare and unprepare, a claim replaced under its name, and
-// the health stream.
+// prepare twice, a restart between prepare and unprepare, a claim replaced under its name, a MIG
+// claim, and the health stream.
 #include "draplugin/server.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 
 #include "dra/v1beta1/api.grpc.pb.h"
 #include "draplugin/dra_test_kubelet.h"
+#include "draplugin/fake_mig_driver.h"
 
 namespace hami::draplugin {
 namespace {
@@ -184,6 +185,75 @@ TEST_F(DraServerTest, ErrorsComeBackPerClaim) {
       r->claims().at("uid-3").error(),
       R"(ResourceClaim ml/other: uid "uid-9", kubelet asked for "uid-3" (the claim was replaced))");
   EXPECT_EQ(claims.size(), 1u);
+}
+
+// A claim for a MIG device through kubelet: the instance is created at the placement and its
+// MIG UUID answered; a retry creates nothing; a claim whose placement overlaps it fails with the
+// reason (kubelet's FailedPrepareDynamicResources); a restarted plugin's Unprepare destroys it.
+TEST_F(DraServerTest, AMigClaimIsPreparedAndUnpreparedAcrossARestart) {
+  testing::FakeMigDriver driver;
+  driver.AddGpu(0, true);
+  deviceplugin::MigProfileCapacity one{{"1g.10gb", 9856, 15, 1, {}}, 7};
+  for (uint32_t s = 0; s < 7; ++s) one.profile.placements.push_back({s, 1});
+  gpus_[0].gpu.mig_profiles = {one, {{"3g.40gb", 40192, 43, 3, {{0, 4}, {4, 4}}}, 2}};
+  auto mig_claim = [](const std::string& uid, const std::string& name, const std::string& device) {
+    return Json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"uid", uid}}},
+                {"status",
+                 {{"allocation",
+                   {{"devices",
+                     {{"results",
+                       {{{"request", "mig"},
+                         {"driver", "hami-core-gpu.project-hami.io"},
+                         {"pool", "node-a"},
+                         {"device", device}}}}}}}}}}};
+  };
+  api_["ml/m"] = mig_claim("uid-m", "m", "hami-gpu-0-mig-1g-10gb-3");
+  api_["ml/n"] = mig_claim("uid-n", "n", "hami-gpu-0-mig-3g-40gb-0");
+  const std::string checkpoint = dir_ + "/checkpoint.json";
+  const std::string lock = dir_ + "/hami-mig-apply.lock";
+  PreparedClaims claims(checkpoint, env_, &driver, lock);
+  ASSERT_TRUE(claims.Load());
+  auto server = Serve(&claims);
+  DraTestKubelet kubelet;
+  ASSERT_TRUE(kubelet.Register(server->registration_socket()));
+  auto first = kubelet.Prepare({DraTestKubelet::MakeClaim("ml", "uid-m", "m")});
+  ASSERT_TRUE(first) << first.error();
+  const auto& answer = first->claims().at("uid-m");
+  ASSERT_EQ(answer.error(), "");
+  ASSERT_EQ(driver.instances(0).size(), 1u);
+  const std::string mig_uuid = driver.instances(0)[0].mig_uuid;
+  EXPECT_EQ(driver.instances(0)[0].placement, (protocol::MigPlacement{3, 1}));
+  ASSERT_EQ(answer.devices_size(), 1);
+  EXPECT_EQ(answer.devices(0).device_name(), "hami-gpu-0-mig-1g-10gb-3");
+  EXPECT_FALSE(answer.devices(0).has_share_id());
+  ASSERT_EQ(answer.devices(0).cdi_device_ids_size(), 2);
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0),
+            "hami-core-gpu.project-hami.io/claim=uid-m-hami-gpu-0-mig-1g-10gb-3");
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(1), "nvidia.com/gpu=" + mig_uuid);
+  auto again = kubelet.Prepare({DraTestKubelet::MakeClaim("ml", "uid-m", "m"),
+                                DraTestKubelet::MakeClaim("ml", "uid-n", "n")});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->claims().at("uid-m").SerializeAsString(), answer.SerializeAsString());
+  EXPECT_EQ(driver.creates, 2);
+  EXPECT_EQ(again->claims().at("uid-n").error(),
+            R"(ResourceClaim ml/n: MIG device "hami-gpu-0-mig-3g-40gb-0" (3g.40gb at {start 0, )"
+            R"(size 4} on GPU "GPU-0"): the placement is taken by GPU instance 1 (profile id 0 )"
+            R"(at {start 3, size 1}, )" +
+                mig_uuid + ")");
+
+  server->Stop();
+  server.reset();
+  PreparedClaims restarted(checkpoint, env_, &driver, lock);
+  ASSERT_TRUE(restarted.Load());
+  server = Serve(&restarted);
+  DraTestKubelet kubelet2;
+  ASSERT_TRUE(kubelet2.Register(server->registration_socket()));
+  auto undone = kubelet2.Unprepare({DraTestKubelet::MakeClaim("ml", "uid-m", "m")});
+  ASSERT_TRUE(undone) << undone.error();
+  EXPECT_EQ(undone->claims().at("uid-m").error(), "");
+  EXPECT_TRUE(driver.instances(0).empty());
+  EXPECT_EQ(driver.destroys, 1);
+  EXPECT_FALSE(fs::exists(env_.cdi_dir + "/hami-core-gpu.project-hami.io-claim_uid-m.json"));
 }
 
 TEST_F(DraServerTest, HealthStreamSendsEachChange) {
