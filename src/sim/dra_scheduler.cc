@@ -380,6 +380,11 @@ uint64_t DraSchedulerLoop::ClaimsAllocated() const {
   return impl_->claims_allocated_;
 }
 
+std::vector<double> DraSchedulerLoop::FilterLatenciesMs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->filter_ms_;
+}
+
 void DraSchedulerLoop::Wake() {
   { std::lock_guard<std::mutex> lock(impl_->mu_); }
   impl_->cv_.notify_all();

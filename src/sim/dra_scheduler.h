@@ -96,6 +96,9 @@ class DraSchedulerLoop {
   size_t Unschedulable() const;
   // Claims this loop wrote an allocation to.
   uint64_t ClaimsAllocated() const;
+  // Every Filter phase so far (allocating the pod's claims node by node until one fits), in ms
+  // of the loop's clock: the extender loop's FilterLatenciesMs for DRA mode.
+  std::vector<double> FilterLatenciesMs() const;
 
   // Makes the loop re-read the clock now (after a FakeClock move).
   void Wake();

@@ -334,6 +334,7 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
   }
 
   // Filter, in the candidates' order; the first node that fits is taken.
+  const SystemTime filter_start = clock_.Now();
   if (!to_allocate.empty()) SyncAllocator();
   std::vector<std::pair<std::string, std::string>> failed;
   std::vector<std::string> details;
@@ -366,6 +367,11 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     }
     chosen = name;
     break;
+  }
+  {
+    const std::chrono::duration<double, std::milli> took = clock_.Now() - filter_start;
+    std::lock_guard<std::mutex> lock(mu_);
+    filter_ms_.push_back(took.count());
   }
   if (node_count >= 100) {
     std::lock_guard<std::mutex> lock(nodes_mu_);

@@ -125,6 +125,7 @@ class DraSchedulerLoop::Impl {
   uint64_t moves_ = 0;
   uint64_t cycle_moves_ = 0;
   uint64_t claims_allocated_ = 0;
+  std::vector<double> filter_ms_;  // each Filter phase
   bool stopping_ = false;
   // Allocations decided by a cycle and not yet seen in the claim informer's cache, by claim key
   // (kube-scheduler's in-flight allocations).

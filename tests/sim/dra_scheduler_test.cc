@@ -214,6 +214,8 @@ TEST_F(DraSchedulerTest, AllocatesATemplateClaimWritesItsStatusThenBinds) {
   ASSERT_TRUE(rec.has_value());
   EXPECT_TRUE(rec->bound);
   EXPECT_EQ(rec->failures, 0);
+  EXPECT_EQ(rec->attempts, 1);  // a wait for the claim before it is no attempt
+  EXPECT_EQ(loop_->FilterLatenciesMs().size(), 1u);
 }
 
 TEST_F(DraSchedulerTest, SharesOfOneGpuAreCountedAcrossPods) {
