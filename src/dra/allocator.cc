@@ -4,6 +4,7 @@
 #include "dra/allocator.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "common/strings.h"
@@ -74,6 +75,17 @@ std::shared_ptr<const Result<CelProgram>> CelCache::Get(const std::string& expre
   auto& slot = programs_[expression];
   if (!slot) slot = std::make_shared<const Result<CelProgram>>(CelProgram::Compile(expression));
   return slot;
+}
+
+std::vector<const Pool*> IndexData::PoolsFor(const std::string& node_name) const {
+  std::vector<size_t> ids = pools_anywhere;
+  if (auto it = pools_by_node.find(node_name); it != pools_by_node.end()) {
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
+    std::sort(ids.begin(), ids.end());
+  }
+  std::vector<const Pool*> out;
+  for (size_t i : ids) out.push_back(&pools[i]);
+  return out;
 }
 
 bool Constraint::AppliesTo(const Req& r) const {
@@ -239,7 +251,8 @@ bool Run::Prepare() {
   if (!errors_.empty()) return false;
 
   bool incomplete = false;
-  for (const Pool& pool : index_.pools) {
+  for (const Pool* p : index_.PoolsFor(node_name_)) {
+    const Pool& pool = *p;
     std::vector<NodeDevice> on_node = DevicesOnNode(pool, node_);
     if (on_node.empty()) continue;
     if (pool.incomplete) {
@@ -415,6 +428,21 @@ Allocator::Allocator(const Inventory& inventory, std::function<std::string()> sh
   index_->classes = inventory.device_classes;
   index_->slices = inventory.slices;
   index_->pools = GatherPools(index_->slices);
+  for (size_t i = 0; i < index_->pools.size(); ++i) {
+    std::set<std::string> nodes;
+    bool local = true;
+    for (const Json* slice : index_->pools[i].slices) {
+      const std::string node = internal::Str((*slice)["spec"], "nodeName");
+      const Json* per_device = internal::Find((*slice)["spec"], "perDeviceNodeSelection");
+      if (node.empty() || (per_device != nullptr && *per_device == true)) local = false;
+      nodes.insert(node);
+    }
+    if (!local) {
+      index_->pools_anywhere.push_back(i);
+      continue;
+    }
+    for (const std::string& node : nodes) index_->pools_by_node[node].push_back(i);
+  }
   for (const Json& claim : inventory.allocated_claims) {
     const Json* allocation = internal::Find(claim, "status", "allocation");
     if (allocation != nullptr) Assume(*allocation);

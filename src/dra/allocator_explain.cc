@@ -19,8 +19,15 @@ NodeFailure Run::Failure() {
 }
 
 void Run::Explain(NodeFailure& failure) {
+  struct Summary {
+    const Req* req;
+    std::vector<std::string> fit;  // devices that can serve it on their own
+  };
+  std::vector<Summary> summaries;
+  bool hopeless = false;  // some request has no device at all: the failure is there
   for (const Claim& claim : claims_) {
     for (const Request& request : claim.requests) {
+      bool any = false;
       for (const Req& r : request.alts) {
         const std::string prefix = Prefix(r);
         if (devices_.empty()) {
@@ -28,11 +35,11 @@ void Run::Explain(NodeFailure& failure) {
                                     " on the node");
           continue;
         }
-        std::vector<std::string> fit;
+        Summary s{&r, {}};
         for (size_t d = 0; d < devices_.size(); ++d) {
           const Check c = Fits(r, d, /*alone=*/true);
           if (c.verdict == Verdict::kOk) {
-            fit.push_back(devices_[d].name);
+            s.fit.push_back(devices_[d].name);
           } else if (c.verdict == Verdict::kError) {
             failure.details.push_back(prefix + c.why);
           } else {
@@ -43,22 +50,29 @@ void Run::Explain(NodeFailure& failure) {
           failure.details.push_back(prefix + "allocationMode All: no device matches");
           continue;
         }
-        if (fit.empty()) continue;
-        const size_t need = r.all ? r.all_devices.size() : static_cast<size_t>(r.count);
-        std::string line = prefix + "wants " + std::to_string(need) +
-                           (need == 1 ? " device: " : " devices: ") + Join(fit, ", ") +
-                           (fit.size() == 1 ? " fits" : " fit") +
-                           " alone, not together with the pod's other requests";
-        std::vector<std::string> constraints;
-        for (const Constraint& con : claim.constraints) {
-          if (!con.AppliesTo(r)) continue;
-          constraints.push_back((con.match ? "matchAttribute " : "distinctAttribute ") +
-                                con.attribute);
-        }
-        if (!constraints.empty()) line += " and the constraints " + Join(constraints, ", ");
-        failure.details.push_back(std::move(line));
+        if (s.fit.empty()) continue;
+        any = true;
+        summaries.push_back(std::move(s));
       }
+      hopeless = hopeless || !any;
     }
+  }
+  if (hopeless) return;
+  // Every request has devices that serve it alone: they do not serve all of them together.
+  for (const Summary& s : summaries) {
+    const Req& r = *s.req;
+    const size_t need = r.all ? r.all_devices.size() : static_cast<size_t>(r.count);
+    std::string line = Prefix(r) + "wants " + std::to_string(need) +
+                       (need == 1 ? " device: " : " devices: ") + Join(s.fit, ", ") +
+                       (s.fit.size() == 1 ? " fits" : " fit") +
+                       " alone, not together with the pod's other requests";
+    std::vector<std::string> constraints;
+    for (const Constraint& con : claims_[r.claim].constraints) {
+      if (!con.AppliesTo(r)) continue;
+      constraints.push_back((con.match ? "matchAttribute " : "distinctAttribute ") + con.attribute);
+    }
+    if (!constraints.empty()) line += " and the constraints " + Join(constraints, ", ");
+    failure.details.push_back(std::move(line));
   }
 }
 

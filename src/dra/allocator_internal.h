@@ -64,6 +64,12 @@ struct IndexData {
   std::map<std::string, Json> classes;
   std::vector<Json> slices;
   std::vector<Pool> pools;  // point into `slices`
+  // Pools whose slices all name a node (spec.nodeName), by node; the others may be anywhere.
+  // Indexes into `pools`, ascending.
+  std::map<std::string, std::vector<size_t>> pools_by_node;
+  std::vector<size_t> pools_anywhere;
+  // The pools that may have devices on `node_name`, in `pools` order.
+  std::vector<const Pool*> PoolsFor(const std::string& node_name) const;
   Usage usage;
   mutable CelCache cel;
 };

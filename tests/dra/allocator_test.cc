@@ -312,6 +312,19 @@ TEST_F(AllocatorTest, CountTwoWithDistinctUuidTakesTwoGpus) {
                   "hami-core-gpu.project-hami.io/uuid"));
 }
 
+TEST_F(AllocatorTest, TheExplanationPointsAtTheRequestNoDeviceServes) {
+  inventory_.slices = {Slice("node-1", Json::array({Gpu(0)}))};
+  Allocator a = Make();
+  const std::vector<std::string> details =
+      Fail(a, "node-1", {GpuClaim("ok", "1Gi", "10"), GpuClaim("big", "50Gi", "10")});
+  EXPECT_EQ(details, std::vector<std::string>({"claim default/big request \"gpu\": hami-gpu-0: "
+                                               "memory: wants 50Gi (50Gi after requestPolicy): "
+                                               "above the requestPolicy's validRange.max 40Gi"}));
+  // Both fit alone, not together: each request says so.
+  EXPECT_EQ(Fail(a, "node-1", {GpuClaim("x", "30Gi", "10"), GpuClaim("y", "30Gi", "10")}).size(),
+            2u);
+}
+
 TEST_F(AllocatorTest, CountTwoWithoutConstraintMayShareOneGpuTwice) {
   inventory_.slices = {Slice("node-1", Json::array({Gpu(0)}))};
   Allocator a = Make();
