@@ -1,6 +1,6 @@
 // CelProgram::Eval (cel.h): a tree-walking evaluator of the tree cel.cc builds, with CEL's
 // runtime semantics (commutative && and || that absorb an error when the other side decides,
-// heterogeneous equality, no implicit conversions), and the versions of the semver() function.
+// heterogeneous equality, no implicit conversions).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -103,100 +103,6 @@ std::string Snippet(std::string_view text) {
   }
   if (out.size() >= kMax) out += "...";
   return out;
-}
-
-namespace {
-
-bool AllDigits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
-bool IsIdentifierChar(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
-}
-
-// Checks the dot-separated identifiers of a pre-release or build part; numeric identifiers of a
-// pre-release have no leading zeros.
-bool ValidIdentifiers(std::string_view part, bool pre, std::vector<std::string>* out) {
-  for (std::string_view id : Split(part, '.')) {
-    if (id.empty()) return false;
-    for (char c : id) {
-      if (!IsIdentifierChar(c)) return false;
-    }
-    if (pre && AllDigits(id) && id.size() > 1 && id[0] == '0') return false;
-    if (out != nullptr) out->emplace_back(id);
-  }
-  return true;
-}
-
-// Numbers without leading zeros: the longer one is larger.
-int CompareNumbers(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
-  const int c = a.compare(b);
-  return c < 0 ? -1 : (c > 0 ? 1 : 0);
-}
-
-}  // namespace
-
-Result<Version> ParseVersion(std::string_view text) {
-  auto bad = [&](const char* why) { return Error{"invalid version " + Quote(text) + ": " + why}; };
-  std::string_view rest = text;
-  if (const size_t plus = rest.find('+'); plus != std::string_view::npos) {
-    if (!ValidIdentifiers(rest.substr(plus + 1), false, nullptr)) {
-      return bad("build metadata must be dot-separated [0-9A-Za-z-] identifiers");
-    }
-    rest = rest.substr(0, plus);
-  }
-  Version v;
-  if (const size_t dash = rest.find('-'); dash != std::string_view::npos) {
-    if (!ValidIdentifiers(rest.substr(dash + 1), true, &v.pre)) {
-      return bad(
-          "a pre-release must be dot-separated [0-9A-Za-z-] identifiers, numbers without"
-          " leading zeros");
-    }
-    rest = rest.substr(0, dash);
-  }
-  const std::vector<std::string_view> core = Split(rest, '.');
-  if (core.size() != 3) return bad("want MAJOR.MINOR.PATCH");
-  for (std::string_view n : core) {
-    if (!AllDigits(n) || (n.size() > 1 && n[0] == '0')) {
-      return bad("MAJOR, MINOR and PATCH must be numbers without leading zeros");
-    }
-  }
-  v.major = std::string(core[0]);
-  v.minor = std::string(core[1]);
-  v.patch = std::string(core[2]);
-  return v;
-}
-
-int CompareVersions(const Version& a, const Version& b) {
-  for (int c : {CompareNumbers(a.major, b.major), CompareNumbers(a.minor, b.minor),
-                CompareNumbers(a.patch, b.patch)}) {
-    if (c != 0) return c;
-  }
-  if (a.pre.empty() || b.pre.empty()) {  // a release is above its pre-releases
-    return a.pre.empty() == b.pre.empty() ? 0 : (a.pre.empty() ? 1 : -1);
-  }
-  for (size_t i = 0; i < a.pre.size() && i < b.pre.size(); ++i) {
-    const bool an = AllDigits(a.pre[i]);
-    const bool bn = AllDigits(b.pre[i]);
-    int c = 0;
-    if (an && bn) {
-      c = CompareNumbers(a.pre[i], b.pre[i]);
-    } else if (an != bn) {
-      c = an ? -1 : 1;  // numeric identifiers are below alphanumeric ones
-    } else {
-      c = a.pre[i].compare(b.pre[i]);
-      c = c < 0 ? -1 : (c > 0 ? 1 : 0);
-    }
-    if (c != 0) return c;
-  }
-  if (a.pre.size() == b.pre.size()) return 0;
-  return a.pre.size() < b.pre.size() ? -1 : 1;
 }
 
 }  // namespace cel
@@ -321,9 +227,12 @@ class Evaluator {
     return Value{List(std::move(list))};
   }
 
-  // container[key] / container.key; nullopt when a map lacks the key.
+  // container[key] / container.key; nullopt when a map lacks the key. A domain the device has
+  // nothing in reads as an empty map (kube-scheduler's default), but is absent for `presence`
+  // (has() and in).
   Result<std::optional<Value>> Lookup(const Value& container, std::string_view key,
-                                      const Node& container_node, std::string_view op) {
+                                      const Node& container_node, std::string_view op,
+                                      bool presence = false) {
     if (const auto* device = std::get_if<const CelDevice*>(&container.v)) {
       if (key == "driver") return std::optional<Value>(Value{std::string_view((*device)->driver)});
       if (key == "attributes") return std::optional<Value>(Value{MapRef(&(*device)->attributes)});
@@ -338,10 +247,12 @@ class Evaluator {
     const std::string k(key);
     if (const auto* domains = std::get_if<const AttributeDomains*>(map)) {
       auto it = (*domains)->find(k);
+      if (presence && it == (*domains)->end()) return std::optional<Value>();
       return std::optional<Value>(Value{MapRef(it == (*domains)->end() ? nullptr : &it->second)});
     }
     if (const auto* domains = std::get_if<const CapacityDomains*>(map)) {
       auto it = (*domains)->find(k);
+      if (presence && it == (*domains)->end()) return std::optional<Value>();
       return std::optional<Value>(Value{
           MapRef(it == (*domains)->end() ? static_cast<const Capacities*>(nullptr) : &it->second)});
     }
@@ -412,7 +323,7 @@ class Evaluator {
     const Node& container = *n.children[0];
     auto c = Eval(container);
     if (!c) return c;
-    auto found = Lookup(*c, n.string_value, container, "has");
+    auto found = Lookup(*c, n.string_value, container, "has", true);
     if (!found) return std::move(found).take_error();
     return Value{found->has_value()};
   }
@@ -532,7 +443,7 @@ class Evaluator {
     if (std::holds_alternative<MapRef>(b->v)) {
       const auto* key = std::get_if<std::string_view>(&a->v);
       if (key == nullptr) return Value{false};  // a map of the device has string keys only
-      auto found = Lookup(*b, *key, *n.children[1], "in");
+      auto found = Lookup(*b, *key, *n.children[1], "in", true);
       if (!found) return std::move(found).take_error();
       return Value{found->has_value()};
     }

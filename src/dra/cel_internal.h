@@ -32,6 +32,25 @@ enum class Type {
   kCapacities,        // device.capacity["d"]: name -> quantity
 };
 
+// A token of an expression.
+enum class Tok { kIdent, kInt, kString, kOp, kEnd };
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  size_t pos = 0;    // first byte
+  size_t end = 0;    // one past the last byte
+  std::string text;  // an identifier, an operator, or a string literal's value
+  uint64_t int_value = 0;
+};
+
+// The tokens of `expression`, the last one kEnd at its end. Errors: `syntax error at column 7: ...`
+// or `unsupported CEL construct "1.5" at column 3`.
+Result<std::vector<Token>> Tokenize(std::string_view expression);
+
+// "column 7", or "line 2, column 3" past the first line of a multi-line expression (1-based,
+// bytes).
+std::string Where(std::string_view expression, size_t pos);
+
 // CEL's name of a type, for messages: "int", "string", "map", ...
 const char* TypeName(Type type);
 
