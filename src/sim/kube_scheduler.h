@@ -59,6 +59,9 @@ struct PodScheduleRecord {
   // Added: failed attempts so far and the backoff the last one earned (0 before any failure).
   int failures = 0;
   std::chrono::milliseconds backoff{0};
+  // DRA mode (DraSchedulerLoop): the allocator's per node lines of the last failed attempt,
+  // each "<node>: <detail>"; empty in extender mode.
+  std::vector<std::string> failure_details;
 };
 
 // kube-scheduler's per-pod backoff after `failures` failed attempts (>= 1):
