@@ -1,22 +1,26 @@
 // The subset of CEL that DeviceClass and ResourceClaim selectors use in practice
 // (resource.k8s.io/v1 `selectors[].cel.expression`), evaluated against one device of a
-// ResourceSlice as kube-scheduler's structured allocator does (docs/DRA.md, "Selectors").
+// ResourceSlice as kube-scheduler's structured allocator does (docs/DRA.md, "Selectors (CEL)").
 //
 // Supported: the variable `device` and its fields `driver` (string), `attributes` and `capacity`
 // (maps by domain, e.g. device.attributes["hami-core-gpu.project-hami.io"].uuid, also with a
-// field name after the index: .productName), `allowMultipleAllocations` (bool); literals (int,
-// string in double quotes, true, false, lists [a, b]); `==`, `!=`, `<`, `<=`, `>`, `>=` on ints,
-// strings and bools; `in` (a value in a list); `&&`, `||`, `!`, parentheses; the functions
-// `quantity("10Gi")` and `semver("1.2.3")` and the methods `compareTo(q)` of a quantity (-1, 0,
-// 1), `isGreaterThan(v)`, `isLessThan(v)`, `compareTo(v)` of a version, `.startsWith(s)`,
+// field name after the index: .productName, or ["productName"]), `allowMultipleAllocations`
+// (bool); literals (int, string in double or single quotes, true, false, lists [a, b]); `==`,
+// `!=` (values of different types are unequal, as in CEL), `<`, `<=`, `>`, `>=` on two ints,
+// strings or bools; `in` (a value in a list, a key in a map); `&&`, `||` (commutative: a side
+// that decides absorbs an error on the other), `!`, unary `-`, parentheses, a list's `[i]`; the
+// functions `quantity("10Gi")` and `semver("1.2.3")` and the methods `compareTo(x)` (-1, 0, 1),
+// `isGreaterThan(x)`, `isLessThan(x)` and `==` of quantities and of versions, `.startsWith(s)`,
 // `.endsWith(s)`, `.contains(s)` of a string, and `has(device.attributes["d"].name)`.
 // An attribute value of a slice is an int, bool, string or version ("1.2.3"); a capacity value is
-// a quantity.
+// a quantity. A domain the device has nothing in reads as an empty map.
 //
 // Anything else fails to compile with an error naming the construct and its column, e.g.
-// `unsupported CEL construct "matches" at column 34`. Evaluation errors (a missing attribute
-// without has(), comparing a string to an int) are errors naming the expression, as CEL's
-// runtime errors are for kube-scheduler (the claim is then unschedulable with that reason).
+// `unsupported CEL construct "matches" at column 34`; so do operands whose types are known to be
+// wrong (`1 == "a"`), expressions over 10 KiB and nesting over 64 levels. Evaluation errors (a
+// missing attribute without has(), comparing a string to an int with `<`) are errors naming the
+// part of the expression, as CEL's runtime errors are for kube-scheduler (the claim is then
+// unschedulable with that reason).
 #ifndef HAMI_DRA_CEL_H_
 #define HAMI_DRA_CEL_H_
 
