@@ -12,13 +12,13 @@
 //    satisfied; the result's request is "<request>/<subrequest>");
 //  * the class's selectors, then the request's (CEL, cel.h); a runtime error is the claim's
 //    failure; NoSchedule/NoExecute taints a request does not tolerate make a device unavailable;
-//  * consumable capacity (KEP-5075): a device with allowMultipleAllocations is shared; each
-//    share consumes, per capacity of the device, the request rounded up by its requestPolicy
-//    (validRange: min + ceil((req - min) / step) * step, above max: not this device; validValues:
-//    the smallest >= req), or the policy's default when the request names none, or all of it
-//    when there is no default; the shares of all allocated claims plus this pod's never exceed a
-//    capacity's value; each share gets a shareID and consumedCapacity lists every capacity of
-//    the device. The same device may serve several shares of one claim (unless a
+//  * consumable capacity (KEP-5075, capacity.h): a device with allowMultipleAllocations is
+//    shared; each share consumes, per capacity of the device, the request rounded up by its
+//    requestPolicy (validRange: min + ceil((req - min) / step) * step, above max: not this
+//    device; validValues: the smallest >= req), or the policy's default when the request names
+//    none, or all of it when there is no default; the shares of all allocated claims plus this
+//    pod's never exceed a capacity's value; each share gets a shareID and consumedCapacity lists
+//    every capacity of the device. The same device may serve several shares of one claim (unless a
 //    distinctAttribute constraint forbids it). A device without allowMultipleAllocations is
 //    dedicated: only when no allocation uses it, and a capacity request is then only a minimum
 //    it must have. A device allocated dedicated is never shared, and a shared one never given
@@ -76,6 +76,8 @@ struct NodeResult {
   NodeFailure failure;  // !fits
 };
 
+// AllocateOnNode may run on several threads at once (the CEL cache is locked); Assume and
+// Forget must not run concurrently with anything else on the same Allocator.
 class Allocator {
  public:
   // `share_id` makes a new shareID per share (kube-scheduler: a random UID; tests inject a
