@@ -37,10 +37,14 @@ constexpr const char* kUsage =
     "kubectl-hami: HAMi's view of a cluster's GPUs (a kubectl plugin: kubectl hami ...).\n\n"
     "Usage:\n"
     "  kubectl hami inspect [NODE...]   per node and device: memory, cores and slices\n"
-    "                                   allocated, the pods, the handshake and the node lock\n"
-    "  kubectl hami pods [-n NS | -A]   pods using or asking for HAMi devices\n"
+    "                                   allocated, the pods, the handshake and the node lock;\n"
+    "                                   in DRA mode the GPUs of the ResourceSlices and the\n"
+    "                                   claims' shares\n"
+    "  kubectl hami pods [-n NS | -A]   pods using or asking for HAMi devices or DRA claims\n"
     "  kubectl hami explain POD         why the pod is where it is, or pending: its requests,\n"
-    "                                   the filter per node in words, the node lock, history\n"
+    "                                   the filter per node in words, the node lock, history;\n"
+    "                                   in DRA mode its claims and kube-scheduler's allocator\n"
+    "                                   per node\n"
     "  kubectl hami top [NODE...]       per container: memory used (the monitors' /metrics,\n"
     "                                   through the API server's pod proxy) vs. allocated\n"
     "  kubectl hami decode KIND VALUE   an annotation value as JSON (hamictl's kinds)\n"
@@ -159,6 +163,7 @@ hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
 
 const hami::k8s::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
 const hami::k8s::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
+const hami::k8s::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", false};
 
 // DRA mode's ResourceSlices and ResourceClaims (all namespaces). A cluster that does not serve
 // resource.k8s.io/v1 (404) has none; a refusal (403, ...) is a warning and shows no claims; a
@@ -272,6 +277,19 @@ int Explain(const Args& args, hami::k8s::Client& client, const std::string& ns,
   } else {
     warnings.push_back("listing resourcequotas: " + quotas.error().ToString() +
                        " (quota not checked)");
+  }
+  // DRA mode: slices, claims and device classes for the pod's claims and the allocator.
+  auto dra = ListDra(client, &warnings);
+  if (!dra.ok()) return Fail(dra.error());
+  input.dra = std::move(dra.value());
+  if (!input.dra.slices.empty() || !input.dra.claims.empty()) {
+    auto classes = client.ListAll(kDeviceClasses, "", {});
+    if (classes.ok()) {
+      input.device_classes = std::move(classes.value().items);
+    } else if (classes.error().code != 404) {
+      warnings.push_back("listing deviceclasses: " + classes.error().ToString() +
+                         " (the allocator finds no class)");
+    }
   }
   input.now = hami::RealClock().Now();
   input.scheduler_name = args.scheduler_name;
