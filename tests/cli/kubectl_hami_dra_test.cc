@@ -67,8 +67,8 @@ json Slice(const std::string& node, int64_t generation, json devices,
             {"devices", devices}}}};
 }
 
-json Result(const std::string& pool, const std::string& device, const std::string& share,
-            json consumed, const std::string& request = "gpu") {
+json AllocResult(const std::string& pool, const std::string& device, const std::string& share,
+                 json consumed, const std::string& request = "gpu") {
   json r = {{"request", request}, {"driver", kDriver}, {"pool", pool}, {"device", device}};
   if (!share.empty()) r["shareID"] = share;
   if (!consumed.is_null()) r["consumedCapacity"] = consumed;
@@ -151,8 +151,8 @@ Cluster MakeCluster() {
       Slice("node-1", 5, {Gpu(0, "GPU-other", "Other", "1Gi")}, "gpu.example.com"),
   };
   json train = Claim("default", "train-gpu-x7k2q",
-                     {Result("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000001",
-                             {{"memory", "3000Mi"}, {"cores", "30"}})},
+                     {AllocResult("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000001",
+                                  {{"memory", "3000Mi"}, {"cores", "30"}})},
                      {"train"});
   train["metadata"]["ownerReferences"] = {
       {{"kind", "Pod"}, {"name", "train"}, {"uid", "u-train"}, {"controller", true}}};
@@ -165,16 +165,17 @@ Cluster MakeCluster() {
   c.dra.claims = {
       train,
       Claim("default", "shared",
-            {Result("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000003",
-                    {{"memory", "2000Mi"}, {"cores", "5"}}),
-             Result("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000002",
-                    {{"memory", "1Gi"}, {"cores", "10"}})},
+            {AllocResult("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000003",
+                         {{"memory", "2000Mi"}, {"cores", "5"}}),
+             AllocResult("node-1", "hami-gpu-0", "3f1c6a9e-0000-4000-8000-000000000002",
+                         {{"memory", "1Gi"}, {"cores", "10"}})},
             {"a", "b"}),
-      Claim("team", "whole", {Result("node-1", "hami-gpu-1", "", nullptr)}, {"w"}),
-      Claim("ml", "mig-claim", {Result("node-2", "hami-gpu-0-mig-1g-10gb-0", "", nullptr)}, {"m"}),
+      Claim("team", "whole", {AllocResult("node-1", "hami-gpu-1", "", nullptr)}, {"w"}),
+      Claim("ml", "mig-claim", {AllocResult("node-2", "hami-gpu-0-mig-1g-10gb-0", "", nullptr)},
+            {"m"}),
       Claim("default", "big-gpu-q9r8s", nullptr),
       other,
-      Claim("default", "bad", {Result("node-1", "hami-gpu-7", "", {{"memory", "lots"}})}),
+      Claim("default", "bad", {AllocResult("node-1", "hami-gpu-7", "", {{"memory", "lots"}})}),
   };
   json big = Pod("default", "big", "", FromTemplate("gpu"), {{"main", true}}, "Pending");
   big["status"]["resourceClaimStatuses"] = {
