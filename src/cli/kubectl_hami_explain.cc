@@ -583,6 +583,8 @@ Result<ExplainView> BuildExplain(const ExplainInput& input) {
       view.summary = "Pending: no node fits the request now (the reasons per node are above).";
     }
   }
+  // DRA mode: the pod's claims, the allocator per node and a summary of its own.
+  ExplainDra(input, &view);
   return view;
 }
 
@@ -637,6 +639,40 @@ std::string ExplainJson(const ExplainView& view) {
   }
   out["nodes"] = std::move(nodes);
   out["otherNodes"] = view.other_nodes;
+  if (!view.claims.empty()) {
+    oj claims = oj::array();
+    for (const auto& c : view.claims) {
+      oj o;
+      o["name"] = c.name;
+      o["claim"] = opt(c.claim);
+      o["template"] = opt(c.template_name);
+      o["state"] = c.state;
+      o["containers"] = c.containers;
+      oj shares = oj::array();
+      for (const auto& s : c.shares) {
+        shares.push_back({{"request", s.request},
+                          {"node", s.node},
+                          {"uuid", s.uuid},
+                          {"device", s.device},
+                          {"shareID", s.share_id.empty() ? oj(nullptr) : oj(s.share_id)},
+                          {"memory", s.memory},
+                          {"cores", s.cores}});
+      }
+      o["shares"] = std::move(shares);
+      claims.push_back(std::move(o));
+    }
+    out["claims"] = std::move(claims);
+    oj dra_nodes = oj::array();
+    for (const auto& n : view.dra_nodes) {
+      oj o;
+      o["name"] = n.name;
+      o["fit"] = n.fit;
+      o["reason"] = n.fit ? oj(nullptr) : oj(n.reason);
+      o["details"] = n.details;
+      dra_nodes.push_back(std::move(o));
+    }
+    out["draNodes"] = std::move(dra_nodes);
+  }
   if (view.lock) {
     oj l;
     l["node"] = view.lock->node;
@@ -723,9 +759,11 @@ std::string ExplainText(const ExplainView& view, const TableOptions& options) {
       return view.nodes[row - first].fit ? "\033[32m" : "\033[31m";
     });
   }
-  if (view.other_nodes > 0) {
+  // A DRA pod's count follows the allocator's table (ExplainDraText).
+  if (view.other_nodes > 0 && view.claims.empty()) {
     out += "  (" + std::to_string(view.other_nodes) + " node(s) without a HAMi device)\n";
   }
+  out += ExplainDraText(view, options);
 
   out += "\nNode lock: ";
   if (!view.lock) {

@@ -61,6 +61,28 @@ struct ExplainEvent {
   int64_t count = 1;
 };
 
+// DRA mode: one of the pod's claims (spec.resourceClaims) and what it holds.
+struct ExplainClaim {
+  std::string name;                          // spec.resourceClaims[].name
+  std::optional<std::string> claim;          // the ResourceClaim's name; nullopt: not made yet
+  std::optional<std::string> template_name;  // resourceClaimTemplateName, when from a template
+  // "allocated", "pending" (made, not allocated), "not created" (no claim yet), "not found"
+  // (named, not listed), "other driver" (allocated, none of it ours)
+  std::string state;
+  std::vector<std::string> containers;  // the containers whose resources.claims name it
+  std::vector<DraShare> shares;         // its results of our driver
+};
+
+// DRA mode: kube-scheduler's allocator (dra::Allocator) run now for the pod's claims that are
+// not allocated, on one node that publishes our driver's GPUs.
+struct ExplainDraNode {
+  std::string name;
+  bool fit = false;
+  std::string reason;                // kube-scheduler's ("cannot allocate all claims"); "" if fit
+  std::vector<std::string> details;  // why not, per claim, request and device; or, when it fits,
+                                     // per result what the claim would get
+};
+
 struct ExplainView {
   std::string ns, name, phase;
   std::optional<std::string> node;        // spec.nodeName, else hami.io/vgpu-node
@@ -73,6 +95,10 @@ struct ExplainView {
   int64_t other_nodes = 0;                // nodes without a HAMi device
   std::optional<ExplainLock> lock;        // the lock of the pod's node, or one the pod holds
   std::vector<ExplainEvent> history;      // by time
+  // DRA mode (the pod has spec.resourceClaims): its claims, and when some are not allocated
+  // and the pod is not bound, the allocator per node.
+  std::vector<ExplainClaim> claims;
+  std::vector<ExplainDraNode> dra_nodes;  // by name
   std::string summary;                    // one or two sentences
   std::vector<std::string> warnings;      // objects skipped
 };
@@ -89,10 +115,22 @@ struct ExplainInput {
   // hami.io/ annotation was never seen by the webhook.
   std::string scheduler_name = "hami-scheduler";
   SystemTime now{};
+  // DRA mode: the cluster's ResourceSlices and ResourceClaims, and its DeviceClasses (the
+  // allocator's selectors).
+  DraObjects dra;
+  std::vector<nlohmann::json> device_classes;
 };
 
 // An error only for a pod object that does not parse (naming the field).
 Result<ExplainView> BuildExplain(const ExplainInput& input);
+
+// DRA mode's part of BuildExplain (kubectl_hami_explain_dra.cc): fills view->claims and
+// view->dra_nodes and, for a pod with claims, the summary; false for a pod without
+// spec.resourceClaims (nothing done).
+bool ExplainDra(const ExplainInput& input, ExplainView* view);
+
+// The claims and the allocator's verdicts in text, "" when there are none (ExplainText).
+std::string ExplainDraText(const ExplainView& view, const TableOptions& options);
 
 // The text form (sections with kubectl-style tables); `colour` marks fit/no fit and warnings
 // with ANSI colours.

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/kinds.h"
@@ -36,10 +37,14 @@ constexpr const char* kUsage =
     "kubectl-hami: HAMi's view of a cluster's GPUs (a kubectl plugin: kubectl hami ...).\n\n"
     "Usage:\n"
     "  kubectl hami inspect [NODE...]   per node and device: memory, cores and slices\n"
-    "                                   allocated, the pods, the handshake and the node lock\n"
-    "  kubectl hami pods [-n NS | -A]   pods using or asking for HAMi devices\n"
+    "                                   allocated, the pods, the handshake and the node lock;\n"
+    "                                   in DRA mode the GPUs of the ResourceSlices and the\n"
+    "                                   claims' shares\n"
+    "  kubectl hami pods [-n NS | -A]   pods using or asking for HAMi devices or DRA claims\n"
     "  kubectl hami explain POD         why the pod is where it is, or pending: its requests,\n"
-    "                                   the filter per node in words, the node lock, history\n"
+    "                                   the filter per node in words, the node lock, history;\n"
+    "                                   in DRA mode its claims and kube-scheduler's allocator\n"
+    "                                   per node\n"
     "  kubectl hami top [NODE...]       per container: memory used (the monitors' /metrics,\n"
     "                                   through the API server's pod proxy) vs. allocated\n"
     "  kubectl hami decode KIND VALUE   an annotation value as JSON (hamictl's kinds)\n"
@@ -156,6 +161,31 @@ hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
   return std::move(listed.value().items);
 }
 
+const hami::k8s::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
+const hami::k8s::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
+const hami::k8s::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", false};
+
+// DRA mode's ResourceSlices and ResourceClaims (all namespaces). A cluster that does not serve
+// resource.k8s.io/v1 (404) has none; a refusal (403, ...) is a warning and shows no claims; a
+// server that does not answer ends the command as any other list does.
+hami::Result<hami::cli::DraObjects> ListDra(hami::k8s::Client& client,
+                                            std::vector<std::string>* warnings) {
+  hami::cli::DraObjects out;
+  for (auto [resource, items] :
+       {std::pair{&kResourceSlices, &out.slices}, std::pair{&kResourceClaims, &out.claims}}) {
+    auto listed = client.ListAll(*resource, "", {});
+    if (listed.ok()) {
+      *items = std::move(listed.value().items);
+    } else if (listed.error().code == 0) {
+      return hami::Error{"listing " + resource->plural + ": " + listed.error().ToString()};
+    } else if (listed.error().code != 404) {
+      warnings->push_back("listing " + resource->plural + ": " + listed.error().ToString() +
+                          " (DRA claims not shown)");
+    }
+  }
+  return out;
+}
+
 void PrintWarnings(const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) {
     std::fprintf(stderr, "warning: %s\n", hami::EscapeTerminal(w).c_str());
@@ -247,6 +277,19 @@ int Explain(const Args& args, hami::k8s::Client& client, const std::string& ns,
   } else {
     warnings.push_back("listing resourcequotas: " + quotas.error().ToString() +
                        " (quota not checked)");
+  }
+  // DRA mode: slices, claims and device classes for the pod's claims and the allocator.
+  auto dra = ListDra(client, &warnings);
+  if (!dra.ok()) return Fail(dra.error());
+  input.dra = std::move(dra.value());
+  if (!input.dra.slices.empty() || !input.dra.claims.empty()) {
+    auto classes = client.ListAll(kDeviceClasses, "", {});
+    if (classes.ok()) {
+      input.device_classes = std::move(classes.value().items);
+    } else if (classes.error().code != 404) {
+      warnings.push_back("listing deviceclasses: " + classes.error().ToString() +
+                         " (the allocator finds no class)");
+    }
   }
   input.now = hami::RealClock().Now();
   input.scheduler_name = args.scheduler_name;
@@ -348,28 +391,35 @@ int main(int argc, char** argv) {
   if (!nodes.ok()) return Fail(nodes.error());
   auto pods = ListItems(client, hami::k8s::resources::kPods, pod_ns);
   if (!pods.ok()) return Fail(pods.error());
+  std::vector<std::string> list_warnings;
+  auto dra = ListDra(client, &list_warnings);
+  if (!dra.ok()) return Fail(dra.error());
+  PrintWarnings(list_warnings);
   const hami::SystemTime now = hami::RealClock().Now();
   std::string out;
   if (args.verb == "inspect") {
-    auto view = hami::cli::BuildInspect(nodes.value(), pods.value(), args.positional, now);
+    auto view =
+        hami::cli::BuildInspect(nodes.value(), pods.value(), args.positional, now, dra.value());
     if (!view.ok()) return Fail(view.error());
     PrintWarnings(view.value().warnings);
     out = args.output == "json" ? hami::cli::InspectJson(view.value())
                                 : hami::cli::InspectTable(view.value(), table);
   } else if (args.verb == "top") {
     // The nodes first (a name with no node is an error before any proxy request).
-    auto nodes_view = hami::cli::BuildInspect(nodes.value(), pods.value(), args.positional, now);
+    auto nodes_view =
+        hami::cli::BuildInspect(nodes.value(), pods.value(), args.positional, now, dra.value());
     if (!nodes_view.ok()) return Fail(nodes_view.error());
     std::vector<std::string> names;
     for (const auto& n : nodes_view.value().nodes) names.push_back(n.name);
     auto metrics = FetchMetrics(config.value(), pods.value(), names);
-    auto view = hami::cli::BuildTop(nodes.value(), pods.value(), args.positional, metrics, now);
+    auto view = hami::cli::BuildTop(nodes.value(), pods.value(), args.positional, metrics, now,
+                                    dra.value());
     if (!view.ok()) return Fail(view.error());
     PrintWarnings(view.value().warnings);
     out = args.output == "json" ? hami::cli::TopJson(view.value())
                                 : hami::cli::TopTable(view.value(), table);
   } else {
-    auto view = hami::cli::BuildPods(nodes.value(), pods.value(), now);
+    auto view = hami::cli::BuildPods(nodes.value(), pods.value(), now, dra.value());
     PrintWarnings(view.warnings);
     out = args.output == "json" ? hami::cli::PodsJson(view) : hami::cli::PodsTable(view, table);
   }

@@ -110,6 +110,24 @@ std::optional<int64_t> Mib(const std::optional<double>& bytes) {
 
 std::string Num(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; }
 
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
 std::string Percent(const std::optional<double>& v) {
   if (!v || !std::isfinite(*v)) return "-";
   char buf[32];
@@ -159,10 +177,9 @@ std::map<std::string, MonitorTarget> FindMonitors(const std::vector<json>& pods)
     if (!p.is_object() || !p.contains("metadata") || !p["metadata"].is_object()) continue;
     const json& meta = p["metadata"];
     const json labels = meta.value("labels", json::object());
-    if (!labels.is_object() ||
-        labels.value("app.kubernetes.io/component", json()) != "hami-device-plugin") {
-      continue;
-    }
+    const json component =
+        labels.is_object() ? labels.value("app.kubernetes.io/component", json()) : json();
+    if (component != "hami-device-plugin" && component != "hami-dra-plugin") continue;
     const json spec = p.value("spec", json::object());
     if (!spec.is_object()) continue;
     const json node = spec.value("nodeName", json());
@@ -202,14 +219,14 @@ std::map<std::string, MonitorTarget> FindMonitors(const std::vector<json>& pods)
 
 Result<TopView> BuildTop(const std::vector<json>& nodes, const std::vector<json>& pods,
                          const std::vector<std::string>& only, const NodeMetrics& metrics,
-                         SystemTime now) {
-  auto inspect = BuildInspect(nodes, pods, only, now);
+                         SystemTime now, const DraObjects& dra) {
+  auto inspect = BuildInspect(nodes, pods, only, now, dra);
   if (!inspect.ok()) return std::move(inspect).take_error();
   TopView view;
   view.warnings = inspect.value().warnings;
   std::vector<std::string> alloc_warnings;
   const std::vector<ContainerAllocation> allocations =
-      ContainerAllocations(nodes, pods, &alloc_warnings);
+      ContainerAllocations(nodes, pods, &alloc_warnings, dra);
   const std::map<std::string, MonitorTarget> monitors = FindMonitors(pods);
   for (const auto& n : inspect.value().nodes) {
     TopNode node;
@@ -221,18 +238,34 @@ Result<TopView> BuildTop(const std::vector<json>& nodes, const std::vector<json>
       TopRow& r = rows[{a.ns, a.pod, a.container, a.uuid}];
       r.ns = a.ns;
       r.pod = a.pod;
-      r.container = a.container;
       r.uuid = a.uuid;
       r.allocated_memory = r.allocated_memory.value_or(0) + a.memory;
       r.allocated_cores = r.allocated_cores.value_or(0) + a.cores;
+      if (a.claim.empty()) {
+        r.container = a.container;
+        continue;
+      }
+      // A claim's share: the row of the pod's claims on this GPU, keyed as the monitor labels
+      // a claim's region (container ""), showing the containers that use them.
+      if (std::find(r.claims.begin(), r.claims.end(), a.claim) == r.claims.end()) {
+        r.claims.push_back(a.claim);
+      }
+      std::vector<std::string> shown = Split(r.container, ',');
+      for (const auto& c : a.containers) {
+        if (std::find(shown.begin(), shown.end(), c) == shown.end()) shown.push_back(c);
+      }
+      r.container = JoinNames(shown);
     }
     if (auto m = monitors.find(n.name); m != monitors.end()) {
       node.monitor = m->second.ns + "/" + m->second.pod;
     }
     auto answer = metrics.find(n.name);
+    const bool dra = !n.devices.empty() && !n.devices.front().driver.empty();
     if (!node.monitor) {
-      node.error =
-          "no monitor pod on the node (label app.kubernetes.io/component=hami-device-plugin)";
+      node.error = std::string(
+                       "no monitor pod on the node (label "
+                       "app.kubernetes.io/component=") +
+                   (dra ? "hami-dra-plugin)" : "hami-device-plugin)");
     } else if (answer == metrics.end()) {
       node.error = "not asked";
     } else if (!answer->second.ok()) {
@@ -253,7 +286,9 @@ Result<TopView> BuildTop(const std::vector<json>& nodes, const std::vector<json>
           };
           Key key{label("namespace"), label("pod"), label("container"), label("device_uuid")};
           TopRow& r = rows[key];
-          std::tie(r.ns, r.pod, r.container, r.uuid) = key;
+          // A new row takes the labels; an allocation's row keeps what it shows (a claim's
+          // containers).
+          if (!r.allocated_memory) std::tie(r.ns, r.pod, r.container, r.uuid) = key;
           // A container with several vGPUs of one device is summed over them.
           if (used) r.used_memory = r.used_memory.value_or(0) + Mib(s.value).value_or(0);
           if (limit) r.limit_memory = r.limit_memory.value_or(0) + Mib(s.value).value_or(0);
@@ -274,14 +309,23 @@ Result<TopView> BuildTop(const std::vector<json>& nodes, const std::vector<json>
 
 std::string TopTable(const TopView& view, const TableOptions& options) {
   std::vector<std::vector<std::string>> rows;
+  // The CLAIMS column only where a row is a claim's (DRA mode).
+  bool any_claims = false;
+  for (const auto& n : view.nodes) {
+    for (const auto& r : n.rows) any_claims = any_claims || !r.claims.empty();
+  }
   if (!options.no_headers) {
     rows.push_back({"NODE", "NAMESPACE", "POD", "CONTAINER", "UUID", "MEMORY-USED(MiB)",
                     "MEMORY-ALLOCATED(MiB)", "CORES-ALLOCATED(%)", "UTILIZATION(%)"});
+    if (any_claims) rows.back().insert(rows.back().begin() + 4, "CLAIMS");
   }
   for (const auto& n : view.nodes) {
     for (const auto& r : n.rows) {
       rows.push_back({n.name, r.ns, r.pod, r.container, r.uuid, Num(r.used_memory),
                       Num(r.allocated_memory), Num(r.allocated_cores), Percent(r.utilization)});
+      if (any_claims) {
+        rows.back().insert(rows.back().begin() + 4, r.claims.empty() ? "" : JoinNames(r.claims));
+      }
     }
   }
   std::string out = RenderTable(rows);
@@ -306,6 +350,7 @@ std::string TopJson(const TopView& view) {
       o["pod"] = r.pod;
       o["container"] = r.container;
       o["uuid"] = r.uuid;
+      if (!r.claims.empty()) o["claims"] = r.claims;
       if (r.allocated_memory) {
         o["allocated"]["memory"] = *r.allocated_memory;
         o["allocated"]["cores"] = r.allocated_cores.value_or(0);

@@ -34,8 +34,9 @@ Result<std::vector<MetricSample>> ParseMetricsText(std::string_view text,
                                                    size_t max_samples = 1 << 20);
 
 // The monitor of a node: the device-plugin DaemonSet's pod there (label
-// app.kubernetes.io/component=hami-device-plugin, as charts/hami renders it) and the port of its
-// container port named "metrics" (else 9394).
+// app.kubernetes.io/component=hami-device-plugin, as charts/hami renders it), in DRA mode the
+// DRA plugin's (hami-dra-plugin, whose pods run the monitor), and the port of its container port
+// named "metrics" (else 9394).
 struct MonitorTarget {
   std::string ns, pod;
   int64_t port = 9394;
@@ -54,6 +55,10 @@ struct TopRow {
   std::optional<int64_t> used_memory;       // MiB (hami_vgpu_memory_used_bytes)
   std::optional<int64_t> limit_memory;      // MiB (hami_vgpu_memory_limit_bytes)
   std::optional<double> utilization;        // percent (hami_container_device_utilization_ratio)
+  // DRA mode: the pod's claims with a share of the GPU, by name. The row is then the claims'
+  // (the monitor reports a claim's region with container=""), and `container` names the
+  // containers that use them ("," between; "" when none does).
+  std::vector<std::string> claims;
 };
 
 struct TopNode {
@@ -74,10 +79,11 @@ using NodeMetrics = std::map<std::string, Result<std::string>>;
 // `nodes`, `pods`: all of the cluster's; `only`: node names (empty: every node with a HAMi
 // device; a name with no node is an error). `metrics`: per node, what its monitor answered (a
 // node missing from the map has no monitor).
+// `dra`: DRA mode's slices and claims (BuildInspect): their nodes and the shares of DRA pods.
 Result<TopView> BuildTop(const std::vector<nlohmann::json>& nodes,
                          const std::vector<nlohmann::json>& pods,
                          const std::vector<std::string>& only, const NodeMetrics& metrics,
-                         SystemTime now);
+                         SystemTime now, const DraObjects& dra = {});
 
 std::string TopTable(const TopView& view, const TableOptions& options);
 std::string TopJson(const TopView& view);

@@ -162,6 +162,43 @@ std::string Join(const std::vector<std::string>& items, std::string_view sep) {
 
 std::string Frac(int64_t a, int64_t b) { return std::to_string(a) + "/" + std::to_string(b); }
 
+// A GPU of a node's ResourceSlices as an inspect row: allocated = the sum of its shares.
+DeviceRow DraDeviceRow(const DraGpu& gpu) {
+  DeviceRow d;
+  d.index = static_cast<uint64_t>(std::max<int64_t>(gpu.minor, 0));
+  d.uuid = gpu.uuid;
+  d.type = gpu.type;
+  d.vendor = "NVIDIA";
+  d.health = gpu.health;
+  d.mode = gpu.mode;
+  d.memory_total = gpu.memory;
+  d.cores_total = gpu.cores;
+  d.driver = std::string(kDraDriver);
+  d.device = "hami-gpu-" + std::to_string(gpu.minor);
+  d.shares = gpu.shares;
+  std::set<std::string> pods;
+  for (const DraShare& s : gpu.shares) {
+    d.memory_allocated += s.memory;
+    d.cores_allocated += s.cores;
+    pods.insert(s.pods.begin(), s.pods.end());
+  }
+  d.slices_used = static_cast<int64_t>(gpu.shares.size());
+  d.pods.assign(pods.begin(), pods.end());
+  return d;
+}
+
+// The pod's claims that kubectl-hami shows (ours, and those not made or listed yet).
+std::vector<PodRow::Claim> DraClaimRows(const std::vector<PodClaim>& claims) {
+  std::vector<PodRow::Claim> out;
+  for (const PodClaim& c : claims) {
+    if (c.found != nullptr && !c.found->ours) continue;
+    PodRow::Claim row{c.name, c.claim, c.found != nullptr && c.found->allocated, {}};
+    if (c.found != nullptr) row.shares = c.found->shares;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -334,12 +371,16 @@ std::string ShortAge(std::optional<int64_t> seconds) {
 }
 
 Result<InspectView> BuildInspect(const std::vector<json>& nodes, const std::vector<json>& pods,
-                                 const std::vector<std::string>& only, SystemTime now) {
+                                 const std::vector<std::string>& only, SystemTime now,
+                                 const DraObjects& dra) {
   InspectView view;
   const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  DraView dra_view = ReadDra(dra);
+  view.warnings = std::move(dra_view.warnings);
   std::set<std::string> wanted(only.begin(), only.end());
   std::set<std::string> found;
   std::map<std::string, std::vector<device::DeviceUsage>> usage;  // by node
+  std::map<std::string, std::vector<DeviceRow>> dra_rows;         // by node
   for (const auto& node : nodes) {
     std::string name = device::ObjectName(node);
     if (!wanted.empty() && wanted.count(name) == 0) continue;
@@ -383,8 +424,12 @@ Result<InspectView> BuildInspect(const std::vector<json>& nodes, const std::vect
                 .count();
       }
     }
-    // A node with no HAMi device is shown only when named.
-    if (rows.empty() && wanted.empty()) {
+    // A node with no HAMi device is shown only when named. One without a register annotation
+    // shows the GPUs of its ResourceSlices (DRA mode).
+    if (rows.empty() && dra_view.gpus.count(name) != 0) {
+      for (const DraGpu& gpu : dra_view.gpus[name]) dra_rows[name].push_back(DraDeviceRow(gpu));
+    }
+    if (rows.empty() && dra_rows.count(name) == 0 && wanted.empty()) {
       usage.erase(name);
       continue;
     }
@@ -440,15 +485,19 @@ Result<InspectView> BuildInspect(const std::vector<json>& nodes, const std::vect
       d.pods.assign(h.begin(), h.end());
       row.devices.push_back(std::move(d));
     }
+    if (row.devices.empty()) row.devices = std::move(dra_rows[row.name]);
   }
   std::sort(view.nodes.begin(), view.nodes.end(),
             [](const NodeRow& a, const NodeRow& b) { return a.name < b.name; });
   return view;
 }
 
-PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods, SystemTime now) {
+PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods, SystemTime now,
+                   const DraObjects& dra) {
   PodsView view;
   const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  DraView dra_view = ReadDra(dra);
+  view.warnings = std::move(dra_view.warnings);
   for (const auto& obj : pods) {
     auto parsed = device::ParsePodView(obj);
     if (!parsed.ok()) {
@@ -457,7 +506,9 @@ PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods
     }
     const device::PodView& pod = parsed.value();
     const std::string* vgpu_node = device::FindValue(pod.annotations, protocol::kVgpuNodeKey);
-    if (vgpu_node == nullptr && !RequestsVendor(pod, vendors)) continue;
+    const std::vector<PodClaim> claims = PodClaims(obj, dra_view);
+    const bool dra_pod = IsDraPod(obj, claims);
+    if (vgpu_node == nullptr && !RequestsVendor(pod, vendors) && !dra_pod) continue;
     PodRow row;
     row.ns = pod.namespace_name;
     row.name = pod.name;
@@ -473,6 +524,23 @@ PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods
     for (const auto& d : PodDeltas(pod, vendors, &view.warnings)) {
       row.devices.push_back({d.uuid, d.vendor, d.usedmem, d.usedcores});
     }
+    if (dra_pod) {
+      row.claims = DraClaimRows(claims);
+      // The claims' shares per GPU, beside any device-plugin devices, by UUID.
+      std::map<std::string, PodDeviceRow> by_uuid;
+      for (const auto& c : row.claims) {
+        for (const DraShare& s : c.shares) {
+          PodDeviceRow& d = by_uuid[s.uuid];
+          d.uuid = s.uuid;
+          d.vendor = "NVIDIA";
+          d.memory += s.memory;
+          d.cores += s.cores;
+        }
+      }
+      for (auto& [uuid, d] : by_uuid) row.devices.push_back(std::move(d));
+      std::stable_sort(row.devices.begin(), row.devices.end(),
+                       [](const auto& a, const auto& b) { return a.uuid < b.uuid; });
+    }
     if (pod.node_name.empty()) row.reason = PendingReason(obj);
     row.age_seconds = AgeSeconds(obj, now);
     view.pods.push_back(std::move(row));
@@ -485,9 +553,12 @@ PodsView BuildPods(const std::vector<json>& nodes, const std::vector<json>& pods
 
 std::vector<ContainerAllocation> ContainerAllocations(const std::vector<json>& nodes,
                                                       const std::vector<json>& pods,
-                                                      std::vector<std::string>* warnings) {
+                                                      std::vector<std::string>* warnings,
+                                                      const DraObjects& dra) {
   std::vector<ContainerAllocation> out;
   const std::vector<protocol::VendorInfo> vendors = VendorsFor(nodes);
+  DraView dra_view = ReadDra(dra);
+  std::vector<ContainerAllocation> shares;  // after every annotation's
   for (const auto& obj : pods) {
     auto parsed = device::ParsePodView(obj);
     if (!parsed.ok()) {
@@ -518,14 +589,57 @@ std::vector<ContainerAllocation> ContainerAllocations(const std::vector<json>& n
       for (size_t i = 0; i < decoded.value().size(); ++i) {
         std::string name = i < containers.size() ? containers[i]->name : std::to_string(i);
         for (const auto& d : decoded.value()[i]) {
-          out.push_back({node, pod.namespace_name, pod.name, name, BaseUuid(d.uuid), d.type,
-                         d.usedmem, d.usedcores});
+          out.push_back({node,
+                         pod.namespace_name,
+                         pod.name,
+                         name,
+                         BaseUuid(d.uuid),
+                         d.type,
+                         d.usedmem,
+                         d.usedcores,
+                         "",
+                         {}});
         }
       }
     }
+    for (const PodClaim& c : PodClaims(obj, dra_view)) {
+      if (c.found == nullptr || !c.found->ours) continue;
+      for (const DraShare& s : c.found->shares) {
+        shares.push_back({s.node, pod.namespace_name, pod.name, "", s.uuid, "NVIDIA", s.memory,
+                          s.cores, *c.claim, c.containers});
+      }
+    }
+  }
+  out.insert(out.end(), shares.begin(), shares.end());
+  return out;
+}
+
+namespace {
+
+// DRA shares in -o json: a device's (with the claim and its pods) or a claim's (with the node
+// and GPU).
+nlohmann::ordered_json SharesJson(const std::vector<DraShare>& shares, bool with_claim) {
+  using oj = nlohmann::ordered_json;
+  oj out = oj::array();
+  for (const DraShare& s : shares) {
+    oj o;
+    if (with_claim) o["claim"] = s.claim;
+    o["request"] = s.request;
+    if (!with_claim) {
+      o["node"] = s.node;
+      o["uuid"] = s.uuid;
+    }
+    o["device"] = s.device;
+    o["shareID"] = s.share_id.empty() ? oj(nullptr) : oj(s.share_id);
+    o["memory"] = s.memory;
+    o["cores"] = s.cores;
+    if (with_claim) o["pods"] = s.pods;
+    out.push_back(std::move(o));
   }
   return out;
 }
+
+}  // namespace
 
 std::string InspectJson(const InspectView& view) {
   using oj = nlohmann::ordered_json;  // keys in the documented order
@@ -546,6 +660,12 @@ std::string InspectJson(const InspectView& view) {
       od["slices"]["used"] = d.slices_used;
       od["slices"]["total"] = d.slices_total;
       od["pods"] = d.pods;
+      if (!d.driver.empty()) {
+        od["driver"] = d.driver;
+        od["device"] = d.device;
+        od["mode"] = d.mode;
+        od["shares"] = SharesJson(d.shares, /*with_claim=*/true);
+      }
       devices.push_back(std::move(od));
     }
     oj on;
@@ -580,6 +700,18 @@ std::string PodsJson(const PodsView& view) {
     op["bindPhase"] = p.bind_phase ? oj(*p.bind_phase) : oj(nullptr);
     op["devices"] = std::move(devices);
     op["reason"] = p.reason ? oj(*p.reason) : oj(nullptr);
+    if (!p.claims.empty()) {
+      oj claims = oj::array();
+      for (const auto& c : p.claims) {
+        oj oc;
+        oc["name"] = c.name;
+        oc["claim"] = c.claim ? oj(*c.claim) : oj(nullptr);
+        oc["allocated"] = c.allocated;
+        oc["shares"] = SharesJson(c.shares, /*with_claim=*/false);
+        claims.push_back(std::move(oc));
+      }
+      op["claims"] = std::move(claims);
+    }
     pods.push_back(std::move(op));
   }
   oj out;
@@ -597,9 +729,15 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
     }
     rows.push_back(std::move(h));
   }
+  // A DRA GPU has no split count: its slices are the shares, out of "-".
+  auto slices_text = [](int64_t used, int64_t total, bool dra) {
+    return dra ? std::to_string(used) + "/-" : Frac(used, total);
+  };
   for (const auto& n : view.nodes) {
     int64_t mem = 0, mem_total = 0, cores = 0, cores_total = 0, used = 0, slices = 0;
+    bool dra = false;
     for (const auto& d : n.devices) {
+      dra = dra || !d.driver.empty();
       std::vector<std::string> r = {n.name,
                                     std::to_string(d.index),
                                     d.uuid,
@@ -608,7 +746,7 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
                                     d.health ? "true" : "false",
                                     Frac(d.memory_allocated, d.memory_total),
                                     Frac(d.cores_allocated, d.cores_total),
-                                    Frac(d.slices_used, d.slices_total),
+                                    slices_text(d.slices_used, d.slices_total, !d.driver.empty()),
                                     d.pods.empty() ? "<none>" : Join(d.pods, ",")};
       if (options.wide) r.insert(r.end() - 1, {d.mode, std::to_string(d.numa)});
       rows.push_back(std::move(r));
@@ -627,7 +765,7 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
                                       "",
                                       Frac(mem, mem_total),
                                       Frac(cores, cores_total),
-                                      Frac(used, slices),
+                                      slices_text(used, slices, dra),
                                       ""};
     if (options.wide) total.insert(total.end() - 1, {"", ""});
     rows.push_back(std::move(total));
@@ -637,6 +775,32 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
     if (!options.colour || c != 5 || (r == 0 && !options.no_headers)) return nullptr;
     return rows[r][c] == "false" ? "\033[31m" : nullptr;
   });
+  // DRA shares: which claim holds how much of which GPU, for which pods.
+  std::vector<std::vector<std::string>> shares;
+  if (!options.no_headers) {
+    std::vector<std::string> h = {"NODE",   "INDEX",       "CLAIM",    "REQUEST",
+                                  "DEVICE", "MEMORY(MiB)", "CORES(%)", "PODS"};
+    if (options.wide) h.insert(h.end() - 1, "SHARE-ID");
+    shares.push_back(std::move(h));
+  }
+  const size_t share_header = shares.size();
+  for (const auto& n : view.nodes) {
+    for (const auto& d : n.devices) {
+      for (const DraShare& s : d.shares) {
+        std::vector<std::string> r = {n.name,
+                                      std::to_string(d.index),
+                                      s.claim,
+                                      s.request,
+                                      s.device,
+                                      std::to_string(s.memory),
+                                      std::to_string(s.cores),
+                                      s.pods.empty() ? "<none>" : Join(s.pods, ",")};
+        if (options.wide) r.insert(r.end() - 1, s.share_id.empty() ? "<none>" : s.share_id);
+        shares.push_back(std::move(r));
+      }
+    }
+  }
+  if (shares.size() > share_header) out += "\n" + Render(shares);
   // The node state: handshake and lock.
   std::vector<std::vector<std::string>> state;
   if (!options.no_headers) state.push_back({"NODE", "HANDSHAKE", "LOCK-HOLDER", "LOCK-AGE"});
@@ -652,8 +816,12 @@ std::string InspectTable(const InspectView& view, const TableOptions& options) {
 
 std::string PodsTable(const PodsView& view, const TableOptions& options) {
   std::vector<std::vector<std::string>> rows;
+  // The CLAIMS column only where a pod has claims (DRA mode).
+  const bool any_claims = std::any_of(view.pods.begin(), view.pods.end(),
+                                      [](const PodRow& p) { return !p.claims.empty(); });
   if (!options.no_headers) {
     std::vector<std::string> h = {"NAMESPACE", "POD", "NODE", "BIND-PHASE", "DEVICES", "AGE"};
+    if (any_claims) h.insert(h.end() - 1, "CLAIMS");
     if (options.wide) h.insert(h.end(), {"PHASE", "REASON"});
     rows.push_back(std::move(h));
   }
@@ -669,6 +837,19 @@ std::string PodsTable(const PodsView& view, const TableOptions& options) {
                                   p.bind_phase.value_or("<none>"),
                                   devices.empty() ? "<none>" : Join(devices, ","),
                                   ShortAge(p.age_seconds)};
+    if (any_claims) {
+      // A claim by its name; "(pending)" until allocated, the pod's entry "(not created)" before
+      // kube-controller-manager made it from its template.
+      std::vector<std::string> claims;
+      for (const auto& c : p.claims) {
+        if (!c.claim) {
+          claims.push_back(c.name + "(not created)");
+        } else {
+          claims.push_back(*c.claim + (c.allocated ? "" : "(pending)"));
+        }
+      }
+      r.insert(r.end() - 1, claims.empty() ? "<none>" : Join(claims, ","));
+    }
     if (options.wide) r.insert(r.end(), {p.phase, p.reason.value_or("")});
     rows.push_back(std::move(r));
   }

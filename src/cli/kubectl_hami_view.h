@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/kubectl_hami_dra.h"
 #include "common/clock.h"
 #include "common/result.h"
 
@@ -32,6 +33,12 @@ struct DeviceRow {
   int64_t cores_allocated = 0, cores_total = 0;    // percent
   int64_t slices_used = 0, slices_total = 0;       // vGPUs held / split count
   std::vector<std::string> pods;                   // "NS/NAME", sorted
+  // DRA mode (a GPU of the node's ResourceSlices): the driver, the GPU's device name
+  // ("hami-gpu-<minor>") and the allocated shares; slices_total is 0 (no split count) and
+  // slices_used the number of shares.
+  std::string driver;  // "" for a device-plugin device
+  std::string device;
+  std::vector<DraShare> shares;
 };
 
 struct NodeRow {
@@ -60,6 +67,15 @@ struct PodRow {
   std::optional<std::string> reason;
   std::string phase;                   // status.phase
   std::optional<int64_t> age_seconds;  // from metadata.creationTimestamp
+  // DRA mode: the pod's claims (ours, and those not made or listed yet); `devices` then holds
+  // their shares per GPU UUID.
+  struct Claim {
+    std::string name;                  // the pod's spec.resourceClaims[].name
+    std::optional<std::string> claim;  // the ResourceClaim; nullopt: not made yet
+    bool allocated = false;
+    std::vector<DraShare> shares;
+  };
+  std::vector<Claim> claims;
 };
 
 struct InspectView {
@@ -74,14 +90,18 @@ struct PodsView {
 
 // `nodes`, `pods`: the items of a Node and a Pod list (all namespaces). `only`: node names to
 // show (empty = every node with a HAMi device); a name with no node is an error naming it.
+// `dra`: a node without a HAMi register annotation shows the GPUs of its ResourceSlices of
+// hami-dra-plugin's driver and the claims' shares of them (docs/KUBECTL_HAMI.md "DRA mode").
 Result<InspectView> BuildInspect(const std::vector<nlohmann::json>& nodes,
                                  const std::vector<nlohmann::json>& pods,
-                                 const std::vector<std::string>& only, SystemTime now);
+                                 const std::vector<std::string>& only, SystemTime now,
+                                 const DraObjects& dra = {});
 
 // Pods that request a known vendor resource or carry hami.io/vgpu-node (`nodes` tells which
-// Iluvatar/Ascend chip names exist).
+// Iluvatar/Ascend chip names exist), and DRA mode's pods (IsDraPod) with their claims.
 PodsView BuildPods(const std::vector<nlohmann::json>& nodes,
-                   const std::vector<nlohmann::json>& pods, SystemTime now);
+                   const std::vector<nlohmann::json>& pods, SystemTime now,
+                   const DraObjects& dra = {});
 
 // One container's share of one device, as the pod's allocation annotation records it.
 struct ContainerAllocation {
@@ -90,14 +110,21 @@ struct ContainerAllocation {
   std::string uuid, vendor;
   int64_t memory = 0;  // MiB
   int64_t cores = 0;   // percent
+  // DRA mode: one share of the pod's claim `claim` (its name; the pod's namespace). `container`
+  // is then "", as the monitor labels a claim's region (shared by the containers using it), and
+  // `containers` names the pod's containers that use the claim; `node` is the share's.
+  std::string claim;
+  std::vector<std::string> containers;
 };
 
 // Every holding pod's (allocation annotation, not Succeeded or Failed) devices per container,
-// all vendors, in pod list order then container order (init first); `nodes` tells which
-// Iluvatar/Ascend chip names exist. Undecodable annotations are skipped with a warning.
+// all vendors, in pod list order then container order (init first), then the shares of DRA
+// pods' claims; `nodes` tells which Iluvatar/Ascend chip names exist. Undecodable annotations
+// are skipped with a warning.
 std::vector<ContainerAllocation> ContainerAllocations(const std::vector<nlohmann::json>& nodes,
                                                       const std::vector<nlohmann::json>& pods,
-                                                      std::vector<std::string>* warnings);
+                                                      std::vector<std::string>* warnings,
+                                                      const DraObjects& dra = {});
 
 // The -o json shapes (docs/KUBECTL_HAMI.md), one line plus '\n'.
 std::string InspectJson(const InspectView& view);

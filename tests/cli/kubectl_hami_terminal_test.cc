@@ -121,5 +121,48 @@ TEST(KubectlHamiTerminal, TopEscapesEveryField) {
   for (bool colour : {false, true}) ExpectSafe(TopTable(view, {.colour = colour}), "top");
 }
 
+TEST(KubectlHamiTerminal, DraFieldsAreEscapedToo) {
+  DraShare share;
+  share.claim = share.request = share.node = share.device = share.uuid = share.share_id = kEvil;
+  share.pods = {kEvil};
+  InspectView inspect;
+  NodeRow n;
+  n.name = kEvil;
+  DeviceRow d;
+  d.uuid = d.type = d.vendor = d.mode = d.driver = d.device = kEvil;
+  d.shares = {share};
+  n.devices = {d};
+  inspect.nodes = {n};
+  PodsView pods;
+  PodRow p;
+  p.ns = p.name = kEvil;
+  p.claims = {{kEvil, kEvil, true, {share}}, {kEvil, std::nullopt, false, {}}};
+  pods.pods = {p};
+  ExplainView explain;
+  explain.ns = explain.name = explain.summary = kEvil;
+  ExplainClaim claim;
+  claim.name = claim.state = kEvil;
+  claim.claim = claim.template_name = kEvil;
+  claim.containers = {kEvil};
+  claim.shares = {share};
+  explain.claims = {claim};
+  explain.dra_nodes = {{kEvil, false, kEvil, {kEvil, kEvil}}, {kEvil, true, "", {kEvil}}};
+  TopView top;
+  TopNode tn;
+  tn.name = kEvil;
+  TopRow row;
+  row.ns = row.pod = row.container = row.uuid = kEvil;
+  row.claims = {kEvil};
+  tn.rows = {row};
+  top.nodes = {tn};
+  for (bool colour : {false, true}) {
+    ExpectSafe(InspectTable(inspect, {.colour = colour}), "inspect, DRA");
+    ExpectSafe(InspectTable(inspect, {.wide = true, .colour = colour}), "inspect -o wide, DRA");
+    ExpectSafe(PodsTable(pods, {.colour = colour}), "pods, DRA");
+    ExpectSafe(ExplainText(explain, {.colour = colour}), "explain, DRA");
+    ExpectSafe(TopTable(top, {.colour = colour}), "top, DRA");
+  }
+}
+
 }  // namespace
 }  // namespace hami::cli

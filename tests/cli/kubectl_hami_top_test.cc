@@ -206,5 +206,110 @@ TEST(KubectlHamiTop, SaysWhenNoMonitorAnswersAndShowsAllocationsOnly) {
   EXPECT_EQ(missing.error(), "node \"nosuch\": not found");
 }
 
+// DRA mode: node-1 publishes GPU-a in a ResourceSlice; claim train-gpu (3000Mi, 30 cores) is
+// train's (used by its container main), claim "shared" (two shares: 1Gi + 2000Mi, 10 + 5 cores)
+// is a's and b's. The monitor runs in the DRA plugin's pod and reports each claim's region once
+// per pod with container="" (docs/MONITOR.md "DRA claims").
+json DraPod(const std::string& name, const std::string& claim, std::vector<std::string> users) {
+  json containers = json::array();
+  for (const auto& c : users) {
+    containers.push_back({{"name", c}, {"resources", {{"claims", {{{"name", "gpu"}}}}}}});
+  }
+  containers.push_back({{"name", "idle"}});
+  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "u-" + name}}},
+          {"spec",
+           {{"nodeName", "node-1"},
+            {"containers", containers},
+            {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", claim}}}}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+DraObjects DraCluster() {
+  const char* driver = "hami-core-gpu.project-hami.io";
+  DraObjects dra;
+  dra.slices = {
+      {{"metadata", {{"name", "node-1-hami-core-gpu-0"}}},
+       {"spec",
+        {{"driver", driver},
+         {"nodeName", "node-1"},
+         {"pool", {{"name", "node-1"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+         {"devices",
+          {{{"name", "hami-gpu-0"},
+            {"attributes",
+             {{"uuid", {{"string", "GPU-a"}}},
+              {"minor", {{"int", 0}}},
+              {"productName", {{"string", "NVIDIA A30"}}}}},
+            {"capacity", {{"memory", {{"value", "24Gi"}}}, {"cores", {{"value", "100"}}}}},
+            {"allowMultipleAllocations", true}}}}}}}};
+  auto claim = [&](const std::string& name, json results, json pods) {
+    json reserved = json::array();
+    for (const auto& p : pods) reserved.push_back({{"resource", "pods"}, {"name", p}});
+    return json{
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"status",
+         {{"allocation", {{"devices", {{"results", results}}}}}, {"reservedFor", reserved}}}};
+  };
+  auto share = [&](const std::string& id, const std::string& mem, const std::string& cores) {
+    return json{{"request", "gpu"}, {"driver", driver},
+                {"pool", "node-1"}, {"device", "hami-gpu-0"},
+                {"shareID", id},    {"consumedCapacity", {{"memory", mem}, {"cores", cores}}}};
+  };
+  dra.claims = {
+      claim("train-gpu", {share("s-1", "3000Mi", "30")}, {"train"}),
+      claim("shared", {share("s-2", "1Gi", "10"), share("s-3", "2000Mi", "5")}, {"a", "b"})};
+  return dra;
+}
+
+std::string DraMetrics() {
+  auto series = [](const std::string& name, const std::string& pod, const std::string& value) {
+    return name + "{container=\"\",device_uuid=\"GPU-a\",namespace=\"default\",pod=\"" + pod +
+           "\",vdevice_index=\"0\"} " + value + "\n";
+  };
+  return series("hami_vgpu_memory_used_bytes", "train", "1.048576e+09") +
+         series("hami_vgpu_memory_limit_bytes", "train", "3.145728e+09") +
+         series("hami_container_device_utilization_ratio", "train", "25") +
+         series("hami_vgpu_memory_used_bytes", "a", "5.36870912e+08") +
+         series("hami_vgpu_memory_used_bytes", "b", "5.36870912e+08") +
+         "hami_dra_vgpu_memory_used_bytes{claim=\"shared\",claim_uid=\"u\",device_uuid=\"GPU-a\","
+         "namespace=\"default\",node=\"node-1\",pod=\"a\"} 5.36870912e+08\n";
+}
+
+TEST(KubectlHamiTop, DraPodsShowTheirClaimsSharesWithTheMonitorsMeasurements) {
+  json monitor = MonitorPod("hami", "hami-dra-plugin-x", "node-1", "Running",
+                            {{{"name", "metrics"}, {"containerPort", 9394}}});
+  monitor["metadata"]["labels"]["app.kubernetes.io/component"] = "hami-dra-plugin";
+  std::vector<json> pods = {DraPod("train", "train-gpu", {"main"}), DraPod("a", "shared", {"c1"}),
+                            DraPod("b", "shared", {"c2", "c3"}), monitor};
+  NodeMetrics metrics;
+  metrics.emplace("node-1", DraMetrics());
+  auto view =
+      BuildTop({{{"metadata", {{"name", "node-1"}}}}}, pods, {}, metrics, kNow, DraCluster());
+  ASSERT_TRUE(view.ok()) << view.error();
+  ASSERT_EQ(view.value().nodes.size(), 1u);
+  EXPECT_EQ(view.value().nodes[0].monitor, "hami/hami-dra-plugin-x");
+  EXPECT_EQ(TopTable(view.value(), {}),
+            "NODE     NAMESPACE   POD     CONTAINER   CLAIMS      UUID    MEMORY-USED(MiB)   "
+            "MEMORY-ALLOCATED(MiB)   CORES-ALLOCATED(%)   UTILIZATION(%)\n"
+            "node-1   default     a       c1          shared      GPU-a   512                "
+            "3024                    15                   -\n"
+            "node-1   default     b       c2,c3       shared      GPU-a   512                "
+            "3024                    15                   -\n"
+            "node-1   default     train   main        train-gpu   GPU-a   1000               "
+            "3000                    30                   25\n");
+  std::string json_text = TopJson(view.value());
+  EXPECT_NE(
+      json_text.find(
+          R"({"namespace":"default","pod":"train","container":"main","uuid":"GPU-a","claims":["train-gpu"],"allocated":{"memory":3000,"cores":30},"used":{"memory":1000,"limit":3000,"utilization":25.0}})"),
+      std::string::npos)
+      << json_text;
+  // Without a monitor, the DRA plugin's label is the one named.
+  auto alone = BuildTop({{{"metadata", {{"name", "node-1"}}}}},
+                        {DraPod("train", "train-gpu", {"main"})}, {}, {}, kNow, DraCluster());
+  ASSERT_TRUE(alone.ok()) << alone.error();
+  EXPECT_EQ(alone.value().nodes[0].error,
+            "no monitor pod on the node (label app.kubernetes.io/component=hami-dra-plugin)");
+  EXPECT_EQ(alone.value().nodes[0].rows.size(), 1u);
+}
+
 }  // namespace
 }  // namespace hami::cli
