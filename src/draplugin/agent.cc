@@ -112,7 +112,9 @@ Status DraAgent::Refresh() {
   if (!discovered) return std::move(discovered).take_error();
   std::vector<GpuFacts> gpus = std::move(*discovered);
   std::vector<std::string> notes;
-  if (mig_driver_ != nullptr) {
+  // A discovery_source says each GPU's MIG profiles itself (hami-sim's scenario); otherwise the
+  // MIG driver tells which GPUs are in MIG mode and the allowlist which profiles they publish.
+  if (mig_driver_ != nullptr && options_.discovery_source == nullptr) {
     gpus = WithMigProfiles(std::move(gpus), *mig_driver_,
                            options_.discovery.config.mig_profile_allowlist, &notes);
   }

@@ -36,7 +36,8 @@ struct AgentOptions {
   std::string device_plugin_socket = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock";
   // The node's GPUs from this discovery instead of NVML or discovery.device_inventory (no NVML
   // attributes then): hami-sim's nodes, whose GPUs may be in MIG mode, which an inventory cannot
-  // say. Null = discovery's choice. Must outlive the agent.
+  // say; the MIG profiles it reports are published as they are (mig_driver only prepares).
+  // Null = discovery's choice. Must outlive the agent.
   deviceplugin::Discovery* discovery_source = nullptr;
   // The MIG driver (tests, the simulator): which GPUs are in MIG mode, and so publish MIG
   // devices, and what makes claims' MIG instances. Null: NVML's when discovery is NVML; none

@@ -105,9 +105,21 @@ Status KubeletFleet::Impl::StartDraPlugin(size_t index) {
   // The scenario's GPUs (MIG profiles included, which an inventory file cannot say) with the
   // health the unhealthyGpu fault sets.
   node.discovery = std::make_unique<StaticDiscovery>(node.spec.gpus, &node.unhealthy, &mu_);
+  std::map<uint32_t, dp::SimulatedMigDriver::Gpu> mig_gpus;
+  bool any_mig = false;
+  for (const dp::GpuDevice& g : node.spec.gpus) {
+    mig_gpus[g.index] = {g.model, g.memory_mib, !g.mig_profiles.empty(), g.uuid};
+    any_mig = any_mig || !g.mig_profiles.empty();
+  }
+  if (any_mig && !node.mig_driver) {
+    node.mig_driver = std::make_unique<dp::SimulatedMigDriver>(std::move(mig_gpus));
+  }
   draplugin::AgentOptions o;
   o.discovery.node_name = node.spec.name;
   o.discovery_source = node.discovery.get();
+  // MIG claims are prepared through the simulated driver, under a lock file of the node's own.
+  o.mig_driver = node.mig_driver.get();
+  o.mig_lock_path = node.dir + "/mig.lock";
   o.discovery.config = options_.plugin_config;
   o.server.registrar_dir = node.dir + "/reg";
   o.server.plugin_dir = node.dir + "/dra";

@@ -36,6 +36,7 @@
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/plugin.h"
 #include "deviceplugin/register.h"
+#include "deviceplugin/simulated_mig_driver.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "draplugin/agent.h"
 #include "k8s/client.h"
@@ -107,6 +108,9 @@ class KubeletFleet::Impl {
     SimNode spec;
     std::string dir;  // the node's device-plugins directory: kubelet.sock, nvidia-gpu.sock
     std::unique_ptr<dp::Discovery> discovery;  // the scenario's GPUs
+    // DRA mode: the driver's MIG side for its GPUs in MIG mode (null when it has none); it
+    // outlives the node's plugin processes, as the GPUs' instances outlive a plugin restart.
+    std::unique_ptr<dp::SimulatedMigDriver> mig_driver;
     std::unique_ptr<dp::RegisterPublisher> publisher;
     std::unique_ptr<dp::Allocator> allocator;
     std::unique_ptr<dp::Plugin> plugin;

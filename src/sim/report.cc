@@ -111,7 +111,7 @@ std::vector<GpuReport> GpuRows(const ReportInput& in) {
       if (auto s = in.slots_by_uuid.find(g.uuid); s != in.slots_by_uuid.end()) {
         r.slots_limit = static_cast<int>(s->second);
       }
-      if (n.mode == "mig") {
+      if (!g.mig_profiles.empty()) {  // in MIG mode (per GPU: a DRA node may mix)
         r.mode = "mig";
         r.memory_limit_mib = g.memory_mib;
         r.slots_limit = 0;
@@ -211,27 +211,72 @@ int DraDeviceMinor(const std::string& device) {
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-// The DRA shares onto their GPUs (node + minor = the GPU's index on the node); returns how many
-// name no GPU of the run.
-int AccumulateDra(const DraObservation& dra, std::vector<GpuReport>* gpus) {
-  std::map<std::pair<std::string, int>, size_t> by_minor;
-  std::map<std::string, int> next;  // node -> index of its next GPU
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    by_minor.emplace(std::make_pair((*gpus)[i].node, next[(*gpus)[i].node]++), i);
+// The MIG profile and placement start of MIG device `device` ("hami-gpu-<minor>-mig-<profile,
+// '.' as '-'>-<start>", docs/DRA.md "ResourceSlices") among `gpu`'s profiles; null if none.
+const protocol::MigProfile* DraMigProfile(const deviceplugin::GpuDevice& gpu,
+                                          const std::string& device, uint32_t* start) {
+  const size_t mig = device.find("-mig-");
+  if (mig == std::string::npos) return nullptr;
+  const std::string rest = device.substr(mig + 5);  // "1g-5gb-6"
+  const size_t dash = rest.rfind('-');
+  if (dash == std::string::npos) return nullptr;
+  auto at = ParseInt64(rest.substr(dash + 1));
+  if (!at || *at < 0) return nullptr;
+  std::string name = rest.substr(0, dash);
+  for (const deviceplugin::MigProfileCapacity& c : gpu.mig_profiles) {
+    std::string dashed = c.profile.name;
+    std::replace(dashed.begin(), dashed.end(), '.', '-');
+    if (dashed != name) continue;
+    for (const protocol::MigPlacement& p : c.profile.placements) {
+      if (p.start != *at) continue;
+      *start = p.start;
+      return &c.profile;
+    }
+  }
+  return nullptr;
+}
+
+// The DRA shares onto their GPUs (node + minor = the GPU's index on the node): a share of a
+// GPU counts against its memory and cores; a MIG device is one of its instances (checked for
+// overlap like device-plugin mode's). Returns how many name no GPU (or MIG device) of the run.
+int AccumulateDra(const ReportInput& in, std::vector<GpuReport>* gpus) {
+  std::map<std::pair<std::string, int>, std::pair<size_t, const deviceplugin::GpuDevice*>> at;
+  size_t row = 0;
+  for (const ExpandedNode& n : in.nodes) {
+    for (const deviceplugin::GpuDevice& g : n.gpus) {
+      at[{n.name, static_cast<int>(g.index)}] = {row++, &g};
+    }
   }
   int unknown = 0;
-  for (const DraShareObservation& s : dra.shares) {
-    auto it = by_minor.find({s.node, DraDeviceMinor(s.device)});
-    if (it == by_minor.end()) {
+  for (const DraShareObservation& s : in.dra_claims.shares) {
+    auto it = at.find({s.node, DraDeviceMinor(s.device)});
+    if (it == at.end() || it->second.first >= gpus->size()) {
       ++unknown;
       continue;
     }
-    GpuReport& g = (*gpus)[it->second];
-    const bool mig = s.device.find("-mig-") != std::string::npos;
+    GpuReport& g = (*gpus)[it->second.first];
     GpuReport::DraShare share{s.claim, s.device, s.share_id, s.pods, 0, 0};
-    share.memory_mib = s.memory_bytes < 0 ? g.memory_limit_mib : (s.memory_bytes + kMiB - 1) / kMiB;
-    share.cores = s.cores < 0 ? g.cores_limit : s.cores;
-    if (!mig) {  // a MIG device's capacity is its own slice of the GPU, not a share of it
+    if (s.device.find("-mig-") != std::string::npos) {
+      uint32_t start = 0;
+      const protocol::MigProfile* profile = DraMigProfile(*it->second.second, s.device, &start);
+      if (profile == nullptr) {
+        ++unknown;
+        continue;
+      }
+      share.memory_mib = profile->memory_mb;
+      share.cores = profile->core;
+      g.used_memory_mib += share.memory_mib;  // (its cores are not a share: rounded up)
+      for (const protocol::MigPlacement& p : profile->placements) {
+        if (p.start != start) continue;
+        g.mig_instances.push_back(
+            {s.pods.empty() ? s.claim : Join(s.pods, ","), profile->name, p.start, p.size});
+        ++g.used_slots;
+        break;
+      }
+    } else {
+      share.memory_mib =
+          s.memory_bytes < 0 ? g.memory_limit_mib : (s.memory_bytes + kMiB - 1) / kMiB;
+      share.cores = s.cores < 0 ? g.cores_limit : s.cores;
       g.used_memory_mib += share.memory_mib;
       g.used_cores += share.cores;
       ++g.used_slots;
@@ -457,7 +502,7 @@ Report BuildReport(const ReportInput& in) {
   out.pods_total = static_cast<int>(in.pods.size());
   if (in.dra) {
     out.dra = true;
-    out.unknown_device_allocations += AccumulateDra(in.dra_claims, &out.gpus);
+    out.unknown_device_allocations += AccumulateDra(in, &out.gpus);
     out.dra_claims_total = in.dra_claims.claims_total;
     out.dra_claims_allocated = in.dra_claims.claims_allocated;
     out.dra_orphaned = in.dra_claims.orphaned;
@@ -693,6 +738,7 @@ class TextWriter {
 
   void Placements() {
     Heading("Placements");
+    if (r_.dra) return DraPlacements();
     out_ << "Which GPU each container got: the node, the GPU (short UUID), its model, the memory\n"
             "slice (MiB) and the share of the GPU's cores (%; 0 = no core limit).\n";
     std::vector<std::vector<std::string>> rows = {{"POD", "NODE", "GPU", "MODEL", "MEM", "CORES"}};
@@ -709,6 +755,31 @@ class TextWriter {
     }
     if (total == 0) {
       out_ << "  (no pod is running)\n";
+      return;
+    }
+    out_ << Table(rows) << More(total);
+  }
+
+  // DRA mode: per pod, the shares its claims hold (a claim shared by pods is listed for each).
+  void DraPlacements() {
+    out_ << "Which GPU share each pod's claims got: the node, the GPU (short UUID), the device\n"
+            "(hami-gpu-<minor>, or a MIG device), the memory (MiB) and cores (%) the claim\n"
+            "consumes there, and the claim.\n";
+    std::vector<std::vector<std::string>> rows = {
+        {"POD", "NODE", "GPU", "DEVICE", "MEM", "CORES", "CLAIM"}};
+    size_t total = 0;
+    for (const GpuReport& g : r_.gpus) {
+      for (const GpuReport::DraShare& sh : g.dra_shares) {
+        for (const std::string& pod : sh.pods) {
+          if (++total > kMaxRows) continue;
+          const std::string name = pod.rfind("default/", 0) == 0 ? pod.substr(8) : pod;
+          rows.push_back({name, g.node, ShortUuid(g.uuid), sh.device, std::to_string(sh.memory_mib),
+                          std::to_string(sh.cores), sh.claim});
+        }
+      }
+    }
+    if (total == 0) {
+      out_ << "  (no claim is allocated)\n";
       return;
     }
     out_ << Table(rows) << More(total);
@@ -813,9 +884,10 @@ class TextWriter {
   void Summary() {
     Heading("Summary");
     out_ << "Counts, over-commit check, throughput and latency. schedule = created -> bound,\n"
-            "bind = bound -> Running (device plugin Allocate), e2e = created -> Running, filter = "
-            "one\n"
-            "POST /filter round trip as the kube-scheduler loop saw it (every attempt).\n";
+            "bind = bound -> Running (the device plugin's Allocate; in DRA mode the DRA plugin's\n"
+            "NodePrepareResources), e2e = created -> Running, filter = one POST /filter round\n"
+            "trip as the kube-scheduler loop saw it, every attempt (in DRA mode: one allocation\n"
+            "pass over the nodes).\n";
     out_ << "  pods: " << r_.pods_total << " total, " << r_.pods_running << " running, "
          << r_.pods_succeeded << " succeeded"
          << (r_.pods_deleted ? " (" + std::to_string(r_.pods_deleted) + " deleted after)" : "")

@@ -34,6 +34,8 @@
 #include "sim/apiserver/rbac.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/store.h"
+#include "sim/claim_controller.h"
+#include "sim/dra_scheduler.h"
 #include "sim/kube_scheduler.h"
 #include "sim/kubelet.h"
 #include "sim/monitors.h"
@@ -49,6 +51,10 @@ using Ms = std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kSchedulerName = "hami-scheduler";
+// DRA mode: the stock kube-scheduler schedules (the webhook leaves schedulerName alone).
+constexpr const char* kDefaultScheduler = "default-scheduler";
+// The chart's DeviceClass of hami-dra-plugin's GPUs (charts/hami/templates/dra/deviceclass.yaml).
+constexpr const char* kDraDeviceClass = "hami-core-gpu.project-hami.io";
 constexpr int kApiAttempts = 20;
 // A pod failed by kubelets this many times in a row stays Failed (the ReplicaSet gives up in the
 // sim, so a plugin that never comes back cannot keep the run going: with the waits between
@@ -84,6 +90,24 @@ json BuildPod(const Scenario& scenario, const PlannedPod& planned) {
         {{"name", c.name}, {"image", "hami-sim/workload"}, {"resources", {{"limits", limits}}}});
   }
   pod["spec"] = {{"containers", containers}, {"restartPolicy", "Never"}};
+  if (scenario.dra) {
+    // What kube-apiserver defaults: the sim's DRA scheduler schedules default-scheduler's pods.
+    pod["spec"]["schedulerName"] = kDefaultScheduler;
+    for (size_t i = 0; i < w.containers.size(); ++i) {
+      for (const std::string& claim : w.containers[i].claims) {
+        pod["spec"]["containers"][i]["resources"]["claims"].push_back({{"name", claim}});
+      }
+    }
+    for (const PodClaim& c : w.claims) {
+      json entry = {{"name", c.name}};
+      if (c.claim.empty()) {
+        entry["resourceClaimTemplateName"] = c.claim_template;
+      } else {
+        entry["resourceClaimName"] = c.claim;
+      }
+      pod["spec"]["resourceClaims"].push_back(std::move(entry));
+    }
+  }
   return pod;
 }
 
@@ -201,7 +225,21 @@ class Runner::Impl {
   Status CreateRbacObjects();
   Status StartLeaderElection(k8s::Client& client, scheduler::ServerOptions* server);
   Status StartSchedulers(const std::string& token, scheduler::ServerOptions server);
+  Status StartExtenderScheduling(const std::string& scheduler_token);
   Status CheckFaultsSupported() const;
+  // DRA mode: the DeviceClass, the scenario's templates and claims; the scheduling loop.
+  Status CreateDraObjects();
+  Status StartDraScheduling(const std::string& scheduler_token);
+  Status WaitForSlices(size_t want);
+  // The scheduling loop's records and idleness, whichever loop runs.
+  std::vector<PodScheduleRecord> LoopRecords() const {
+    return dra_loop_ ? dra_loop_->Records() : loop_->Records();
+  }
+  bool LoopIdle() const { return dra_loop_ ? dra_loop_->Idle() : loop_->Idle(); }
+  const char* SchedulerName() const { return scenario_.dra ? kDefaultScheduler : kSchedulerName; }
+  // deleteAfter: deletes each pod that long after it runs, until the run settles.
+  void DeletePodsAfter();
+  void ObserveDra(const std::map<std::string, json>& pods, ReportInput* in);
   // Strikes the scenario's process faults on schedule until the run settles (docs/RELIABILITY.md).
   // A strike queues its component's restart `down` later; restarts still queued when the run
   // settles are done then.
@@ -288,6 +326,12 @@ class Runner::Impl {
   std::set<std::pair<size_t, size_t>> unhealthy_;  // (node, GPU) the unhealthyGpu fault struck
   std::set<size_t> deleted_nodes_;                 // deleteNode's, until they come back
   std::unique_ptr<KubeSchedulerLoop> loop_;
+  // DRA mode: kube-scheduler's DynamicResources in place of loop_, kube-controller-manager's
+  // resourceclaim controller, and the deleteAfter deleter.
+  std::unique_ptr<DraSchedulerLoop> dra_loop_;
+  std::unique_ptr<ClaimController> claim_controller_;
+  std::thread deleter_;
+  std::atomic<bool> deleter_stop_{false};
   // --manifests with --leader-elect: kube-scheduler's leader election, which hami-scheduler
   // follows.
   std::unique_ptr<k8s::LeaderElector> elector_;
@@ -329,6 +373,7 @@ Status Runner::Impl::StartCluster() {
   kubelet.plugin_config = *plugin_config;
   kubelet.plugin_client = &NewClient(plugin_token);
   kubelet.registry = &registry_;
+  kubelet.dra = scenario_.dra;
   if (scenario_.process_faults.plugin_clock_skew.count() != 0) {
     plugin_clock_ =
         std::make_unique<SkewedClock>(RealClock(), scenario_.process_faults.plugin_clock_skew);
@@ -338,19 +383,22 @@ Status Runner::Impl::StartCluster() {
   for (const ExpandedNode& n : nodes_) {
     sim_nodes.push_back(SimNode{n.name, n.labels, n.gpus, n.vendor});
   }
-  Progress("starting " + std::to_string(nodes_.size()) +
-           " simulated kubelets, each with the HAMi device plugin (gRPC)");
+  Progress("starting " + std::to_string(nodes_.size()) + " simulated kubelets, each with " +
+           (scenario_.dra ? "hami-dra-plugin (DRA, gRPC)" : "the HAMi device plugin (gRPC)"));
   fleet_ = std::make_unique<KubeletFleet>(NewClient(kubelet_token), std::move(sim_nodes), kubelet);
   if (auto st = fleet_->Start(); !st) return Error{"kubelets: " + st.error()};
   // Vendor nodes published synchronously in Start(); the NVIDIA plugins publish on their own.
   size_t nvidia_nodes = 0;
   for (const ExpandedNode& n : nodes_) nvidia_nodes += n.vendor.empty() ? 1 : 0;
-  if (auto st = WaitForNodes(nvidia_nodes); !st) return st;
+  if (auto st = scenario_.dra ? WaitForSlices(nvidia_nodes) : WaitForNodes(nvidia_nodes); !st) {
+    return st;
+  }
 
   scheduler::ServerOptions server;
   server.http_bind = "127.0.0.1:0";
   server.metrics_bind = "127.0.0.1:0";  // the dashboard's scheduler series (docs/MONITOR.md)
   server.webhook.scheduler_name = kSchedulerName;
+  server.dra = scenario_.dra;  // --dra: HAMi's resources become claims
   server.extender.node_policy = *device::ParseNodePolicy(scenario_.node_scheduler_policy);
   auto gpu_policy = device::ParseGpuPolicy(scenario_.gpu_scheduler_policy, /*strict=*/true);
   if (!gpu_policy) return Error{"policies.gpuSchedulerPolicy: " + gpu_policy.error()};
@@ -361,7 +409,30 @@ Status Runner::Impl::StartCluster() {
     if (auto st = StartLeaderElection(NewClient(scheduler_token), &server); !st) return st;
   }
   if (auto st = StartSchedulers(scheduler_token, server); !st) return st;
+  if (scenario_.dra) {
+    if (auto st = StartDraScheduling(scheduler_token); !st) return st;
+  } else if (auto st = StartExtenderScheduling(scheduler_token); !st) {
+    return st;
+  }
+  if (auto st = CreateNamespaces(*admin_); !st) return st;
+  if (scenario_.dra) {
+    if (auto st = CreateDraObjects(); !st) return st;
+  }
+  if (!RunsMonitors(scenario_, options_.serving)) return OkStatus();
+  Progress("starting hami-vgpu-monitor on every node");
+  std::vector<SimNode> monitored;
+  // hami-vgpu-monitor reads HAMi-core's regions: NVIDIA nodes only (a vendor node's generic
+  // plugin runs no libvgpu).
+  for (const ExpandedNode& n : nodes_) {
+    if (n.vendor.empty()) monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  }
+  // The monitor runs in the device plugin's pod, under its ServiceAccount.
+  monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
+                                             kubelet.hook_path);
+  return monitors_->Start();
+}
 
+Status Runner::Impl::StartExtenderScheduling(const std::string& scheduler_token) {
   KubeSchedulerOptions loop;
   loop.scheduler_name = kSchedulerName;
   loop.extender_url = schedulers_->ExtenderUrl();
@@ -378,19 +449,116 @@ Status Runner::Impl::StartCluster() {
   // kube-scheduler runs in the scheduler's pod, under its ServiceAccount (docs/RBAC.md).
   loop_ = std::make_unique<KubeSchedulerLoop>(NewClient(scheduler_token), loop);
   if (auto st = loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
-  if (auto st = CreateNamespaces(*admin_); !st) return st;
-  if (!RunsMonitors(scenario_, options_.serving)) return OkStatus();
-  Progress("starting hami-vgpu-monitor on every node");
-  std::vector<SimNode> monitored;
-  // hami-vgpu-monitor reads HAMi-core's regions: NVIDIA nodes only (a vendor node's generic
-  // plugin runs no libvgpu).
-  for (const ExpandedNode& n : nodes_) {
-    if (n.vendor.empty()) monitored.push_back(SimNode{n.name, n.labels, n.gpus});
+  return OkStatus();
+}
+
+Status Runner::Impl::StartDraScheduling(const std::string& scheduler_token) {
+  Progress(
+      "starting kube-controller-manager's resourceclaim controller and the kube-scheduler "
+      "loop with DynamicResources (no extender in DRA mode)");
+  // kube-controller-manager runs as the admin here (its own identity is not modelled).
+  claim_controller_ = std::make_unique<ClaimController>(NewClient(api_->token()));
+  if (auto st = claim_controller_->Start(); !st) return Error{"claim controller: " + st.error()};
+  DraSchedulerOptions loop;
+  loop.scheduler_name = kDefaultScheduler;
+  loop.initial_backoff = scenario_.pod_initial_backoff;
+  loop.max_backoff = scenario_.pod_max_backoff;
+  dra_loop_ = std::make_unique<DraSchedulerLoop>(NewClient(scheduler_token), loop);
+  if (auto st = dra_loop_->Start(); !st) return Error{"kube-scheduler loop: " + st.error()};
+  return OkStatus();
+}
+
+// What `helm install --set dra.enabled=true` creates (the DeviceClass), then the scenario's
+// templates and claims, before any pod.
+Status Runner::Impl::CreateDraObjects() {
+  const json device_class = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "DeviceClass"},
+      {"metadata", {{"name", kDraDeviceClass}}},
+      {"spec",
+       {{"selectors", json::array({{{"cel",
+                                     {{"expression", std::string("device.driver == \"") +
+                                                         kDraDeviceClass + "\""}}}}})}}}};
+  auto create = [&](const k8s::Resource& r, const std::string& ns, const json& obj,
+                    const std::string& what) -> Status {
+    std::string last = "cannot create";
+    auto ok = Retry([&] {
+      auto c = admin_->Create(r, ns, obj);
+      if (!c && !k8s::IsAlreadyExists(c.error())) last = c.error().ToString();
+      return c || k8s::IsAlreadyExists(c.error());
+    });
+    if (!ok) return Error{what + ": " + last};
+    return OkStatus();
+  };
+  if (auto st = create(k8s::resources::kDeviceClasses, "", device_class,
+                       "DeviceClass " + std::string(kDraDeviceClass));
+      !st) {
+    return st;
   }
-  // The monitor runs in the device plugin's pod, under its ServiceAccount.
-  monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
-                                             kubelet.hook_path);
-  return monitors_->Start();
+  for (const ClaimObject& t : scenario_.claim_templates) {
+    json obj = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaimTemplate"},
+                {"metadata", {{"name", t.name}, {"namespace", t.ns}}},
+                {"spec", {{"spec", json::parse(t.spec_json)}}}};
+    if (auto st = create(k8s::resources::kResourceClaimTemplates, t.ns, obj,
+                         "resourceClaimTemplates " + t.ns + "/" + t.name);
+        !st) {
+      return st;
+    }
+  }
+  for (const ClaimObject& c : scenario_.claims) {
+    json obj = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
+                {"metadata", {{"name", c.name}, {"namespace", c.ns}}},
+                {"spec", json::parse(c.spec_json)}};
+    if (auto st = create(k8s::resources::kResourceClaims, c.ns, obj,
+                         "resourceClaims " + c.ns + "/" + c.name);
+        !st) {
+      return st;
+    }
+  }
+  return OkStatus();
+}
+
+// DRA mode: a node is ready for claims once hami-dra-plugin published its pool.
+Status Runner::Impl::WaitForSlices(size_t want) {
+  const std::chrono::seconds wait = SetupWait(std::chrono::seconds(120));
+  auto deadline = SteadyClock::now() + wait;
+  std::set<std::string> nodes;
+  while (want > 0 && SteadyClock::now() < deadline) {
+    auto slices = admin_->ListAll(k8s::resources::kResourceSlices, "", k8s::ListOptions{});
+    if (slices) {
+      nodes.clear();
+      for (const json& sl : slices->items) nodes.insert(k8s::FieldString(sl, "spec.nodeName"));
+      if (nodes.size() >= want) return OkStatus();
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
+  if (want == 0) return OkStatus();
+  return Error{"kubelets: " + std::to_string(nodes.size()) + " of " + std::to_string(want) +
+               " nodes published their ResourceSlices within " + std::to_string(wait.count()) +
+               " s"};
+}
+
+void Runner::Impl::DeletePodsAfter() {
+  std::set<size_t> deleted;
+  while (!deleter_stop_.load()) {
+    auto runs = ByKey(fleet_->Records());
+    const SystemTime now = std::chrono::system_clock::now();
+    for (size_t i = 0; i < planned_.size(); ++i) {
+      const Workload& w = scenario_.workloads[planned_[i].workload_index];
+      if (w.delete_after.count() <= 0 || deleted.count(i)) continue;
+      auto run = runs.find(Key(planned_[i].ns, planned_[i].name));
+      if (run == runs.end() || !run->second.running) continue;
+      if (now < run->second.running_at + w.delete_after) continue;
+      auto st = admin_->Delete(k8s::resources::kPods, planned_[i].ns, planned_[i].name);
+      if (!st && !k8s::IsNotFound(st.error())) continue;  // retried on the next pass
+      deleted.insert(i);
+      std::lock_guard<std::mutex> lock(observed_mu_);
+      observed_[i].deleted = true;
+    }
+    std::this_thread::sleep_for(Ms(20));
+  }
 }
 
 std::chrono::seconds Runner::Impl::SetupWait(std::chrono::seconds usual) const {
@@ -689,28 +857,33 @@ bool Runner::Impl::Settled(SystemTime* last_time) {
   // Cheap test first (this runs every poll): enough pods started or ended?
   size_t expected = 0;
   for (const PodObservation& o : observed_) {
-    expected += o.created && o.scheduler_name == kSchedulerName ? 1 : 0;
+    expected += o.created && o.scheduler_name == SchedulerName() ? 1 : 0;
   }
   // A count, not Records(): copying 10,000 records (with their env maps) every poll was a
   // measurable share of the scale run's CPU.
-  if (fleet_->Started() < expected && !loop_->Idle()) return false;
+  if (fleet_->Started() < expected && !LoopIdle()) return false;
   auto runs = ByKey(fleet_->Records());
-  auto scheds = ByKey(loop_->Records());
-  const bool idle = loop_->Idle();
+  auto scheds = ByKey(LoopRecords());
+  const bool idle = LoopIdle();
   const bool recreates = RecreatesPods();
   bool waiting_unschedulable = false, finite_running = false;
   std::lock_guard<std::mutex> lock(observed_mu_);
   if (!replacing_.empty()) return false;
   for (size_t i = 0; i < planned_.size(); ++i) {
     const PodObservation& o = observed_[i];
-    if (!o.created || o.scheduler_name != kSchedulerName) continue;
+    if (!o.created || o.scheduler_name != SchedulerName()) continue;
     const Workload& w = scenario_.workloads[planned_[i].workload_index];
+    if (o.deleted) continue;
     auto run = runs.find(Key(o.ns, o.name));
     if (run != runs.end() && (run->second.running || run->second.finished || run->second.failed)) {
       const PodRunRecord& r = run->second;
       // The ReplicaSet replaces a failed pod; its replacement has no outcome yet.
       if (recreates && r.failed && o.recreated < kMaxRecreations) return false;
-      if (r.running && !r.finished && !r.failed && w.duration_seconds > 0) finite_running = true;
+      if (r.running && !r.finished && !r.failed &&
+          (w.duration_seconds > 0 || w.delete_after.count() > 0)) {
+        finite_running = true;
+        if (w.delete_after.count() > 0) return false;  // its deletion is still to come
+      }
       SystemTime t = r.finished ? r.finished_at : r.running_at;
       if (t > *last_time) *last_time = t;
       continue;
@@ -734,8 +907,8 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
     HAMI_WARN("hami-sim: listing pods for the report: {}", pods.error().ToString().c_str());
   }
   auto runs = ByKey(fleet_->Records());
-  auto scheds = ByKey(loop_->Records());
-  in->filter_latencies_ms = loop_->FilterLatenciesMs();
+  auto scheds = ByKey(LoopRecords());
+  in->filter_latencies_ms = dra_loop_ ? dra_loop_->FilterLatenciesMs() : loop_->FilterLatenciesMs();
   SystemTime first = settled_at;
   for (PodObservation o : observed_) {
     const std::string key = Key(o.ns, o.name);
@@ -765,6 +938,7 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
       o.running = it->second.running || it->second.finished;
       o.running_at = it->second.running_at;
       if (!it->second.message.empty()) o.message = it->second.message;
+      o.container_envs = it->second.container_envs;
     }
     if (o.created && o.created_at < first) first = o.created_at;
     in->pods.push_back(std::move(o));
@@ -772,6 +946,49 @@ void Runner::Impl::Observe(SystemTime settled_at, bool timed_out, ReportInput* i
   in->first_created = first;
   in->settled_at = settled_at;
   in->timed_out = timed_out;
+  if (scenario_.dra) ObserveDra(objects, in);
+}
+
+// DRA mode: the claims at the end (shares, orphans) and which claims each container uses.
+void Runner::Impl::ObserveDra(const std::map<std::string, json>& pods, ReportInput* in) {
+  in->dra = true;
+  std::set<std::string> live_uids;
+  for (const auto& [key, pod] : pods) live_uids.insert(k8s::Uid(pod));
+  std::vector<json> claims;
+  auto listed = Retry([&] { return admin_->ListAll(k8s::resources::kResourceClaims, "", {}); });
+  if (listed) {
+    claims = std::move(listed->items);
+  } else {
+    HAMI_WARN("hami-sim: listing claims for the report: {}", listed.error().ToString().c_str());
+  }
+  in->dra_claims = ObserveDraClaims(claims, live_uids);
+  for (PodObservation& o : in->pods) {
+    auto it = pods.find(Key(o.ns, o.name));
+    if (it == pods.end()) continue;
+    const json& pod = it->second;
+    std::map<std::string, std::string> claim_of;  // pod's claim entry -> claim object
+    for (const json& e : pod["spec"].value("resourceClaims", json::array())) {
+      if (e.contains("resourceClaimName"))
+        claim_of[e.value("name", "")] = e.value("resourceClaimName", "");
+    }
+    if (pod.contains("status")) {
+      for (const json& e : pod["status"].value("resourceClaimStatuses", json::array())) {
+        claim_of[e.value("name", "")] = e.value("resourceClaimName", "");
+      }
+    }
+    for (const char* list : {"initContainers", "containers"}) {
+      for (const json& c : pod["spec"].value(list, json::array())) {
+        std::vector<std::string> names;
+        if (c.contains("resources") && c["resources"].contains("claims")) {
+          for (const json& r : c["resources"]["claims"]) {
+            auto found = claim_of.find(r.value("name", ""));
+            if (found != claim_of.end()) names.push_back(o.ns + "/" + found->second);
+          }
+        }
+        o.container_claims.push_back(std::move(names));
+      }
+    }
+  }
 }
 
 Result<Report> Runner::Impl::Run() {
@@ -798,6 +1015,7 @@ Result<Report> Runner::Impl::Run() {
   const auto start = SteadyClock::now();
   const auto deadline = start + scenario_.timeout;
   std::thread creator([this, start] { CreatePods(start); });
+  if (scenario_.dra) deleter_ = std::thread([this] { DeletePodsAfter(); });
   if (RecreatesPods()) recreator_ = std::thread([this] { RecreateFailedPods(); });
   if (scenario_.process_faults.any()) {
     faults_thread_ = std::thread([this, start] { InjectFaults(start); });
@@ -822,6 +1040,8 @@ Result<Report> Runner::Impl::Run() {
     settled_at = std::chrono::system_clock::now();
   }
   creator.join();
+  deleter_stop_.store(true);
+  if (deleter_.joinable()) deleter_.join();
   recreator_stop_.store(true);
   if (recreator_.joinable()) recreator_.join();
   {
@@ -855,7 +1075,8 @@ Status Runner::Impl::StartSchedulers(const std::string& token, scheduler::Server
            (scenario_.scheduler_replicas > 1
                 ? " x" + std::to_string(scenario_.scheduler_replicas) + " (leader election)"
                 : std::string()) +
-           " (extender + admission webhook over loopback HTTP)");
+           (scenario_.dra ? " (the admission webhook with --dra, over loopback HTTP)"
+                          : " (extender + admission webhook over loopback HTTP)"));
   SchedulerSetOptions set;
   set.replicas = scenario_.scheduler_replicas;
   set.server = std::move(server);
@@ -1171,6 +1392,12 @@ void Runner::Impl::Stop() {
     if (elector_thread_.joinable()) elector_thread_.join();
   }
   if (loop_) stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { loop_->Stop(); }); });
+  if (dra_loop_) {
+    stoppers.emplace_back([&] { timed("kube-scheduler loop", [&] { dra_loop_->Stop(); }); });
+  }
+  if (claim_controller_) {
+    stoppers.emplace_back([&] { timed("claim controller", [&] { claim_controller_->Stop(); }); });
+  }
   {
     std::lock_guard<std::mutex> lock(faults_mu_);
     faults_stop_ = true;

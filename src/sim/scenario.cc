@@ -455,11 +455,6 @@ Status ParseNodeGroup(const YAML::Node& node, const std::string& path, NodeGroup
       return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].uuids",
                         "uuids only in a group of one node", "count " + std::to_string(n->count));
     }
-    if (i > 0 && (g.mode == "mig") != (n->gpus.front().mode == "mig")) {
-      return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].mode",
-                        "the mode of gpus[0] (a node has one operating mode)",
-                        g.mode.empty() ? "no mode" : g.mode);
-    }
     if (i > 0 && g.vendor != n->gpus.front().vendor) {
       return FieldError(Sub(path, "gpus") + "[" + std::to_string(i) + "].vendor",
                         "the vendor of gpus[0] (a node has one vendor)",
@@ -550,6 +545,23 @@ Status ParseClaimObject(const YAML::Node& node, const std::string& path, ClaimOb
     return FieldError(Sub(path, "spec"), "a map", Describe(node["spec"]));
   }
   o->spec_json = YamlToJson(node["spec"]).dump();
+  return OkStatus();
+}
+
+// A node's GPUs share one operating mode in device-plugin mode (its plugin runs in one); in DRA
+// mode each GPU is in MIG mode or not, as hami-dra-plugin publishes each GPU by its own mode.
+Status CheckNodeModes(const Scenario& s) {
+  if (s.dra) return OkStatus();
+  for (size_t n = 0; n < s.nodes.size(); ++n) {
+    const std::vector<GpuGroup>& gpus = s.nodes[n].gpus;
+    for (size_t i = 1; i < gpus.size(); ++i) {
+      if ((gpus[i].mode == "mig") == (gpus.front().mode == "mig")) continue;
+      return FieldError("nodes[" + std::to_string(n) + "].gpus[" + std::to_string(i) + "].mode",
+                        "the mode of gpus[0] (a node has one operating mode; with dra: true each "
+                        "GPU may have its own)",
+                        gpus[i].mode.empty() ? "no mode" : gpus[i].mode);
+    }
+  }
   return OkStatus();
 }
 
@@ -845,6 +857,7 @@ Status ParseRoot(const YAML::Node& root, Scenario* s) {
     return st;
   }
   if (auto st = CheckDra(*s); !st) return st;
+  if (auto st = CheckNodeModes(*s); !st) return st;
   return CheckUniqueNames(*s);
 }
 

@@ -310,6 +310,11 @@ nlohmann::json DraClaim(const std::string& name, const std::string& node,
 TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
   ReportInput in = Input();
   in.dra = true;
+  // n1's second GPU is in MIG mode (DRA: per GPU) with a 1g.5gb profile at slices 0 and 1.
+  deviceplugin::MigProfileCapacity one_g;
+  one_g.profile = {"1g.5gb", 4864, 14, 1, {{0, 1}, {1, 1}}};
+  one_g.instance_count = 2;
+  in.nodes[0].gpus[1].mig_profiles = {one_g};
   const std::vector<nlohmann::json> claims = {
       DraClaim("a-gpu", "n1", {{"hami-gpu-0", {{"memory", "3000Mi"}, {"cores", "30"}}}}, {"a"},
                "uid-a"),
@@ -319,11 +324,13 @@ TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
                {"b"}, "uid-b"),
       DraClaim("whole", "n2", {{"hami-gpu-0", nullptr}}, {"c", "d"}, ""),
       DraClaim("gone-gpu", "n1", {}, {}, "uid-deleted"),
-      DraClaim("mig", "n1", {{"hami-gpu-1-mig-1g-5gb-0", {{"memory", "5Gi"}}}}, {"e"}, "uid-e"),
+      DraClaim("mig", "n1", {{"hami-gpu-1-mig-1g-5gb-0", nullptr}}, {"e"}, "uid-e"),
+      DraClaim("mig2", "n1", {{"hami-gpu-1-mig-1g-5gb-1", nullptr}}, {"f"}, "uid-e"),
+      DraClaim("nowhere", "n1", {{"hami-gpu-1-mig-1g-5gb-5", nullptr}}, {"g"}, "uid-e"),
   };
   in.dra_claims = ObserveDraClaims(claims, {"uid-a", "uid-b", "uid-e"});
-  EXPECT_EQ(in.dra_claims.claims_total, 5);
-  EXPECT_EQ(in.dra_claims.claims_allocated, 4);
+  EXPECT_EQ(in.dra_claims.claims_total, 7);
+  EXPECT_EQ(in.dra_claims.claims_allocated, 6);
   ASSERT_EQ(in.dra_claims.orphaned, std::vector<std::string>{"default/gone-gpu"});
 
   PodObservation a = Running("a", "n1", "", 0, 10, 20);
@@ -339,17 +346,22 @@ TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
 
   const Report r = BuildReport(in);
   EXPECT_TRUE(r.dra);
-  EXPECT_EQ(r.dra_claims_allocated, 4);
+  EXPECT_EQ(r.dra_claims_allocated, 6);
   EXPECT_EQ(r.dra_claims_orphaned, 1);
-  EXPECT_EQ(r.unknown_device_allocations, 0);
+  EXPECT_EQ(r.unknown_device_allocations, 1);  // no 1g.5gb placement starts at slice 5
   // n1 GPU 0: 3000 + 30000 + 1024 MiB = 34024 > 32768: over-committed, and reported so.
   ASSERT_EQ(r.gpus[0].dra_shares.size(), 3u);
   EXPECT_EQ(r.gpus[0].used_memory_mib, 34024);
   EXPECT_EQ(r.gpus[0].used_cores, 120);
   EXPECT_EQ(r.overcommitted_devices, 1);
-  // The MIG device is listed on its GPU without counting as a share of it.
-  ASSERT_EQ(r.gpus[1].dra_shares.size(), 1u);
-  EXPECT_EQ(r.gpus[1].used_memory_mib, 0);
+  // The MIG devices are instances of their GPU: the profile's memory, checked for overlap.
+  ASSERT_EQ(r.gpus[1].dra_shares.size(), 2u);
+  EXPECT_EQ(r.gpus[1].dra_shares[0].memory_mib, 4864);
+  EXPECT_EQ(r.gpus[1].used_memory_mib, 9728);
+  EXPECT_EQ(r.gpus[1].mode, "mig");
+  ASSERT_EQ(r.gpus[1].mig_instances.size(), 2u);
+  EXPECT_EQ(r.gpus[1].mig_instances[1].start, 1u);
+  EXPECT_EQ(r.overlapping_mig_placements, 0);
   EXPECT_EQ(r.gpus[2].dra_shares[0].memory_mib, 16000);
   EXPECT_EQ(r.gpus[2].pods, (std::vector<std::string>{"default/c", "default/d"}));
   // b's env says 30000m for 31024 MiB of shares: a mismatch, named.
@@ -360,12 +372,12 @@ TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
             "default/b container 0: CUDA_DEVICE_MEMORY_LIMIT_0 = 30000m, want 31024m");
 
   const nlohmann::json j = ReportToJson(r);
-  EXPECT_EQ(j["dra_claims_allocated"], 4);
+  EXPECT_EQ(j["dra_claims_allocated"], 6);
   EXPECT_EQ(j["dra_claims_orphaned"], 1);
   EXPECT_EQ(j["dra_env_mismatches"], 1);
   EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["claim"], "default/a-gpu");
   EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["memory_mib"], 3000);
-  EXPECT_NE(RenderText(r, false).find("4 of 5 claims allocated, 1 orphaned"), std::string::npos);
+  EXPECT_NE(RenderText(r, false).find("6 of 7 claims allocated, 1 orphaned"), std::string::npos);
 }
 
 TEST(ReportDraTest, WithoutDraTheJsonHasNoDraFields) {
