@@ -178,6 +178,10 @@ class DraSchedulerTest : public ::testing::Test {
     }
     return std::nullopt;
   }
+  std::string LastFailure(const std::string& name) {
+    auto r = Record(name);
+    return r ? r->last_failure : "no record";
+  }
   std::string NodeOf(const std::string& pod) {
     return k8s::FieldString(Get(k8s::resources::kPods, pod), "spec.nodeName");
   }
@@ -241,7 +245,7 @@ TEST_F(DraSchedulerTest, AClaimNoGpuCanHoldLeavesThePodUnschedulable) {
   ASSERT_TRUE(Eventually([&] {
     auto r = Record("big");
     return r && r->last_failure == want && loop_->Unschedulable() == 1;
-  })) << (Record("big") ? Record("big")->last_failure : "no record");
+  })) << LastFailure("big");
   auto rec = Record("big");
   EXPECT_FALSE(rec->bound);
   ASSERT_FALSE(rec->failure_details.empty());
@@ -310,6 +314,54 @@ TEST_F(DraSchedulerTest, PodsSharingAClaimBeingAllocatedWaitForItsAllocation) {
   EXPECT_EQ(loop_->ClaimsAllocated(), 1u);
 }
 
+// A claim allocated elsewhere: to node-c's GPU (no such Ready node), or reserved for 256 pods.
+TEST_F(DraSchedulerTest, AnAllocatedClaimBindsThePodToItsNodeAndItsConsumerLimit) {
+  StartApi();
+  StartLoop();
+  auto allocated = [&](const std::string& name, const std::string& node, size_t consumers) {
+    json claim = Create(kClaims, {{"apiVersion", "resource.k8s.io/v1"},
+                                  {"kind", "ResourceClaim"},
+                                  {"metadata", {{"name", name}, {"namespace", "default"}}},
+                                  {"spec", ClaimSpec(1000)}});
+    claim["status"]["allocation"] = {
+        {"devices",
+         {{"results", json::array({{{"request", "gpu"},
+                                    {"driver", kClass},
+                                    {"pool", node},
+                                    {"device", "hami-gpu-0"},
+                                    {"shareID", "00000000-0000-4000-8000-00000000ffff"},
+                                    {"consumedCapacity", {{"memory", "1000Mi"}}}}})}}},
+        {"nodeSelector",
+         {{"nodeSelectorTerms",
+           json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                       {"operator", "In"},
+                                                       {"values", json::array({node})}}})}}})}}}};
+    json reserved = json::array();
+    for (size_t i = 0; i < consumers; ++i) {
+      reserved.push_back({{"resource", "pods"},
+                          {"name", "other-" + std::to_string(i)},
+                          {"uid", "00000000-0000-4000-8000-" + std::to_string(100000000000 + i)}});
+    }
+    claim["status"]["reservedFor"] = reserved;
+    auto r = client_->UpdateStatus(kClaims, claim);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  };
+  allocated("elsewhere", "node-c", 1);
+  allocated("full", "node-a", kDraMaxReservedFor);
+  Create(k8s::resources::kPods, NamedClaimPod("e", "elsewhere"));
+  Create(k8s::resources::kPods, NamedClaimPod("f", "full"));
+  ASSERT_TRUE(Eventually([&] {
+    auto e = Record("e"), f = Record("f");
+    return e && f &&
+           e->last_failure ==
+               "0/2 nodes are available: 2 resourceclaim not available on the node." &&
+           f->last_failure == "0/2 nodes are available: resourceclaim in use.";
+  })) << LastFailure("e")
+      << " / " << LastFailure("f");
+  EXPECT_FALSE(Bound("e"));
+  EXPECT_FALSE(Bound("f"));
+}
+
 TEST_F(DraSchedulerTest, APodWhoseClaimIsNotMadeYetWaitsThenSchedules) {
   StartApi();
   StartLoop();
@@ -353,7 +405,7 @@ TEST_F(DraSchedulerTest, AMissingDeviceClassKeepsThePodWaiting) {
   ASSERT_TRUE(Eventually([&] {
     auto r = Record("o");
     return r && r->last_failure == want;
-  })) << (Record("o") ? Record("o")->last_failure : "no record");
+  })) << LastFailure("o");
   EXPECT_FALSE(Bound("o"));
 }
 
