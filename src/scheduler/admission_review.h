@@ -1,5 +1,5 @@
 // The AdmissionReview envelope both webhooks (device-plugin mode, webhook.h; DRA mode,
-// dra_webhook.h) read and answer (docs/protocol.md#admission-webhook). A review that cannot be
+// dra_webhook.h) read and answer (docs/protocol.md#webhook). A review that cannot be
 // read is answered as webhook servers (controller-runtime) do: HTTP 200 with an AdmissionReview
 // whose status carries code 400, so kube-apiserver logs the reason. Without a readable
 // request.uid the reply's uid is "": kube-apiserver rejects a uid that does not match its

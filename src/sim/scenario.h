@@ -123,7 +123,7 @@ struct ContainerSpec {
   std::string name;
   std::map<std::string, std::string> resources;  // resource name -> quantity, as limits
   std::optional<SimUsage> usage;                 // `usage:`; absent: nothing simulated
-  std::vector<std::string> claims;               // DRA: resources.claims[].name
+  std::vector<std::string> claims{};             // DRA: resources.claims[].name
 };
 
 // DRA: an entry of pod.spec.resourceClaims. Exactly one of `claim_template` and `claim` is set.
@@ -149,7 +149,7 @@ struct Workload {
   double duration_seconds = 0;  // 0 = runs forever
   std::map<std::string, std::string> annotations;
   std::vector<ContainerSpec> containers;
-  std::vector<PodClaim> claims;               // DRA: pod.spec.resourceClaims
+  std::vector<PodClaim> claims{};             // DRA: pod.spec.resourceClaims
   std::chrono::milliseconds delete_after{0};  // deleted this long after Running; 0 = never
 };
 
