@@ -195,11 +195,14 @@ void AddClaims(Builder& b, const MetricsInput& input, bool legacy, int64_t now_s
           labels, Ratio(a.second), "gauge", false);
   }
   // The claims' use, once per pod that uses the claim (pod="" when none does or the claim is
-  // not in the API), and the container series of the claim's region for each of those pods.
+  // not in the API), and the container series of the claim's region for each of those pods
+  // (none without a pod: two such claims on one GPU would be one series twice, which makes the
+  // whole scrape invalid; their use is in the claim series, told apart by claim_uid).
   for (const ClaimUsage& c : input.claims) {
     if (!c.has_region) continue;
     std::vector<std::string> pods;
     for (const ClaimPod& p : c.claim.pods) pods.push_back(p.name);
+    const bool consumed = !pods.empty();
     if (pods.empty()) pods.emplace_back();
     for (const std::string& pod : pods) {
       for (const DeviceUsage& d : c.region.devices) {
@@ -211,7 +214,7 @@ void AddClaims(Builder& b, const MetricsInput& input, bool legacy, int64_t now_s
         b.Add("hami_dra_vgpu_core_used_ratio", "vGPU Device SM utilization of a claim", labels,
               Ratio(static_cast<double>(d.sm_util)), "gauge", false);
       }
-      AddContainer(b, ContainerUsage{c.claim.ns, pod, "", c.region}, legacy, now_sec);
+      if (consumed) AddContainer(b, ContainerUsage{c.claim.ns, pod, "", c.region}, legacy, now_sec);
     }
   }
 }

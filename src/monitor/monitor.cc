@@ -512,7 +512,12 @@ std::vector<ClaimUsage> Monitor::JoinClaims(std::vector<Found> regions) {
     ClaimInfo info = ReadClaimInfo(*obj, options_.node_name);
     if (info.uid.empty()) continue;
     auto it = by_uid.find(info.uid);
-    if (it == by_uid.end() && info.shares.empty()) continue;  // not this node's
+    if (info.shares.empty()) {
+      // Not this node's: a region of it here is another node's business (a hook directory
+      // shared by several nodes, as in hami-sim) or stale until the plugin's Unprepare.
+      if (it != by_uid.end()) by_uid.erase(it);
+      continue;
+    }
     by_uid[info.uid].claim = std::move(info);
   }
   std::vector<ClaimUsage> out;

@@ -21,7 +21,10 @@ namespace {
 using k8s::Json;
 constexpr const char* kNamespace = "kube-system";
 
-std::string PodName(const std::string& node) { return "hami-device-plugin-" + node; }
+// The chart's DaemonSet whose pods carry the monitor: the device plugin's, or in DRA mode
+// hami-dra-plugin's (docs/DRA.md "Deploying").
+std::string Component(bool dra) { return dra ? "hami-dra-plugin" : "hami-device-plugin"; }
+std::string PodName(const std::string& node, bool dra) { return Component(dra) + "-" + node; }
 
 // Parses `{a="x",b="y"}` starting at text[i] == '{'; leaves i after the '}'.
 bool ParseLabels(std::string_view text, size_t& i, std::map<std::string, std::string>* out) {
@@ -103,11 +106,12 @@ Result<std::vector<MetricSample>> ParseMetricFamily(std::string_view text,
 }
 
 MonitorFleet::MonitorFleet(k8s::Client& monitor_client, k8s::Client& admin,
-                           std::vector<SimNode> nodes, std::string hook_path)
+                           std::vector<SimNode> nodes, std::string hook_path, bool dra)
     : client_(monitor_client),
       admin_(admin),
       nodes_(std::move(nodes)),
-      hook_path_(std::move(hook_path)) {}
+      hook_path_(std::move(hook_path)),
+      dra_(dra) {}
 
 MonitorFleet::~MonitorFleet() { Stop(); }
 
@@ -134,7 +138,7 @@ Status MonitorFleet::Start() {
     auto m = std::make_unique<monitor::Monitor>(client_, o);
     auto port = m->Start();
     if (!port) return Error{"monitor on node " + Quote(node) + ": " + port.error()};
-    MonitorAddress a{node, std::string(kNamespace) + "/" + PodName(node), *port};
+    MonitorAddress a{node, std::string(kNamespace) + "/" + PodName(node, dra_), *port};
     monitors_.push_back(std::move(m));
     if (auto st = CreatePod(a); !st)
       return Error{"monitor on node " + Quote(node) + ": " + st.error()};
@@ -144,24 +148,24 @@ Status MonitorFleet::Start() {
 }
 
 Status MonitorFleet::CreatePod(const MonitorAddress& a) {
-  const std::string name = PodName(a.node);
+  const std::string name = PodName(a.node, dra_);
   Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
   // The chart's device-plugin DaemonSet pod labels (release "hami").
   pod["metadata"] = {{"name", name},
                      {"namespace", kNamespace},
                      {"labels",
-                      {{"app.kubernetes.io/component", "hami-device-plugin"},
+                      {{"app.kubernetes.io/component", Component(dra_)},
                        {"app.kubernetes.io/name", "hami"},
                        {"app.kubernetes.io/instance", "hami"},
                        {std::string(protocol::kWebhookLabelKey), "ignore"}}}};
-  pod["spec"] = {
-      {"nodeName", a.node},
-      {"containers", Json::array({{{"name", "device-plugin"}, {"image", "hami-sim/device-plugin"}},
-                                  {{"name", "vgpu-monitor"},
-                                   {"image", "hami-sim/vgpu-monitor"},
-                                   {"ports", Json::array({{{"name", "metrics"},
-                                                           {"containerPort", a.port},
-                                                           {"protocol", "TCP"}}})}}})}};
+  pod["spec"] = {{"nodeName", a.node},
+                 {"containers", Json::array({{{"name", dra_ ? "dra-plugin" : "device-plugin"},
+                                              {"image", "hami-sim/device-plugin"}},
+                                             {{"name", "vgpu-monitor"},
+                                              {"image", "hami-sim/vgpu-monitor"},
+                                              {"ports", Json::array({{{"name", "metrics"},
+                                                                      {"containerPort", a.port},
+                                                                      {"protocol", "TCP"}}})}}})}};
   const Json status = {{"status",
                         {{"phase", "Running"},
                          {"hostIP", "127.0.0.1"},

@@ -43,8 +43,10 @@ class MonitorFleet {
   // The host GPU series (hami_host_gpu_*) are the simulated GPUs of `nodes`: memory used = the
   // sum over the containers' regions on that GPU, utilisation = the sum of their SM use (at most
   // 100), as NVML would report them on a real node.
+  // `dra`: the nodes run hami-dra-plugin, so the monitor is the DRA plugin DaemonSet's pod
+  // (kube-system/hami-dra-plugin-<node>, component hami-dra-plugin), as the chart's dra.enabled.
   MonitorFleet(k8s::Client& monitor_client, k8s::Client& admin, std::vector<SimNode> nodes,
-               std::string hook_path);
+               std::string hook_path, bool dra = false);
   ~MonitorFleet();  // Stop()s
   MonitorFleet(const MonitorFleet&) = delete;
   MonitorFleet& operator=(const MonitorFleet&) = delete;
@@ -70,6 +72,7 @@ class MonitorFleet {
   k8s::Client& admin_;
   std::vector<SimNode> nodes_;
   std::string hook_path_;
+  bool dra_ = false;
   std::vector<std::unique_ptr<monitor::Monitor>> monitors_;
   std::vector<MonitorAddress> addresses_;
 };

@@ -428,7 +428,7 @@ Status Runner::Impl::StartCluster() {
   }
   // The monitor runs in the device plugin's pod, under its ServiceAccount.
   monitors_ = std::make_unique<MonitorFleet>(NewClient(plugin_token), *admin_, std::move(monitored),
-                                             kubelet.hook_path);
+                                             kubelet.hook_path, scenario_.dra);
   return monitors_->Start();
 }
 

@@ -14,6 +14,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -245,12 +247,14 @@ TEST(RenderMetrics, DraClaimSeries) {
            "hami_vgpu_memory_limit_bytes{container=\"\",device_uuid=\"" + std::string(kUuid) +
                "\",namespace=\"team-a\",pod=\"p2\",vdevice_index=\"0\",zone=\"vGPU\"} "
                "1.073741824e+09\n",
-           "hami_container_device_utilization_ratio{container=\"\",device_uuid=\"" +
-               std::string(kUuid) +
-               "\",namespace=\"\",pod=\"\",vdevice_index=\"0\",zone=\"vGPU\"} 0\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n--- in ---\n" << text;
   }
+  // A claim without a consumer has no container series (pod="" twice would be a duplicate).
+  EXPECT_EQ(text.find("hami_container_device_utilization_ratio{container=\"\",device_uuid=\"" +
+                      std::string(kUuid) + "\",namespace=\"\",pod=\"\""),
+            std::string::npos)
+      << text;
   // No consumer, no per-pod allocation series; no region, no use series.
   EXPECT_EQ(text.find("claim=\"c2\""), std::string::npos) << text;
   EXPECT_EQ(text.find("pod=\"\"} 2.147483648e+09"), std::string::npos) << text;
@@ -397,6 +401,55 @@ TEST_F(MonitorClaimsTest, ReservedForNamesThePodsOfAClaimsRegion) {
   ASSERT_TRUE(Eventually([&] {
     return Scrape().find(UsedLine("unused", unused, "p3", "2.097152e+06")) != std::string::npos;
   }));
+}
+
+// Regions of claims that are not this node's (allocated on another node's pool, e.g. a hook
+// directory several nodes share in hami-sim) are not this node's series; claims without a
+// consumer get no container series, so two of them on one GPU never make a duplicate series.
+TEST_F(MonitorClaimsTest, OtherNodesClaimsAreLeftOutAndUnconsumedOnesMakeNoDuplicate) {
+  ASSERT_TRUE(client_->Create(kResourceSlices, "", Slice("node-a")));
+  const std::string mine = CreateClaim("mine", {{"p1", "uid-p1"}});
+  Json theirs = {{"apiVersion", "resource.k8s.io/v1"},
+                 {"kind", "ResourceClaim"},
+                 {"metadata", {{"name", "theirs"}, {"namespace", "default"}}},
+                 {"spec",
+                  {{"devices",
+                    {{"requests",
+                      {{{"name", "gpu"},
+                        {"exactly", {{"deviceClassName", "hami-core-gpu.project-hami.io"}}}}}}}}}}};
+  auto created = client_->Create(kResourceClaims, "default", theirs);
+  ASSERT_TRUE(created);
+  Json allocated = *created;
+  allocated["status"] = ClaimStatus("node-b", {{"q1", "uid-q1"}});
+  auto updated = client_->UpdateStatus(kResourceClaims, allocated);
+  ASSERT_TRUE(updated);
+  const std::string other = (*updated)["metadata"]["uid"].get<std::string>();
+  const std::string orphan1 = "0b7e1d9c-0000-4000-8000-0000000000a1";
+  const std::string orphan2 = "0b7e1d9c-0000-4000-8000-0000000000a2";
+  for (const std::string& uid : {mine, other, orphan1, orphan2}) {
+    ASSERT_TRUE(Region(1048576).Save(ClaimDir(uid) + "/" + uid + ".cache"));
+  }
+  StartMonitor();
+  monitor_->ScanClaims();  // starts the claim informers
+  ASSERT_TRUE(Eventually([&] { return monitor_->claims_synced(); }));
+  ASSERT_TRUE(Eventually([&] { return monitor_->ScanClaims().size() == 3u; }));
+  const std::string text = Scrape();
+  EXPECT_EQ(text.find(other), std::string::npos) << text;
+  EXPECT_NE(text.find(UsedLine("mine", mine, "p1", "1.048576e+06")), std::string::npos) << text;
+  EXPECT_NE(text.find(UsedLine("", orphan1, "", "1.048576e+06")), std::string::npos);
+  EXPECT_NE(text.find(UsedLine("", orphan2, "", "1.048576e+06")), std::string::npos);
+  // The container family has the consumed claim's pod only: no pod="" series at all.
+  EXPECT_EQ(text.find("hami_vgpu_memory_used_bytes{container=\"\",device_uuid=\"" +
+                      std::string(kUuid) + "\",namespace=\"\",pod=\"\""),
+            std::string::npos)
+      << text;
+  std::set<std::string> seen;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string series = line.substr(0, line.rfind(' '));
+    EXPECT_TRUE(seen.insert(series).second) << "duplicate series " << series;
+  }
 }
 
 // A node without claims/ (device-plugin mode) never lists ResourceClaims.

@@ -114,6 +114,17 @@ TEST(DraRunTest, ExampleAllocatesEnforcesAndCleansUp) {
   EXPECT_NE(mig->device.find("-mig-1g-5gb-"), std::string::npos);
   EXPECT_EQ(gpu->mig_instances.size(), 2u);
 
+  // The monitors read each claim's region on its own node only: what a GPU measured is the
+  // `usage:` (2000 MiB) of the train pods holding a share of it.
+  ASSERT_TRUE(r.measured) << text;
+  for (const GpuReport& g : r.gpus) {
+    int64_t want = 0;
+    for (const GpuReport::DraShare& s : g.dra_shares) {
+      for (const std::string& p : s.pods) want += p.rfind("default/train-", 0) == 0 ? 2000 : 0;
+    }
+    EXPECT_EQ(g.measured_memory_mib.value_or(-1), want) << g.node << " " << g.uuid << "\n" << text;
+  }
+
   const nlohmann::json j = ReportToJson(r);
   EXPECT_EQ(j.at("dra_claims_orphaned"), 0);
   EXPECT_EQ(j.at("overcommitted_devices"), 0);
