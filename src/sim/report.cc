@@ -471,6 +471,16 @@ Report BuildReport(const ReportInput& in) {
     r.node = p.node;
     r.bind_phase = p.bind_phase;
     r.attempts = p.attempts;
+    for (const auto& env : in.dra ? p.container_envs : decltype(p.container_envs){}) {
+      std::map<std::string, std::string> limits;
+      for (const auto& [k, v] : env) {
+        if (k.rfind("CUDA_DEVICE_MEMORY_LIMIT", 0) == 0 ||
+            k.rfind("CUDA_DEVICE_SM_LIMIT", 0) == 0 || k == "NVIDIA_VISIBLE_DEVICES") {
+          limits[k] = v;
+        }
+      }
+      r.limits_env.push_back(std::move(limits));
+    }
     Classify(p, in.dra ? "default-scheduler" : kOurs, &r);
     if (p.deleted) ++out.pods_deleted;
     out.unknown_device_allocations += Accumulate(p, &r, &out.gpus, by_uuid);
@@ -621,6 +631,7 @@ nlohmann::json ReportToJson(const Report& r) {
                {"bind_phase", p.bind_phase},
                {"attempts", p.attempts},
                {"devices", devs}};
+    if (!p.limits_env.empty()) pj["limits_env"] = p.limits_env;
     if (p.schedule_ms) pj["schedule_ms"] = *p.schedule_ms;
     if (p.bind_ms) pj["bind_ms"] = *p.bind_ms;
     if (p.e2e_ms) pj["e2e_ms"] = *p.e2e_ms;

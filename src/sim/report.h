@@ -142,6 +142,9 @@ const char* PodStateName(PodState state);
 
 struct PodReport {
   std::string ns, name, workload, node;
+  // DRA mode: per container, the limits its claims' CDI edits set (CUDA_DEVICE_MEMORY_LIMIT_<i>,
+  // CUDA_DEVICE_SM_LIMIT_<i>, NVIDIA_VISIBLE_DEVICES), as the container starts with them.
+  std::vector<std::map<std::string, std::string>> limits_env;
   PodState state = PodState::kPending;
   std::string reason;  // why it is not running ("" when running)
   std::vector<PlacedDevice> devices;

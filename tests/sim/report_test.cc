@@ -377,6 +377,9 @@ TEST(ReportDraTest, SharesFillTheirGpusAndOrphansAndLimitsAreCounted) {
   EXPECT_EQ(j["dra_env_mismatches"], 1);
   EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["claim"], "default/a-gpu");
   EXPECT_EQ(j["gpus"][0]["dra_shares"][0]["memory_mib"], 3000);
+  EXPECT_EQ(j["pods"][0]["limits_env"][0]["CUDA_DEVICE_MEMORY_LIMIT_0"], "3000m");
+  EXPECT_EQ(j["pods"][0]["limits_env"][0]["CUDA_DEVICE_SM_LIMIT_0"], "30");
+  EXPECT_EQ(j["pods"][2]["limits_env"][0]["NVIDIA_VISIBLE_DEVICES"], "GPU-cccc3333-0000");
   EXPECT_NE(RenderText(r, false).find("6 of 7 claims allocated, 1 orphaned"), std::string::npos);
 }
 
