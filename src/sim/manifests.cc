@@ -109,16 +109,19 @@ Result<ManifestRbac> ParseManifests(std::string_view yaml_text, const std::strin
         out.scheduler_command = std::move(*argv);
       }
     }
-    if (kind == "DaemonSet" && ContainerRunning(obj, "hami-device-plugin")) {
+    for (const char* plugin : {"hami-device-plugin", "hami-dra-plugin"}) {
+      if (kind != "DaemonSet" || !ContainerRunning(obj, plugin)) continue;
       if (device_plugin) {
-        return Error{where + ": a second DaemonSet runs hami-device-plugin: " + name};
+        return Error{where + ": a second DaemonSet runs a node plugin (" + plugin + "): " + name};
       }
       device_plugin = ServiceAccountRef{ns, sa};
+      out.dra_plugin = std::string_view(plugin) == "hami-dra-plugin";
     }
   }
   if (!scheduler) return Error{"manifests: no Deployment runs hami-scheduler (container command)"};
   if (!device_plugin) {
-    return Error{"manifests: no DaemonSet runs hami-device-plugin (container command)"};
+    return Error{
+        "manifests: no DaemonSet runs hami-device-plugin or hami-dra-plugin (container command)"};
   }
   out.scheduler = *scheduler;
   out.device_plugin = *device_plugin;

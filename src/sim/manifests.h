@@ -24,9 +24,11 @@ struct ManifestRbac {
   // each with metadata.namespace set for the namespaced kinds.
   std::vector<nlohmann::json> objects;
   // The serviceAccountName (namespace of the workload, "default" when unset) of the Deployment
-  // that runs hami-scheduler and of the DaemonSet that runs hami-device-plugin.
+  // that runs hami-scheduler and of the DaemonSet that runs the node plugin: hami-device-plugin,
+  // or with the chart's dra.enabled hami-dra-plugin (`dra_plugin` true).
   ServiceAccountRef scheduler;
   ServiceAccountRef device_plugin;
+  bool dra_plugin = false;
   // The hami-scheduler container's command followed by its args (its flags).
   std::vector<std::string> scheduler_command;
 };

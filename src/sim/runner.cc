@@ -362,6 +362,11 @@ Status Runner::Impl::StartCluster() {
         api_->IssueToken(rbac::ServiceAccountUser(m.device_plugin.ns, m.device_plugin.name));
     kubelet_token = api_->IssueToken(
         rbac::UserInfo{"system:node:hami-sim", {"system:nodes", "system:authenticated"}});
+    if (m.dra_plugin != scenario_.dra) {
+      return Error{std::string("--manifests: the chart's node plugin is ") +
+                   (m.dra_plugin ? "hami-dra-plugin (dra.enabled)" : "hami-device-plugin") +
+                   " but the scenario " + (scenario_.dra ? "has" : "does not have") + " dra: true"};
+    }
   }
 
   auto plugin_config = PluginConfigFor(scenario_);
@@ -410,7 +415,12 @@ Status Runner::Impl::StartCluster() {
   }
   if (auto st = StartSchedulers(scheduler_token, server); !st) return st;
   if (scenario_.dra) {
-    if (auto st = StartDraScheduling(scheduler_token); !st) return st;
+    // DRA mode: the cluster's own kube-scheduler allocates, as the user system:kube-scheduler.
+    const std::string kube_scheduler_token =
+        options_.manifests
+            ? api_->IssueToken(rbac::UserInfo{"system:kube-scheduler", {"system:authenticated"}})
+            : std::string();
+    if (auto st = StartDraScheduling(kube_scheduler_token); !st) return st;
   } else if (auto st = StartExtenderScheduling(scheduler_token); !st) {
     return st;
   }

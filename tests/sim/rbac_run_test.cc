@@ -41,12 +41,13 @@ std::string HelmPath() {
   return (SourceRoot() / ".tools/bin/helm").string();
 }
 
-// `helm template hami charts/hami -n kube-system`, or "" when helm cannot run.
-std::string RenderChart() {
+// `helm template hami charts/hami -n kube-system [extra]`, or "" when helm cannot run.
+std::string RenderChart(const std::string& extra = "") {
   const std::string helm = HelmPath();
   if (access(helm.c_str(), X_OK) != 0) return "";
   const std::string cmd = "'" + helm + "' template hami '" +
-                          (SourceRoot() / "charts/hami").string() + "' -n kube-system 2>/dev/null";
+                          (SourceRoot() / "charts/hami").string() + "' -n kube-system " + extra +
+                          " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return "";
   std::string out;
@@ -245,6 +246,51 @@ TEST(RbacRun, DemoUnderTheChartsRbacForbidsNothingAndPlacesTheSame) {
   ASSERT_TRUE(plain) << plain.error();
   EXPECT_FALSE(plain->rbac_enforced);
   EXPECT_EQ(Placements(*enforced), Placements(*plain)) << text;
+}
+
+// DRA mode under the chart's dra.enabled RBAC: hami-scheduler's webhook makes claim templates,
+// hami-dra-plugin publishes, prepares and (with the monitor) reads claims, the kubelets and the
+// cluster's kube-scheduler (user system:kube-scheduler) do theirs: nothing is forbidden, and the
+// example ends as it does without RBAC.
+TEST(RbacRun, DraExampleUnderTheChartsDraRbacForbidsNothing) {
+  const std::string rendered = RenderChart("--set dra.enabled=true");
+  if (rendered.empty())
+    GTEST_SKIP() << "helm not found at " << HelmPath() << " (scripts/bootstrap installs it)";
+  auto manifests = ParseManifests(rendered);
+  ASSERT_TRUE(manifests) << manifests.error();
+  EXPECT_TRUE(manifests->dra_plugin);
+  EXPECT_EQ(manifests->device_plugin.name, "hami-dra-plugin");
+  auto scenario = LoadScenarioFile((SourceRoot() / "examples/dra.yaml").string());
+  ASSERT_TRUE(scenario) << scenario.error();
+  // The chart without dra.enabled does not fit a DRA scenario: refused, not half run.
+  {
+    auto plain = ParseManifests(RenderChart());
+    ASSERT_TRUE(plain) << plain.error();
+    RunOptions options;
+    options.kubelet_latency = std::chrono::milliseconds(0);
+    options.manifests = std::move(*plain);
+    Runner runner(*scenario, options);
+    auto report = runner.Run();
+    runner.Stop();
+    ASSERT_TRUE(report);  // reported as a setup failure under RBAC
+    EXPECT_NE(report->setup_error.find("the chart's node plugin is hami-device-plugin"),
+              std::string::npos)
+        << report->setup_error;
+  }
+  RunOptions options;
+  options.kubelet_latency = std::chrono::milliseconds(0);
+  options.manifests = std::move(*manifests);
+  Runner runner(std::move(*scenario), options);
+  auto report = runner.Run();
+  runner.Stop();
+  ASSERT_TRUE(report) << report.error();
+  const std::string text = RenderText(*report, false);
+  EXPECT_TRUE(report->rbac_enforced);
+  EXPECT_EQ(report->forbidden_requests, 0u) << text;
+  EXPECT_EQ(report->pods_running, 16) << text;
+  EXPECT_EQ(report->pods_unschedulable, 1) << text;
+  EXPECT_EQ(report->dra_claims_orphaned, 0) << text;
+  EXPECT_EQ(report->dra_env_mismatches, 0) << text;
 }
 
 TEST(RbacRun, ARemovedRuleIsExactlyTheForbiddenRequestAndTheRunStillEnds) {

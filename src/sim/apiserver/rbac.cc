@@ -559,6 +559,12 @@ std::vector<Json> BootstrapObjects() {
       ClusterRoleBinding("system:basic-user", "system:basic-user", {"system:authenticated"}));
   out.push_back(ClusterRoleBinding("cluster-admin", "cluster-admin", {"system:masters"}));
   out.push_back(ClusterRoleBinding("system:node", "system:node", {"system:nodes"}));
+  // The cluster's kube-scheduler runs as the user system:kube-scheduler.
+  Json scheduler = ClusterRoleBinding("system:kube-scheduler", "system:kube-scheduler", {});
+  scheduler["subjects"].push_back({{"apiGroup", "rbac.authorization.k8s.io"},
+                                   {"kind", "User"},
+                                   {"name", "system:kube-scheduler"}});
+  out.push_back(std::move(scheduler));
   return out;
 }
 
