@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "dra/v1/api.grpc.pb.h"
-#include "draplugin/publisher.h"
 #include "draplugin/slices.h"
+#include "k8s/client.h"
 #include "k8s/object.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "sim/kubelet_impl.h"
@@ -232,7 +232,7 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
       if (claim.empty()) return wait("claim " + Quote(name) + " not generated yet");
     }
     if (claim.empty()) continue;
-    auto got = client_.Get(draplugin::kResourceClaims, ns, claim);
+    auto got = client_.Get(k8s::resources::kResourceClaims, ns, claim);
     if (!got) return wait("ResourceClaim " + ns + "/" + claim + ": " + got.error().ToString());
     bool reserved = false;
     const json cs = got->value("status", json::object());

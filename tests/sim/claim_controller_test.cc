@@ -25,8 +25,8 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
+const auto& kClaims = k8s::resources::kResourceClaims;
+const auto& kTemplates = k8s::resources::kResourceClaimTemplates;
 const auto& kPods = k8s::resources::kPods;
 
 bool WaitFor(const std::function<bool()>& cond, seconds limit = seconds(20)) {

@@ -28,9 +28,9 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
-const k8s::Resource kSlices{"resource.k8s.io", "v1", "resourceslices", false};
+const auto& kClaims = k8s::resources::kResourceClaims;
+const auto& kTemplates = k8s::resources::kResourceClaimTemplates;
+const auto& kSlices = k8s::resources::kResourceSlices;
 const auto& kPods = k8s::resources::kPods;
 constexpr const char* kUuid = "GPU-00000000-0000-0000-0000-000000000000";
 
