@@ -51,6 +51,26 @@ std::string CallError(const grpc::Status& s) {
   return "gRPC code " + std::to_string(static_cast<int>(s.error_code())) + ": " + s.error_message();
 }
 
+// One call of the plugin's DRAPlugin service for `claims` as kubelet's DRA manager makes it:
+// every claim in one request, with a 30 s deadline.
+template <typename Request, typename Response>
+grpc::Status CallForClaims(
+    const std::shared_ptr<grpc::Channel>& channel, const std::vector<DraClaimRef>& claims,
+    grpc::Status (drapb::DRAPlugin::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    Response* resp) {
+  Request req;
+  for (const DraClaimRef& c : claims) {
+    drapb::Claim* rc = req.add_claims();
+    rc->set_namespace_(c.ns);
+    rc->set_uid(c.uid);
+    rc->set_name(c.name);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stub = drapb::DRAPlugin::NewStub(channel);
+  return (stub.get()->*method)(&ctx, req, resp);
+}
+
 }  // namespace
 
 Result<CdiEdits> ResolveCdiDevices(const std::string& cdi_dir,
@@ -264,16 +284,8 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
   if (!channel) {
     error = "DRA driver " + std::string(draplugin::kDriverName) + " is not registered";
   } else {
-    drapb::NodePrepareResourcesRequest req;
-    for (const DraClaimRef& c : claims) {
-      drapb::Claim* rc = req.add_claims();
-      rc->set_namespace_(c.ns);
-      rc->set_uid(c.uid);
-      rc->set_name(c.name);
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::Status s = drapb::DRAPlugin::NewStub(channel)->NodePrepareResources(&ctx, req, &resp);
+    grpc::Status s =
+        CallForClaims(channel, claims, &drapb::DRAPlugin::Stub::NodePrepareResources, &resp);
     if (!s.ok()) error = "NodePrepareResources: " + CallError(s);
   }
   for (const DraClaimRef& c : claims) {
@@ -341,17 +353,9 @@ void KubeletFleet::Impl::Unprepare(const std::string& key) {
     channel = nodes_[run.node]->dra_channel;
   }
   if (claims.empty() || !channel) return;
-  drapb::NodeUnprepareResourcesRequest req;
-  for (const DraClaimRef& c : claims) {
-    drapb::Claim* rc = req.add_claims();
-    rc->set_namespace_(c.ns);
-    rc->set_uid(c.uid);
-    rc->set_name(c.name);
-  }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   drapb::NodeUnprepareResourcesResponse resp;
-  grpc::Status s = drapb::DRAPlugin::NewStub(channel)->NodeUnprepareResources(&ctx, req, &resp);
+  grpc::Status s =
+      CallForClaims(channel, claims, &drapb::DRAPlugin::Stub::NodeUnprepareResources, &resp);
   std::vector<DraClaimRef> left;
   std::string error = s.ok() ? "" : CallError(s);
   for (const DraClaimRef& c : claims) {
