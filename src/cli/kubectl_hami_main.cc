@@ -161,9 +161,7 @@ hami::Result<std::vector<hami::k8s::Json>> ListItems(hami::k8s::Client& client,
   return std::move(listed.value().items);
 }
 
-const hami::k8s::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
-const hami::k8s::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const hami::k8s::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", false};
+namespace res = hami::k8s::resources;
 
 // DRA mode's ResourceSlices and ResourceClaims (all namespaces). A cluster that does not serve
 // resource.k8s.io/v1 (404) has none; a refusal (403, ...) is a warning and shows no claims; a
@@ -171,8 +169,8 @@ const hami::k8s::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses
 hami::Result<hami::cli::DraObjects> ListDra(hami::k8s::Client& client,
                                             std::vector<std::string>* warnings) {
   hami::cli::DraObjects out;
-  for (auto [resource, items] :
-       {std::pair{&kResourceSlices, &out.slices}, std::pair{&kResourceClaims, &out.claims}}) {
+  for (auto [resource, items] : {std::pair{&res::kResourceSlices, &out.slices},
+                                 std::pair{&res::kResourceClaims, &out.claims}}) {
     auto listed = client.ListAll(*resource, "", {});
     if (listed.ok()) {
       *items = std::move(listed.value().items);
@@ -250,28 +248,28 @@ int Explain(const Args& args, hami::k8s::Client& client, const std::string& ns,
     if (!loaded.ok()) return Fail("--device-config " + args.device_config + ": " + loaded.error());
     input.config = std::move(loaded.value());
   }
-  auto pod = client.Get(hami::k8s::resources::kPods, ns, name);
+  auto pod = client.Get(res::kPods, ns, name);
   if (!pod.ok()) {
     if (pod.error().code == 404) return Fail("pod " + hami::Quote(ns + "/" + name) + ": not found");
     return Fail("getting pod " + ns + "/" + name + ": " + pod.error().ToString());
   }
   input.pod = std::move(pod.value());
-  auto nodes = ListItems(client, hami::k8s::resources::kNodes, "");
+  auto nodes = ListItems(client, res::kNodes, "");
   if (!nodes.ok()) return Fail(nodes.error());
   input.nodes = std::move(nodes.value());
-  auto pods = ListItems(client, hami::k8s::resources::kPods, "");
+  auto pods = ListItems(client, res::kPods, "");
   if (!pods.ok()) return Fail(pods.error());
   input.pods = std::move(pods.value());
   std::vector<std::string> warnings;
   hami::k8s::ListOptions by_pod;
   by_pod.field_selector = "involvedObject.name=" + name;
-  auto events = client.ListAll(hami::k8s::resources::kEvents, ns, by_pod);
+  auto events = client.ListAll(res::kEvents, ns, by_pod);
   if (events.ok()) {
     input.events = std::move(events.value().items);
   } else {
     warnings.push_back("listing events: " + events.error().ToString() + " (no history)");
   }
-  auto quotas = client.ListAll(hami::k8s::resources::kResourceQuotas, ns, {});
+  auto quotas = client.ListAll(res::kResourceQuotas, ns, {});
   if (quotas.ok()) {
     input.quotas = std::move(quotas.value().items);
   } else {
@@ -283,7 +281,7 @@ int Explain(const Args& args, hami::k8s::Client& client, const std::string& ns,
   if (!dra.ok()) return Fail(dra.error());
   input.dra = std::move(dra.value());
   if (!input.dra.slices.empty() || !input.dra.claims.empty()) {
-    auto classes = client.ListAll(kDeviceClasses, "", {});
+    auto classes = client.ListAll(res::kDeviceClasses, "", {});
     if (classes.ok()) {
       input.device_classes = std::move(classes.value().items);
     } else if (classes.error().code != 404) {
@@ -387,9 +385,9 @@ int main(int argc, char** argv) {
   if (args.verb == "pods" && !args.all_namespaces) {
     pod_ns = args.ns.empty() ? config.value().ns : args.ns;
   }
-  auto nodes = ListItems(client, hami::k8s::resources::kNodes, "");
+  auto nodes = ListItems(client, res::kNodes, "");
   if (!nodes.ok()) return Fail(nodes.error());
-  auto pods = ListItems(client, hami::k8s::resources::kPods, pod_ns);
+  auto pods = ListItems(client, res::kPods, pod_ns);
   if (!pods.ok()) return Fail(pods.error());
   std::vector<std::string> list_warnings;
   auto dra = ListDra(client, &list_warnings);

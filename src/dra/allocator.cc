@@ -275,17 +275,8 @@ bool Run::Prepare() {
         const DeviceUse* use =
             index_.usage.Get(DeviceKey(pool.driver, pool.name, Str(device, "name")));
         if (use == nullptr || use->empty()) continue;
-        const Json* consumes = Find(device, "consumesCounters");
-        if (consumes == nullptr || !consumes->is_array()) continue;
-        for (const Json& c : *consumes) {
-          const std::string set = Str(c, "counterSet");
-          const Json* counters = Find(c, "counters");
-          if (counters == nullptr || !counters->is_object()) continue;
-          for (const auto& [name, v] : counters->items()) {
-            auto need = ParseAmount(Str(v, "value"));
-            if (need) free[set][name] -= need->nanos;
-          }
-        }
+        ForEachCounterDrawn(device, [&](const std::string& set, const std::string& name,
+                                        const Amount& need) { free[set][name] -= need.nanos; });
       }
     }
     for (NodeDevice& d : on_node) devices_.push_back(std::move(d));

@@ -28,6 +28,23 @@ namespace hami::dra::internal {
 const Json* Find(const Json& obj, const char* a, const char* b = nullptr, const char* c = nullptr);
 std::string Str(const Json& obj, const char* key);
 
+// Calls f(counter_set, counter, amount) for each counter `device` draws on its pool's counter
+// sets (consumesCounters[].counters, in order); an entry whose counters are not an object, or a
+// value that does not parse, draws nothing.
+template <typename F>
+void ForEachCounterDrawn(const Json& device, F&& f) {
+  const Json* consumes = Find(device, "consumesCounters");
+  if (consumes == nullptr || !consumes->is_array()) return;
+  for (const Json& c : *consumes) {
+    const Json* counters = Find(c, "counters");
+    if (counters == nullptr || !counters->is_object()) continue;
+    const std::string set = Str(c, "counterSet");
+    for (const auto& [name, v] : counters->items()) {
+      if (auto need = ParseAmount(Str(v, "value"))) f(set, name, *need);
+    }
+  }
+}
+
 // "domain/name" for a capacity or attribute name of a device of `driver` (bare names are in
 // the driver's domain).
 std::string Qualified(const std::string& name, const std::string& driver);

@@ -122,45 +122,38 @@ const DeviceConsumption& Run::Consume(const Req& r, size_t device) {
 
 Check Run::Counters(size_t device, bool alone) const {
   const NodeDevice& d = devices_[device];
-  const Json* consumes = Find(*d.device, "consumesCounters");
-  if (consumes == nullptr || !consumes->is_array()) return {};
   const DeviceUse* use = index_.usage.Get(d.key);
   const Allocating& a = allocating_[device];
   const bool drawn = (use != nullptr && !use->empty()) || (!alone && (a.dedicated || a.shares));
   if (drawn) return {};  // a device draws its counters once, however many shares it serves
   const auto free_it = free_counters_.find(d.pool);
   const auto taken_it = taken_counters_.find(d.pool);
-  for (const Json& c : *consumes) {
-    const std::string set = Str(c, "counterSet");
-    const Json* counters = Find(c, "counters");
-    if (counters == nullptr || !counters->is_object()) continue;
-    for (const auto& [name, v] : counters->items()) {
-      auto need = ParseAmount(Str(v, "value"));
-      if (!need) continue;
-      __int128 free = 0;
-      if (free_it != free_counters_.end()) {
-        if (auto s = free_it->second.find(set); s != free_it->second.end()) {
-          if (auto n = s->second.find(name); n != s->second.end()) free = n->second;
+  Check out;
+  ForEachCounterDrawn(
+      *d.device, [&](const std::string& set, const std::string& name, const Amount& need) {
+        if (out.verdict != Verdict::kOk) return;  // the first counter short is the reason
+        __int128 free = 0;
+        if (free_it != free_counters_.end()) {
+          if (auto s = free_it->second.find(set); s != free_it->second.end()) {
+            if (auto n = s->second.find(name); n != s->second.end()) free = n->second;
+          }
         }
-      }
-      if (!alone && taken_it != taken_counters_.end()) {
-        if (auto s = taken_it->second.find(set); s != taken_it->second.end()) {
-          if (auto n = s->second.find(name); n != s->second.end()) free -= n->second;
+        if (!alone && taken_it != taken_counters_.end()) {
+          if (auto s = taken_it->second.find(set); s != taken_it->second.end()) {
+            if (auto n = s->second.find(name); n != s->second.end()) free -= n->second;
+          }
         }
-      }
-      if (need->nanos > free) {
+        if (need.nanos <= free) return;
         Amount total;
         if (auto s = d.pool->counter_sets.find(set); s != d.pool->counter_sets.end()) {
           if (auto n = s->second.find(name); n != s->second.end()) total = n->second;
         }
-        const Amount left = Nanos(std::max<__int128>(free, 0), need->format);
-        return {Verdict::kRejected, "counter " + set + "/" + name + ": wants " +
-                                        FormatAmount(*need) + ", " + FormatAmount(left) + " of " +
-                                        FormatAmount(total) + " free"};
-      }
-    }
-  }
-  return {};
+        const Amount left = Nanos(std::max<__int128>(free, 0), need.format);
+        out = {Verdict::kRejected, "counter " + set + "/" + name + ": wants " + FormatAmount(need) +
+                                       ", " + FormatAmount(left) + " of " + FormatAmount(total) +
+                                       " free"};
+      });
+  return out;
 }
 
 Check Run::Fits(const Req& r, size_t device, bool alone) {
@@ -268,18 +261,9 @@ bool Run::TakeDevice(const Req& r, size_t device) {
   const DeviceUse* use = index_.usage.Get(d.key);
   t.counted = (use == nullptr || use->empty()) && a.dedicated == 0 && a.shares == 0;
   if (t.counted) {
-    if (const Json* consumes = Find(*d.device, "consumesCounters");
-        consumes && consumes->is_array()) {
-      auto& taken = taken_counters_[d.pool];
-      for (const Json& c : *consumes) {
-        const Json* counters = Find(c, "counters");
-        if (counters == nullptr || !counters->is_object()) continue;
-        for (const auto& [name, v] : counters->items()) {
-          auto need = ParseAmount(Str(v, "value"));
-          if (need) taken[Str(c, "counterSet")][name] += need->nanos;
-        }
-      }
-    }
+    auto& taken = taken_counters_[d.pool];
+    ForEachCounterDrawn(*d.device, [&](const std::string& set, const std::string& name,
+                                       const Amount& need) { taken[set][name] += need.nanos; });
   }
   t.shared = Shared(*d.device);
   if (t.shared) {
@@ -310,16 +294,9 @@ void Run::Release(size_t claim) {
   }
   if (t.counted) {
     const NodeDevice& d = devices_[t.device];
-    const Json* consumes = Find(*d.device, "consumesCounters");
     auto& taken = taken_counters_[d.pool];
-    for (const Json& c : consumes != nullptr && consumes->is_array() ? *consumes : Json::array()) {
-      const Json* counters = Find(c, "counters");
-      if (counters == nullptr || !counters->is_object()) continue;
-      for (const auto& [name, v] : counters->items()) {
-        auto need = ParseAmount(Str(v, "value"));
-        if (need) taken[Str(c, "counterSet")][name] -= need->nanos;
-      }
-    }
+    ForEachCounterDrawn(*d.device, [&](const std::string& set, const std::string& name,
+                                       const Amount& need) { taken[set][name] -= need.nanos; });
   }
 }
 

@@ -157,7 +157,7 @@ Status DraAgent::Start() {
   server_ = std::make_unique<DraServer>(
       server, claims_.get(),
       [this](const std::string& ns, const std::string& name) -> Result<Json> {
-        auto got = client_->Get(kResourceClaims, ns, name);
+        auto got = client_->Get(k8s::resources::kResourceClaims, ns, name);
         if (!got) return got.error().ToError();
         return *got;
       },

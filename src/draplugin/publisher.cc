@@ -27,7 +27,7 @@ Result<std::vector<Json>> SlicePublisher::ListPool() {
   k8s::ListOptions list;
   list.field_selector =
       "spec.nodeName=" + options_.node_name + ",spec.driver=" + std::string(kDriverName);
-  auto got = client_->ListAll(kResourceSlices, "", list);
+  auto got = client_->ListAll(k8s::resources::kResourceSlices, "", list);
   if (!got) return Error{"list resourceslices: " + got.error().ToString()};
   std::vector<Json> pool;
   for (Json& s : got->items) {
@@ -58,12 +58,12 @@ Status SlicePublisher::Publish(const std::vector<GpuFacts>& gpus) {
     if (it != existing.end()) {
       slice["metadata"]["resourceVersion"] =
           it->second->value("/metadata/resourceVersion"_json_pointer, std::string());
-      auto updated = client_->Update(kResourceSlices, slice);
+      auto updated = client_->Update(k8s::resources::kResourceSlices, slice);
       if (!updated)
         return Error{"update resourceslice " + Quote(name) + ": " + updated.error().ToString()};
       existing.erase(it);
     } else {
-      auto created = client_->Create(kResourceSlices, "", slice);
+      auto created = client_->Create(k8s::resources::kResourceSlices, "", slice);
       if (!created)
         return Error{"create resourceslice " + Quote(name) + ": " + created.error().ToString()};
     }
@@ -71,7 +71,7 @@ Status SlicePublisher::Publish(const std::vector<GpuFacts>& gpus) {
   }
   generation_ = previous + 1;
   for (const auto& [name, slice] : existing) {
-    auto deleted = client_->Delete(kResourceSlices, "", name);
+    auto deleted = client_->Delete(k8s::resources::kResourceSlices, "", name);
     if (!deleted && !k8s::IsNotFound(deleted.error())) {
       return Error{"delete resourceslice " + Quote(name) + ": " + deleted.error().ToString()};
     }
@@ -83,7 +83,7 @@ Status SlicePublisher::Withdraw() {
   auto published = ListPool();
   if (!published) return std::move(published).take_error();
   for (const Json& s : *published) {
-    auto deleted = client_->Delete(kResourceSlices, "", NameOf(s));
+    auto deleted = client_->Delete(k8s::resources::kResourceSlices, "", NameOf(s));
     if (!deleted && !k8s::IsNotFound(deleted.error())) {
       return Error{"delete resourceslice " + Quote(NameOf(s)) + ": " + deleted.error().ToString()};
     }

@@ -13,9 +13,6 @@
 
 namespace hami::draplugin {
 
-inline const k8s::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
-inline const k8s::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-
 class SlicePublisher {
  public:
   // `client` must outlive the publisher.

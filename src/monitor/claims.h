@@ -19,8 +19,6 @@ namespace hami::monitor {
 
 // hami-dra-plugin's driver name (docs/DRA.md "ResourceSlices").
 inline constexpr std::string_view kDraDriverName = "hami-core-gpu.project-hami.io";
-inline const k8s::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", false};
-inline const k8s::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", true};
 
 // A claim UID as hami-dra-plugin accepts one for a path: non-empty, at most 63 bytes, letters,
 // digits and '-' only. A directory under claims/ with any other name is not a claim's.

@@ -470,11 +470,11 @@ void Monitor::StartClaimInformers() {
   claim_options.transform = [node = options_.node_name](k8s::Json claim) {
     return TrimClaim(std::move(claim), node);
   };
-  claims_ = std::make_unique<k8s::Informer>(client_, kResourceClaims, claim_options,
+  claims_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceClaims, claim_options,
                                             k8s::InformerHandlers{});
   k8s::InformerOptions slice_options;
   slice_options.field_selector = "spec.nodeName=" + options_.node_name;
-  slices_ = std::make_unique<k8s::Informer>(client_, kResourceSlices, slice_options,
+  slices_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceSlices, slice_options,
                                             k8s::InformerHandlers{});
   claims_->Start();
   slices_->Start();

@@ -95,8 +95,6 @@ Server::Server(k8s::Client& client, k8s::Client& registration_client, device::De
 }
 
 Status Server::EnsureClaimTemplate(const json& claim_template) {
-  static const k8s::Resource kClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates",
-                                             true};
   const std::string ns = claim_template.value("/metadata/namespace"_json_pointer, std::string());
   const std::string name = claim_template.value("/metadata/name"_json_pointer, std::string());
   const std::string key = ns + "/" + name;
@@ -104,7 +102,7 @@ Status Server::EnsureClaimTemplate(const json& claim_template) {
     std::lock_guard<std::mutex> lock(templates_mu_);
     if (ensured_templates_.count(key) != 0) return OkStatus();  // no API call per admission
   }
-  auto created = client_.Create(kClaimTemplates, ns, claim_template);
+  auto created = client_.Create(k8s::resources::kResourceClaimTemplates, ns, claim_template);
   if (created || k8s::IsAlreadyExists(created.error())) {
     std::lock_guard<std::mutex> lock(templates_mu_);
     ensured_templates_.insert(key);

@@ -22,9 +22,6 @@ using nlohmann::json;
 using SteadyTime = std::chrono::steady_clock::time_point;
 namespace res = k8s::resources;
 
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
-
 // How long a deleted pod's UID is remembered (a claim naming it is then cleaned without asking
 // the API server whether the pod is gone).
 constexpr std::chrono::minutes kDeletedMemory{10};
@@ -231,9 +228,10 @@ Status ClaimController::Impl::Start() {
   ch.on_add = [this](const k8s::ObjectRef& o) { OnClaim(*o); };
   ch.on_update = [this](const k8s::ObjectRef&, const k8s::ObjectRef& o) { OnClaim(*o); };
   ch.on_delete = [this](const k8s::ObjectRef& o) { OnClaimDeleted(*o); };
-  claims_ = std::make_unique<k8s::Informer>(client_, kClaims, k8s::InformerOptions{}, ch);
-  templates_ = std::make_unique<k8s::Informer>(client_, kClaimTemplates, k8s::InformerOptions{},
-                                               k8s::InformerHandlers{});
+  claims_ =
+      std::make_unique<k8s::Informer>(client_, res::kResourceClaims, k8s::InformerOptions{}, ch);
+  templates_ = std::make_unique<k8s::Informer>(client_, res::kResourceClaimTemplates,
+                                               k8s::InformerOptions{}, k8s::InformerHandlers{});
   claims_->Start();
   templates_->Start();
   pods_->Start();
@@ -385,7 +383,7 @@ Result<std::string> ClaimController::Impl::CreateClaim(const json& pod, const st
                                           {"controller", true},
                                           {"blockOwnerDeletion", true}}});
   claim["spec"] = tspec.value("spec", json::object());
-  auto created = client_.Create(kClaims, ns, claim);
+  auto created = client_.Create(res::kResourceClaims, ns, claim);
   if (!created) {
     return Error{"pod " + k8s::ObjectKey(pod) + ": create ResourceClaim for " + Quote(entry) +
                  ": " + created.error().ToString()};
@@ -481,7 +479,8 @@ Status ClaimController::Impl::SyncClaim(const std::string& key) {
     } else {
       updated["status"]["reservedFor"] = valid;
     }
-    auto r = client_.UpdateStatus(kClaims, updated);  // resourceVersion: a precondition
+    auto r =
+        client_.UpdateStatus(res::kResourceClaims, updated);  // resourceVersion: a precondition
     if (!r) {
       if (k8s::IsNotFound(r.error())) return OkStatus();
       return Error{"ResourceClaim " + key + ": status.reservedFor: " + r.error().ToString()};
@@ -497,7 +496,7 @@ Status ClaimController::Impl::SyncClaim(const std::string& key) {
   if (*uses) return OkStatus();
   // The owner is done or gone and nobody else uses the claim (upstream's controller deletes it
   // for a done pod, the garbage collector for a deleted one).
-  auto deleted = client_.Delete(kClaims, ns, name);
+  auto deleted = client_.Delete(res::kResourceClaims, ns, name);
   if (!deleted && !k8s::IsNotFound(deleted.error())) {
     return Error{"delete ResourceClaim " + key + ": " + deleted.error().ToString()};
   }

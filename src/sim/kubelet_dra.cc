@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "dra/v1/api.grpc.pb.h"
-#include "draplugin/publisher.h"
 #include "draplugin/slices.h"
+#include "k8s/client.h"
 #include "k8s/object.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "sim/kubelet_impl.h"
@@ -49,6 +49,26 @@ void AddEdits(const json& edits, CdiEdits* out) {
 
 std::string CallError(const grpc::Status& s) {
   return "gRPC code " + std::to_string(static_cast<int>(s.error_code())) + ": " + s.error_message();
+}
+
+// One call of the plugin's DRAPlugin service for `claims` as kubelet's DRA manager makes it:
+// every claim in one request, with a 30 s deadline.
+template <typename Request, typename Response>
+grpc::Status CallForClaims(
+    const std::shared_ptr<grpc::Channel>& channel, const std::vector<DraClaimRef>& claims,
+    grpc::Status (drapb::DRAPlugin::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    Response* resp) {
+  Request req;
+  for (const DraClaimRef& c : claims) {
+    drapb::Claim* rc = req.add_claims();
+    rc->set_namespace_(c.ns);
+    rc->set_uid(c.uid);
+    rc->set_name(c.name);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stub = drapb::DRAPlugin::NewStub(channel);
+  return (stub.get()->*method)(&ctx, req, resp);
 }
 
 }  // namespace
@@ -232,7 +252,7 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
       if (claim.empty()) return wait("claim " + Quote(name) + " not generated yet");
     }
     if (claim.empty()) continue;
-    auto got = client_.Get(draplugin::kResourceClaims, ns, claim);
+    auto got = client_.Get(k8s::resources::kResourceClaims, ns, claim);
     if (!got) return wait("ResourceClaim " + ns + "/" + claim + ": " + got.error().ToString());
     bool reserved = false;
     const json cs = got->value("status", json::object());
@@ -264,16 +284,8 @@ KubeletFleet::Impl::DraAdmission KubeletFleet::Impl::AdmitDra(const std::string&
   if (!channel) {
     error = "DRA driver " + std::string(draplugin::kDriverName) + " is not registered";
   } else {
-    drapb::NodePrepareResourcesRequest req;
-    for (const DraClaimRef& c : claims) {
-      drapb::Claim* rc = req.add_claims();
-      rc->set_namespace_(c.ns);
-      rc->set_uid(c.uid);
-      rc->set_name(c.name);
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::Status s = drapb::DRAPlugin::NewStub(channel)->NodePrepareResources(&ctx, req, &resp);
+    grpc::Status s =
+        CallForClaims(channel, claims, &drapb::DRAPlugin::Stub::NodePrepareResources, &resp);
     if (!s.ok()) error = "NodePrepareResources: " + CallError(s);
   }
   for (const DraClaimRef& c : claims) {
@@ -341,17 +353,9 @@ void KubeletFleet::Impl::Unprepare(const std::string& key) {
     channel = nodes_[run.node]->dra_channel;
   }
   if (claims.empty() || !channel) return;
-  drapb::NodeUnprepareResourcesRequest req;
-  for (const DraClaimRef& c : claims) {
-    drapb::Claim* rc = req.add_claims();
-    rc->set_namespace_(c.ns);
-    rc->set_uid(c.uid);
-    rc->set_name(c.name);
-  }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   drapb::NodeUnprepareResourcesResponse resp;
-  grpc::Status s = drapb::DRAPlugin::NewStub(channel)->NodeUnprepareResources(&ctx, req, &resp);
+  grpc::Status s =
+      CallForClaims(channel, claims, &drapb::DRAPlugin::Stub::NodeUnprepareResources, &resp);
   std::vector<DraClaimRef> left;
   std::string error = s.ok() ? "" : CallError(s);
   for (const DraClaimRef& c : claims) {

@@ -8,6 +8,7 @@
 
 #include "cli/kubectl_hami_explain.h"
 #include "common/time_format.h"
+#include "draplugin/slices.h"
 
 namespace hami::cli {
 namespace {
@@ -16,32 +17,15 @@ using nlohmann::json;
 
 constexpr const char* kDriver = "hami-core-gpu.project-hami.io";
 
-// A shareable 24Gi GPU as hami-dra-plugin publishes it (src/draplugin/slices.cc).
+// The pool hami-dra-plugin publishes for a node with one 24Gi GPU (minor 0).
 json Slice(const std::string& node, const std::string& uuid) {
-  json gpu = {
-      {"name", "hami-gpu-0"},
-      {"attributes",
-       {{"type", {{"string", "hami-gpu"}}},
-        {"uuid", {{"string", uuid}}},
-        {"minor", {{"int", 0}}},
-        {"productName", {{"string", "NVIDIA A30"}}}}},
-      {"capacity",
-       {{"cores",
-         {{"value", "100"},
-          {"requestPolicy",
-           {{"default", "100"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}},
-        {"memory",
-         {{"value", "24Gi"},
-          {"requestPolicy",
-           {{"default", "24Gi"},
-            {"validRange", {{"min", "1Mi"}, {"max", "24Gi"}, {"step", "1Mi"}}}}}}}}},
-      {"allowMultipleAllocations", true}};
-  return {{"metadata", {{"name", node + "-hami-core-gpu-0"}}},
-          {"spec",
-           {{"driver", kDriver},
-            {"nodeName", node},
-            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", {gpu}}}}};
+  draplugin::GpuFacts g;
+  g.gpu.uuid = uuid;
+  g.gpu.model = "NVIDIA A30";
+  g.gpu.memory_mib = 24576;
+  auto slices = draplugin::BuildSlices({g}, {node, 1.0}, 1);
+  EXPECT_TRUE(slices.ok() && slices->size() == 1) << node;
+  return slices.ok() && !slices->empty() ? slices->front() : json();
 }
 
 // A claim as kube-controller-manager makes it from the webhook's template.

@@ -1,5 +1,5 @@
 // The structured allocator (src/dra/allocator.h) on ResourceSlices as hami-dra-plugin publishes
-// them (src/draplugin/slices.cc) and claims as the DRA webhook writes them
+// them (draplugin::ShareableGpuDevice) and claims as the DRA webhook writes them
 // (src/scheduler/dra_webhook.cc).
 #include "dra/allocator.h"
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "dra/capacity.h"
+#include "draplugin/slices.h"
 #include "sim/apiserver/dra_validation.h"
 
 namespace hami::dra {
@@ -15,27 +16,14 @@ namespace {
 
 constexpr const char* kDriver = "hami-core-gpu.project-hami.io";
 
-// A shareable GPU exactly as draplugin::ShareableGpuDevice writes it.
-Json Gpu(int minor, const std::string& memory = "40Gi") {
-  const std::string m = std::to_string(minor);
-  return {
-      {"name", "hami-gpu-" + m},
-      {"attributes",
-       {{"type", {{"string", "hami-gpu"}}},
-        {"uuid", {{"string", "GPU-" + m}}},
-        {"minor", {{"int", minor}}},
-        {"productName", {{"string", "NVIDIA A100-SXM4-40GB"}}}}},
-      {"capacity",
-       {{"cores",
-         {{"value", "100"},
-          {"requestPolicy",
-           {{"default", "100"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}},
-        {"memory",
-         {{"value", memory},
-          {"requestPolicy",
-           {{"default", memory},
-            {"validRange", {{"min", "1Mi"}, {"max", memory}, {"step", "1Mi"}}}}}}}}},
-      {"allowMultipleAllocations", true}};
+// A shareable 40Gi A100 as hami-dra-plugin publishes it.
+Json Gpu(int minor) {
+  draplugin::GpuFacts g;
+  g.gpu.index = static_cast<uint64_t>(minor);
+  g.gpu.uuid = "GPU-" + std::to_string(minor);
+  g.gpu.model = "NVIDIA A100-SXM4-40GB";
+  g.gpu.memory_mib = 40960;
+  return draplugin::ShareableGpuDevice(g, 1.0);
 }
 
 Json Slice(const std::string& node, Json devices, int64_t generation = 1, int64_t count = 1,

@@ -37,7 +37,7 @@ class DraAgentTest : public test_support::SimNodeTest {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<Json> Slices() {
-    auto got = client_->ListAll(kResourceSlices, "", {});
+    auto got = client_->ListAll(k8s::resources::kResourceSlices, "", {});
     EXPECT_TRUE(got) << (got ? "" : got.error().ToString());
     return got ? got->items : std::vector<Json>{};
   }

@@ -124,7 +124,7 @@ class DraChartRbacTest : public ::testing::Test {
 
   // The node's slices, read as the admin.
   std::vector<Json> Slices() {
-    auto got = admin_->ListAll(kResourceSlices, "", {});
+    auto got = admin_->ListAll(k8s::resources::kResourceSlices, "", {});
     EXPECT_TRUE(got) << (got ? "" : got.error().ToString());
     return got ? got->items : std::vector<Json>{};
   }

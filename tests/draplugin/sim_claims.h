@@ -19,7 +19,7 @@ inline Result<std::string> CreateAllocatedClaim(k8s::Client& client, const std::
       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
           "deviceClassName": "hami-core-gpu.project-hami.io",
           "capacity": {"requests": {"memory": "3000Mi"}}}}]}}})");
-  auto created = client.Create(kResourceClaims, "default", claim);
+  auto created = client.Create(k8s::resources::kResourceClaims, "default", claim);
   if (!created) return created.error().ToError();
   Json allocated = *created;
   allocated["status"] = Json::parse(R"({"allocation": {
@@ -29,7 +29,7 @@ inline Result<std::string> CreateAllocatedClaim(k8s::Client& client, const std::
       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
           {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}})");
   allocated["status"]["allocation"]["devices"]["results"][0]["device"] = device;
-  auto updated = client.UpdateStatus(kResourceClaims, allocated);
+  auto updated = client.UpdateStatus(k8s::resources::kResourceClaims, allocated);
   if (!updated) return updated.error().ToError();
   return (*updated)["metadata"]["uid"].get<std::string>();
 }

@@ -15,28 +15,17 @@
 #   BUILD=build-rel tests/gpu/dra.sh
 set -u
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "tests/gpu/dra.sh: no NVIDIA GPU on this machine, skipped"
-  exit 77
-fi
-CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-NVCC="$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")"
-if [[ ! -x "$NVCC" ]]; then
-  echo "tests/gpu/dra.sh: no nvcc to build the test program, skipped"
-  exit 77
-fi
-
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BUILD="${BUILD:-$ROOT/build}"
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_require_gpu
+gpu_require_nvcc "the test program"
 LIB="$BUILD/lib/libvgpu.so"
 PLUGIN="$BUILD/bin/hami-dra-plugin"
 if [[ ! -f "$LIB" || ! -x "$PLUGIN" ]]; then
   echo "building libvgpu.so and hami-dra-plugin in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" --target vgpu hami-dra-plugin >/dev/null || { echo "build failed"; exit 1; }
+  gpu_build vgpu hami-dra-plugin || { echo "build failed"; exit 1; }
 fi
-WORK="$(mktemp -d /tmp/hami-gpu-dra.XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
+gpu_workdir hami-gpu-dra
 FAILED=0
 check() {  # name expected measured PASS|FAIL
   printf '| %-44s | %-18s | %-24s | %-4s |\n' "$1" "$2" "$3" "$4"
@@ -44,22 +33,7 @@ check() {  # name expected measured PASS|FAIL
   return 0
 }
 
-cat >"$WORK/memcheck.cu" <<'CU'
-#include <cstdio>
-#include <cuda_runtime.h>
-int main() {
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 3;
-  printf("total=%zu\n", total_b);
-  size_t chunk = 256u << 20, held = 0;
-  void* p;
-  cudaError_t err;
-  while ((err = cudaMalloc(&p, chunk)) == cudaSuccess) held += chunk;
-  printf("held=%zu err=%d\n", held, (int)err);
-  return 0;
-}
-CU
-"$NVCC" -o "$WORK/memcheck" "$WORK/memcheck.cu" >/dev/null 2>&1 || { echo "nvcc failed"; exit 1; }
+gpu_build_memcheck || { echo "nvcc failed"; exit 1; }
 
 # The share runs on the first GPU not in MIG mode (one in MIG mode publishes MIG devices only).
 share_index="$(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader 2>/dev/null |

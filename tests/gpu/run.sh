@@ -20,6 +20,8 @@
 #   HAMI_GPU_FAKE_DRIVER=build/tests/vgpu-fakes tests/gpu/run.sh --escapes-only
 #                                   # the escape attempts against the fake driver (no GPU needed)
 set -u
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ESCAPES_ONLY=0
 [[ "${1:-}" == --escapes-only ]] && ESCAPES_ONLY=1
@@ -27,21 +29,16 @@ FAKE_DRIVER="${HAMI_GPU_FAKE_DRIVER:-}"
 if [[ -n "$FAKE_DRIVER" ]]; then
   FAKE_DRIVER="$(cd "$FAKE_DRIVER" && pwd)" || exit 1
   ESCAPES_ONLY=1
-elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "tests/gpu/run.sh: no NVIDIA GPU on this machine, skipped"
-  exit 77
+else
+  gpu_require_gpu
 fi
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BUILD="${BUILD:-$ROOT/build}"
 LIB="$BUILD/lib/libvgpu.so"
 if [[ ! -f "$LIB" ]]; then
   echo "building libvgpu.so in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" --target vgpu >/dev/null || { echo "build failed"; exit 1; }
+  gpu_build vgpu || { echo "build failed"; exit 1; }
 fi
-WORK="$(mktemp -d /tmp/hami-gpu.XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
+gpu_workdir hami-gpu
 GIB=$((1 << 30))
 LIMIT_BYTES=$((4 * GIB))
 ROWS=()
@@ -91,8 +88,7 @@ escape_row() {  # path verdict detail
 APP="$BUILD/tests/vgpu_driver_app"
 PROBE="$BUILD/tests/vgpu-fakes/libvgpu_escape_probe.so"
 if [[ ! -x "$APP" || ! -f "$PROBE" ]]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" --target vgpu_driver_app vgpu_escape_probe >/dev/null
+  gpu_build vgpu_driver_app vgpu_escape_probe
 fi
 if [[ -x "$APP" && -f "$PROBE" ]]; then
   ESC="$WORK/escape"
@@ -151,27 +147,8 @@ if [[ "$ESCAPES_ONLY" == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- cudart program
-CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-cat >"$WORK/memcheck.cu" <<'CU'
-#include <cstdio>
-#include <cuda_runtime.h>
-int main() {
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 3;
-  printf("total=%zu free=%zu\n", total_b, free_b);
-  size_t chunk = 256u << 20, held = 0;
-  void* p;
-  cudaError_t err;
-  while ((err = cudaMalloc(&p, chunk)) == cudaSuccess) held += chunk;
-  printf("held=%zu err=%d\n", held, (int)err);
-  return 0;
-}
-CU
 CUDART_BIN=""
-if command -v nvcc >/dev/null 2>&1 || [[ -x "$CUDA_HOME/bin/nvcc" ]]; then
-  NVCC="$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")"
-  "$NVCC" -o "$WORK/memcheck" "$WORK/memcheck.cu" >/dev/null 2>&1 && CUDART_BIN="$WORK/memcheck"
-fi
+gpu_find_nvcc && gpu_build_memcheck && CUDART_BIN="$WORK/memcheck"
 if [[ -n "$CUDART_BIN" ]]; then
   out="$(preload CUDA_DEVICE_MEMORY_LIMIT=4g timeout 60 "$CUDART_BIN" 2>&1)"
   total="$(sed -n 's/^total=\([0-9]*\).*/\1/p' <<<"$out")"
@@ -262,8 +239,7 @@ fi
 # NVIDIA), with count 10 and devcore 100 (chart defaults).
 DP="$BUILD/bin/hami-device-plugin"
 if [[ ! -x "$DP" ]]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" --target hami-device-plugin >/dev/null
+  gpu_build hami-device-plugin
 fi
 if [[ -x "$DP" ]]; then
   reg="$(timeout 60 "$DP" --print-register --node-config-file /nonexistent 2>"$WORK/dp.err")"

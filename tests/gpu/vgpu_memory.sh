@@ -17,27 +17,16 @@
 #   BUILD=build-rel tests/gpu/vgpu_memory.sh
 set -u
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "tests/gpu/vgpu_memory.sh: no NVIDIA GPU on this machine, skipped"
-  exit 77
-fi
-CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-NVCC="$(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")"
-if [[ ! -x "$NVCC" ]]; then
-  echo "tests/gpu/vgpu_memory.sh: no nvcc to build the test programs, skipped"
-  exit 77
-fi
-
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BUILD="${BUILD:-$ROOT/build}"
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_require_gpu
+gpu_require_nvcc "the test programs"
 LIB="$BUILD/lib/libvgpu.so"
 if [[ ! -f "$LIB" ]]; then
   echo "building libvgpu.so in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" --target vgpu >/dev/null || { echo "build failed"; exit 1; }
+  gpu_build vgpu || { echo "build failed"; exit 1; }
 fi
-WORK="$(mktemp -d /tmp/hami-gpu-mem.XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
+gpu_workdir hami-gpu-mem
 ROWS=()
 FAILED=0
 LIMIT_MIB=1024

@@ -324,12 +324,12 @@ class MonitorClaimsTest : public scheduler::testing::SimTest {
            {{"requests",
              {{{"name", "gpu"},
                {"exactly", {{"deviceClassName", "hami-core-gpu.project-hami.io"}}}}}}}}}}};
-    auto created = client_->Create(kResourceClaims, "default", claim);
+    auto created = client_->Create(k8s::resources::kResourceClaims, "default", claim);
     EXPECT_TRUE(created) << created.error().ToString();
     if (!created) return "";
     Json allocated = *created;
     allocated["status"] = ClaimStatus("node-a", pods);
-    auto updated = client_->UpdateStatus(kResourceClaims, allocated);
+    auto updated = client_->UpdateStatus(k8s::resources::kResourceClaims, allocated);
     EXPECT_TRUE(updated) << updated.error().ToString();
     return updated ? (*updated)["metadata"]["uid"].get<std::string>() : "";
   }
@@ -358,7 +358,7 @@ class MonitorClaimsTest : public scheduler::testing::SimTest {
 
 // reservedFor names the pods; a claim not in the API, or without consumers, still shows its use.
 TEST_F(MonitorClaimsTest, ReservedForNamesThePodsOfAClaimsRegion) {
-  ASSERT_TRUE(client_->Create(kResourceSlices, "", Slice("node-a")));
+  ASSERT_TRUE(client_->Create(k8s::resources::kResourceSlices, "", Slice("node-a")));
   const std::string shared = CreateClaim("shared", {{"p1", "uid-p1"}, {"p2", "uid-p2"}});
   const std::string unused = CreateClaim("unused", {});
   const std::string orphan = "0b7e1d9c-0000-4000-8000-00000000dead";
@@ -392,12 +392,12 @@ TEST_F(MonitorClaimsTest, ReservedForNamesThePodsOfAClaimsRegion) {
             std::string::npos)
       << text;
   // A new consumer reaches the series at the next scrape.
-  auto claim = client_->Get(kResourceClaims, "default", "unused");
+  auto claim = client_->Get(k8s::resources::kResourceClaims, "default", "unused");
   ASSERT_TRUE(claim);
   Json reserved = *claim;
   reserved["status"]["reservedFor"] =
       Json::array({{{"resource", "pods"}, {"name", "p3"}, {"uid", "uid-p3"}}});
-  ASSERT_TRUE(client_->UpdateStatus(kResourceClaims, reserved));
+  ASSERT_TRUE(client_->UpdateStatus(k8s::resources::kResourceClaims, reserved));
   ASSERT_TRUE(Eventually([&] {
     return Scrape().find(UsedLine("unused", unused, "p3", "2.097152e+06")) != std::string::npos;
   }));

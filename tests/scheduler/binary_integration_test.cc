@@ -309,8 +309,8 @@ TEST_F(BinaryIntegrationTest, DraModeWebhookCreatesTheTemplateOnce) {
     EXPECT_EQ(answer["response"]["allowed"], true) << answer.dump() << sched->log();
     EXPECT_EQ(answer["response"]["patchType"], "JSONPatch");
   }
-  static const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
-  auto got = client_->Get(kTemplates, "default", "hami-gpu-1x3000mi-30c");
+  auto got =
+      client_->Get(k8s::resources::kResourceClaimTemplates, "default", "hami-gpu-1x3000mi-30c");
   ASSERT_TRUE(got) << got.error().ToString();
   EXPECT_EQ((*got)["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"],
             json::parse(R"({"memory": "3000Mi", "cores": "30"})"));

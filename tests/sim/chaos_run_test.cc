@@ -12,6 +12,7 @@
 #include "k8s/object.h"
 #include "sim/apiserver/apiserver.h"
 #include "sim/apiserver/store.h"
+#include "sim/example_run.h"
 #include "sim/runner.h"
 #include "sim/scheduler_set.h"
 
@@ -50,11 +51,7 @@ Report RunScenario(const std::string& yaml) {
   auto scenario = ParseScenario(yaml);
   EXPECT_TRUE(scenario.ok()) << scenario.error();
   if (!scenario.ok()) return Report{};
-  RunOptions options;
-  options.kubelet_latency = milliseconds(2);
-  Runner runner(std::move(*scenario), options);
-  auto report = runner.Run();
-  runner.Stop();
+  auto report = RunToReport(std::move(*scenario), milliseconds(2));
   EXPECT_TRUE(report.ok()) << report.error();
   return report.ok() ? *report : Report{};
 }

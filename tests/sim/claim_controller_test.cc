@@ -17,6 +17,7 @@
 
 #include "k8s/object.h"
 #include "sim/apiserver/apiserver.h"
+#include "support/wait_for.h"
 
 namespace hami::sim {
 namespace {
@@ -24,18 +25,11 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test_support::WaitFor;
 
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
+const auto& kClaims = k8s::resources::kResourceClaims;
+const auto& kTemplates = k8s::resources::kResourceClaimTemplates;
 const auto& kPods = k8s::resources::kPods;
-
-bool WaitFor(const std::function<bool()>& cond, seconds limit = seconds(20)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (; std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(milliseconds(10))) {
-    if (cond()) return true;
-  }
-  return cond();
-}
 
 json Template() {
   return json::parse(R"({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",

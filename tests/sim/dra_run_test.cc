@@ -4,24 +4,17 @@
 // for two pods, MIG instances), the kubelets have hami-dra-plugin prepare them, and each
 // container runs with the limits of its claim's consumed capacity. Pods deleted after they run
 // take their claims along; the pod no GPU can hold is unschedulable with kube-scheduler's reason.
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/example_run.h"
 #include "sim/runner.h"
 
 namespace hami::sim {
 namespace {
-
-std::string DraPath() {
-  const std::string rel = "examples/dra.yaml";
-  if (std::filesystem::exists(rel)) return std::filesystem::absolute(rel).string();
-  const std::filesystem::path here = __FILE__;  // <root>/tests/sim/dra_run_test.cc
-  return (here.parent_path().parent_path().parent_path() / rel).string();
-}
 
 const GpuReport::DraShare* FindShare(const Report& r, const std::string& pod,
                                      const GpuReport** gpu) {
@@ -38,13 +31,9 @@ const GpuReport::DraShare* FindShare(const Report& r, const std::string& pod,
 }
 
 TEST(DraRunTest, ExampleAllocatesEnforcesAndCleansUp) {
-  auto scenario = LoadScenarioFile(DraPath());
+  auto scenario = LoadScenarioFile(ExamplePath("dra.yaml"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();
-  RunOptions options;
-  options.kubelet_latency = std::chrono::milliseconds(0);
-  Runner runner(std::move(*scenario), options);
-  auto report = runner.Run();
-  runner.Stop();
+  auto report = RunToReport(std::move(*scenario));
   ASSERT_TRUE(report.ok()) << report.error();
   const Report& r = *report;
   const std::string text = RenderText(r, false);

@@ -2,7 +2,6 @@
 // NVIDIA node with the real device plugin, the others with hami-sim's generic vendor plugin
 // (sim/vendor_plugin.h). Every pod ends Running or unschedulable with HAMi's reason, the
 // vendors' pods run on their vendor's node, and no device is over-committed.
-#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -10,22 +9,14 @@
 #include <gtest/gtest.h>
 
 #include "device/device.h"
+#include "sim/example_run.h"
 #include "sim/runner.h"
 
 namespace hami::sim {
 namespace {
 
-using std::chrono::milliseconds;
-
-std::string HeteroPath() {
-  const std::string rel = "examples/hetero.yaml";
-  if (std::filesystem::exists(rel)) return std::filesystem::absolute(rel).string();
-  const std::filesystem::path here = __FILE__;  // <root>/tests/sim/hetero_run_test.cc
-  return (here.parent_path().parent_path().parent_path() / rel).string();
-}
-
 TEST(HeteroRunTest, EveryVendorsPodsRunOnTheirNodeWithoutOvercommit) {
-  auto scenario = LoadScenarioFile(HeteroPath());
+  auto scenario = LoadScenarioFile(ExamplePath("hetero.yaml"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();
   // Which vendor each node has, and which vendor each workload asks for (the backend whose count
   // resource its first container names).
@@ -44,11 +35,7 @@ TEST(HeteroRunTest, EveryVendorsPodsRunOnTheirNodeWithoutOvercommit) {
     }
     EXPECT_TRUE(vendor_of_workload.count(w.name)) << w.name << " asks for no active vendor";
   }
-  RunOptions options;
-  options.kubelet_latency = milliseconds(0);
-  Runner runner(std::move(*scenario), options);
-  auto report = runner.Run();
-  runner.Stop();
+  auto report = RunToReport(std::move(*scenario));
   ASSERT_TRUE(report.ok()) << report.error();
   const Report& r = *report;
   const std::string text = RenderText(r, false);

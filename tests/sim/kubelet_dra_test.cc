@@ -20,6 +20,7 @@
 #include "sim/apiserver/apiserver.h"
 #include "sim/claim_controller.h"
 #include "sim/kubelet.h"
+#include "support/wait_for.h"
 
 namespace hami::sim {
 namespace {
@@ -27,20 +28,13 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test_support::WaitFor;
 
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates", true};
-const k8s::Resource kSlices{"resource.k8s.io", "v1", "resourceslices", false};
+const auto& kClaims = k8s::resources::kResourceClaims;
+const auto& kTemplates = k8s::resources::kResourceClaimTemplates;
+const auto& kSlices = k8s::resources::kResourceSlices;
 const auto& kPods = k8s::resources::kPods;
 constexpr const char* kUuid = "GPU-00000000-0000-0000-0000-000000000000";
-
-bool WaitFor(const std::function<bool()>& cond, seconds limit = seconds(20)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (; std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(milliseconds(10))) {
-    if (cond()) return true;
-  }
-  return cond();
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -25,6 +25,7 @@
 #include "scheduler/server.h"
 #include "sim/apiserver/apiserver.h"
 #include "sim/kube_scheduler.h"
+#include "support/wait_for.h"
 
 namespace hami::sim {
 namespace {
@@ -32,14 +33,7 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-bool WaitFor(const std::function<bool()>& cond, seconds limit = seconds(20)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (; std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(milliseconds(10))) {
-    if (cond()) return true;
-  }
-  return cond();
-}
+using test_support::WaitFor;
 
 // A short socket directory (unix socket paths are limited to 108 bytes), removed afterwards.
 class TempDir {

@@ -1,38 +1,25 @@
 // `hami-sim run examples/mig.yaml` in-process (issue 16): GPUs in MIG mode register their
 // profiles, every pod that fits a profile runs, no GPU is over-committed and no two MIG
 // instances of a GPU overlap (the report's own check, from the pods' annotations).
-#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "protocol/mig_allocations.h"
+#include "sim/example_run.h"
 #include "sim/runner.h"
 
 namespace hami::sim {
 namespace {
 
-using std::chrono::milliseconds;
-
-std::string MigPath() {
-  const std::string rel = "examples/mig.yaml";
-  if (std::filesystem::exists(rel)) return std::filesystem::absolute(rel).string();
-  const std::filesystem::path here = __FILE__;  // <root>/tests/sim/mig_run_test.cc
-  return (here.parent_path().parent_path().parent_path() / rel).string();
-}
-
 TEST(MigRunTest, ExampleRunsWithoutOverlapOrOvercommit) {
-  auto scenario = LoadScenarioFile(MigPath());
+  auto scenario = LoadScenarioFile(ExamplePath("mig.yaml"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();
   for (Workload& w : scenario->workloads) {
     w.arrival = w.arrival / 2;
     w.interval = w.interval / 2;
   }
-  RunOptions options;
-  options.kubelet_latency = milliseconds(0);
-  Runner runner(std::move(*scenario), options);
-  auto report = runner.Run();
-  runner.Stop();
+  auto report = RunToReport(std::move(*scenario));
   ASSERT_TRUE(report.ok()) << report.error();
   const Report& r = *report;
   const std::string text = RenderText(r, false);

@@ -4,25 +4,15 @@
 // over-committed.
 #include "sim/runner.h"
 
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "sim/example_run.h"
+
 namespace hami::sim {
 namespace {
-
-using std::chrono::milliseconds;
-
-// ctest runs from the source root. A direct run from elsewhere finds it next to this file
-// (__FILE__ is relative to the build dir when ccache's CCACHE_BASEDIR rewrote the path).
-std::string DemoPath() {
-  const std::string rel = "examples/demo.yaml";
-  if (std::filesystem::exists(rel)) return std::filesystem::absolute(rel).string();
-  const std::filesystem::path here = __FILE__;  // <root>/tests/sim/run_test.cc
-  return (here.parent_path().parent_path().parent_path() / rel).string();
-}
 
 const PodReport* Find(const Report& r, const std::string& name) {
   for (const PodReport& p : r.pods) {
@@ -38,18 +28,14 @@ std::string Uuid(const Report& r, const std::string& pod, size_t device = 0) {
 }
 
 TEST(RunTest, DemoPlacements) {
-  auto scenario = LoadScenarioFile(DemoPath());
+  auto scenario = LoadScenarioFile(ExamplePath("demo.yaml"));
   ASSERT_TRUE(scenario.ok()) << scenario.error();
   // The demo spaces pods 250 ms apart for a human; 100 ms keeps the order and the test short.
   for (Workload& w : scenario->workloads) {
     w.arrival = w.arrival * 2 / 5;
     w.interval = w.interval * 2 / 5;
   }
-  RunOptions options;
-  options.kubelet_latency = milliseconds(0);
-  Runner runner(std::move(*scenario), options);
-  auto report = runner.Run();
-  runner.Stop();
+  auto report = RunToReport(std::move(*scenario));
   ASSERT_TRUE(report.ok()) << report.error();
   const Report& r = *report;
   EXPECT_FALSE(r.timed_out);
