@@ -407,7 +407,7 @@ TEST_F(MonitorClaimsTest, ReservedForNamesThePodsOfAClaimsRegion) {
 // directory several nodes share in hami-sim) are not this node's series; claims without a
 // consumer get no container series, so two of them on one GPU never make a duplicate series.
 TEST_F(MonitorClaimsTest, OtherNodesClaimsAreLeftOutAndUnconsumedOnesMakeNoDuplicate) {
-  ASSERT_TRUE(client_->Create(kResourceSlices, "", Slice("node-a")));
+  ASSERT_TRUE(client_->Create(k8s::resources::kResourceSlices, "", Slice("node-a")));
   const std::string mine = CreateClaim("mine", {{"p1", "uid-p1"}});
   Json theirs = {{"apiVersion", "resource.k8s.io/v1"},
                  {"kind", "ResourceClaim"},
@@ -417,11 +417,11 @@ TEST_F(MonitorClaimsTest, OtherNodesClaimsAreLeftOutAndUnconsumedOnesMakeNoDupli
                     {{"requests",
                       {{{"name", "gpu"},
                         {"exactly", {{"deviceClassName", "hami-core-gpu.project-hami.io"}}}}}}}}}}};
-  auto created = client_->Create(kResourceClaims, "default", theirs);
+  auto created = client_->Create(k8s::resources::kResourceClaims, "default", theirs);
   ASSERT_TRUE(created);
   Json allocated = *created;
   allocated["status"] = ClaimStatus("node-b", {{"q1", "uid-q1"}});
-  auto updated = client_->UpdateStatus(kResourceClaims, allocated);
+  auto updated = client_->UpdateStatus(k8s::resources::kResourceClaims, allocated);
   ASSERT_TRUE(updated);
   const std::string other = (*updated)["metadata"]["uid"].get<std::string>();
   const std::string orphan1 = "0b7e1d9c-0000-4000-8000-0000000000a1";
