@@ -1,14 +1,12 @@
 // The loop's bind workers: binds to one node go one at a time in cycle order (see
 // sim/kube_scheduler.h), other work (the FailedScheduling write) goes straight to the pool.
 #include "common/log.h"
-#include "common/time_format.h"
 #include "k8s/object.h"
 #include "sim/kube_scheduler_extender.h"
 #include "sim/kube_scheduler_impl.h"
 
 namespace hami::sim {
 
-namespace res = k8s::resources;
 using nlohmann::json;
 
 void KubeSchedulerLoop::Impl::Bind(const std::string& key, const json& pod, const std::string& node,
@@ -21,36 +19,17 @@ void KubeSchedulerLoop::Impl::Bind(const std::string& key, const json& pod, cons
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PodState& s = pods_state_[key];
+    QueuedPod& s = queue_[key];
     const SystemTime now = clock_.Now();
     if (error.empty()) {
-      s.where = Where::kBound;
-      s.rec.bound = true;
-      s.rec.bound_at = now;
-      s.rec.last_failure.clear();
+      queue_.Bound(s, now);
     } else {
       HAMI_VLOG(2, "bind {} to {}: {}", key, node, error);
-      Fail(s, now, error, false);
+      queue_.Fail(s, now, error, false);
     }
-    --in_flight_;
+    queue_.Done();
   }
   cv_.notify_all();
-}
-
-void KubeSchedulerLoop::Impl::WriteUnschedulable(const json& pod, const std::string& message) {
-  json cond = {{"type", "PodScheduled"},
-               {"status", "False"},
-               {"reason", "Unschedulable"},
-               {"message", message},
-               {"lastTransitionTime", FormatRfc3339(clock_.Now(), Zone::Utc())}};
-  json patch = {{"status", {{"conditions", json::array({cond})}}}};
-  auto r = client_.Patch(res::kPods, k8s::Namespace(pod), k8s::Name(pod),
-                         k8s::PatchType::kStrategicMerge, patch, "status");
-  if (!r)
-    HAMI_VLOG(2, "pod {}: PodScheduled condition: {}", k8s::ObjectKey(pod), r.error().ToString());
-  auto e = client_.RecordEvent(pod, "Warning", "FailedScheduling", message, "default-scheduler");
-  if (!e)
-    HAMI_VLOG(2, "pod {}: FailedScheduling event: {}", k8s::ObjectKey(pod), e.error().ToString());
 }
 
 void KubeSchedulerLoop::Impl::Submit(std::function<void(httplib::Client&)> task) {
