@@ -24,11 +24,6 @@ json NodeSchedulingView(const json& node) {
   return v;
 }
 
-json TrimPod(json pod) {
-  if (pod.contains("metadata")) pod["metadata"].erase("managedFields");
-  return pod;
-}
-
 json ClaimStatuses(const json& pod) {
   auto status = pod.find("status");
   if (status == pod.end() || !status->is_object()) return json();
@@ -45,23 +40,13 @@ bool HasAllocation(const json* claim) {
 }  // namespace
 
 DraSchedulerLoop::Impl::Impl(k8s::Client& client, DraSchedulerOptions options, const Clock& clock)
-    : SchedulingLoopCore(client, options, clock), options_(std::move(options)) {
+    : SchedulingLoopCore(client, options, clock, TerminalFlush::kTransition),
+      options_(std::move(options)) {
   share_state_ = options_.share_id_seed;
 }
 
 Status DraSchedulerLoop::Impl::Start() {
-  k8s::InformerOptions pod_opts;
-  pod_opts.transform = TrimPod;
-  k8s::InformerHandlers ph;
-  ph.on_add = [this](const k8s::ObjectRef& o) { OnPod(nullptr, *o); };
-  ph.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) { OnPod(a.get(), *b); };
-  ph.on_delete = [this](const k8s::ObjectRef& o) { OnPodDelete(*o); };
-  pods_ = std::make_unique<k8s::Informer>(client_, res::kPods, pod_opts, ph);
-  k8s::InformerHandlers nh;
-  nh.on_add = [this](const k8s::ObjectRef& o) { OnNode(nullptr, *o); };
-  nh.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) { OnNode(a.get(), *b); };
-  nh.on_delete = [this](const k8s::ObjectRef& o) { OnNodeDelete(*o); };
-  nodes_ = std::make_unique<k8s::Informer>(client_, res::kNodes, k8s::InformerOptions{}, nh);
+  MakeInformers(/*compact=*/false, NodeSchedulingView);
   k8s::InformerHandlers ch;
   ch.on_add = [this](const k8s::ObjectRef& o) { OnClaim(nullptr, o.get()); };
   ch.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) {
@@ -75,86 +60,35 @@ Status DraSchedulerLoop::Impl::Start() {
   ih.on_delete = [this](const k8s::ObjectRef&) { OnInventory(); };
   slices_ = std::make_unique<k8s::Informer>(client_, Impl::kSlices, k8s::InformerOptions{}, ih);
   classes_ = std::make_unique<k8s::Informer>(client_, Impl::kClasses, k8s::InformerOptions{}, ih);
-  queue_.Start();
-  for (k8s::Informer* i : {nodes_.get(), slices_.get(), classes_.get(), claims_.get()}) i->Start();
-  pods_->Start();
-  for (k8s::Informer* i :
-       {nodes_.get(), slices_.get(), classes_.get(), claims_.get(), pods_.get()}) {
-    if (!i->WaitForSync(std::chrono::seconds(30))) {
-      return Error{"DRA scheduler loop: informers did not sync within 30 s"};
-    }
-  }
-  for (int i = 0; i < std::max(1, options_.bind_parallelism); ++i) {
-    workers_.emplace_back([this] { Worker(); });
-  }
-  cycle_ = std::thread([this] { CycleLoop(); });
+  Status st = StartInformers("DRA scheduler loop", {slices_.get(), classes_.get(), claims_.get()});
+  if (!st.ok()) return st;
+  pool_.Start(options_.bind_parallelism);
+  StartCycle([this] { CycleLoop(); });
   return OkStatus();
 }
 
 void DraSchedulerLoop::Impl::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (cycle_.joinable()) cycle_.join();
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    work_stop_ = true;
-  }
-  work_cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
-  workers_.clear();
-  // Each informer takes up to a second to notice; stop them all at once.
-  std::vector<std::thread> stops;
-  for (k8s::Informer* i : {nodes_.get(), slices_.get(), classes_.get(), claims_.get()}) {
-    if (i != nullptr) stops.emplace_back([i] { i->Stop(); });
-  }
-  if (pods_) pods_->Stop();
-  for (std::thread& t : stops) t.join();
+  StopCycle();
+  pool_.Stop();
+  StopInformers({slices_.get(), classes_.get(), claims_.get()});
 }
 
-void DraSchedulerLoop::Impl::OnPod(const json* old_pod, const json& pod) {
-  if (k8s::FieldString(pod, "spec.schedulerName") != options_.scheduler_name) return;
-  const std::string key = k8s::ObjectKey(pod);
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (TerminalPod(pod) && (old_pod == nullptr || !TerminalPod(*old_pod))) {
-      queue_.RequestFlush();
-      wake = true;
-    }
-    QueuedPod* s = nullptr;
-    switch (queue_.Observe(key, pod, &s)) {
-      case SchedulingQueue::Seen::kIgnored:
-        return;
-      case SchedulingQueue::Seen::kAdded:
-        claims_seen_[key] = PodClaimsSeen{{}, ClaimStatuses(pod).dump()};
-        wake = true;
-        break;
-      case SchedulingQueue::Seen::kLeft:
-        break;
-      case SchedulingQueue::Seen::kPending: {
-        // The claim controller named a claim made from a template: a pod waiting for it goes.
-        PodClaimsSeen& seen = claims_seen_[key];
-        std::string statuses = ClaimStatuses(pod).dump();
-        if (statuses != seen.claim_statuses) {
-          seen.claim_statuses = std::move(statuses);
-          queue_.Moved();
-          if (s->where == PodWhere::kUnschedulable) {
-            queue_.Requeue(*s, clock_.Now());
-            wake = true;
-          }
-        }
-        break;
-      }
-    }
+bool DraSchedulerLoop::Impl::OnPodSeen(SchedulingQueue::Seen seen, const std::string& key,
+                                       const json& pod, QueuedPod& s) {
+  if (seen == SchedulingQueue::Seen::kAdded) {
+    claims_seen_[key] = PodClaimsSeen{{}, ClaimStatuses(pod).dump()};
+    return false;
   }
-  if (wake) cv_.notify_all();
-}
-
-void DraSchedulerLoop::Impl::OnNode(const json* old_node, const json& node) {
-  OnNodeChange(old_node, node, NodeSchedulingView);
+  if (seen != SchedulingQueue::Seen::kPending) return false;
+  // The claim controller named a claim made from a template: a pod waiting for it goes.
+  PodClaimsSeen& claims = claims_seen_[key];
+  std::string statuses = ClaimStatuses(pod).dump();
+  if (statuses == claims.claim_statuses) return false;
+  claims.claim_statuses = std::move(statuses);
+  queue_.Moved();
+  if (s.where != PodWhere::kUnschedulable) return false;
+  queue_.Requeue(s, clock_.Now());
+  return true;
 }
 
 void DraSchedulerLoop::Impl::OnClaim(const json* old_claim, const json* claim) {

@@ -245,7 +245,11 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
       do_write = !write.empty() && queue_.ShouldWrite(s, write);
       queue_.Done();
     }
-    if (do_write) Submit([this, pod, write] { WriteUnschedulable(client_, clock_, *pod, write); });
+    if (do_write) {
+      pool_.Submit([this, pod, write](NoWorkerContext&) {
+        WriteUnschedulable(client_, clock_, *pod, write);
+      });
+    }
     cv_.notify_all();
   };
 
@@ -359,7 +363,7 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     claims_seen_[key].claims = claim_keys;
     queue_[key].where = PodWhere::kBinding;  // stays in flight until the bind settles
   }
-  Submit([this, key, pod, chosen, cs = std::move(*claims)]() mutable {
+  pool_.Submit([this, key, pod, chosen, cs = std::move(*claims)](NoWorkerContext&) mutable {
     PreBindAndBind(key, *pod, chosen, std::move(cs));
   });
 }
@@ -506,27 +510,6 @@ void DraSchedulerLoop::Impl::Unreserve(const json& pod, const PodClaim& c) {
   if (!r)
     HAMI_VLOG(2, "unreserve claim {} for pod {}: {}", c.key, k8s::ObjectKey(pod),
               r.error().ToString());
-}
-
-void DraSchedulerLoop::Impl::Submit(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    work_.push_back(std::move(task));
-  }
-  work_cv_.notify_one();
-}
-
-void DraSchedulerLoop::Impl::Worker() {
-  std::unique_lock<std::mutex> lock(work_mu_);
-  while (true) {
-    work_cv_.wait(lock, [this] { return work_stop_ || !work_.empty(); });
-    if (work_stop_) return;
-    auto task = std::move(work_.front());
-    work_.pop_front();
-    lock.unlock();
-    task();
-    lock.lock();
-  }
 }
 
 // An RFC 4122 version 4 UUID from a splitmix64 sequence (or the option's generator).

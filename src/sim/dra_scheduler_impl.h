@@ -6,17 +6,13 @@
 #ifndef HAMI_SIM_DRA_SCHEDULER_IMPL_H_
 #define HAMI_SIM_DRA_SCHEDULER_IMPL_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,6 +24,7 @@
 #include "k8s/informer.h"
 #include "sim/dra_scheduler.h"
 #include "sim/scheduling_queue.h"
+#include "sim/worker_pool.h"
 
 namespace hami::sim {
 
@@ -58,8 +55,8 @@ class DraSchedulerLoop::Impl : public SchedulingLoopCore {
   void Stop();
 
   // Informer handlers (dra_scheduler.cc).
-  void OnPod(const json* old_pod, const json& pod);
-  void OnNode(const json* old_node, const json& node);
+  bool OnPodSeen(SchedulingQueue::Seen seen, const std::string& key, const json& pod,
+                 QueuedPod& s) override;
   void OnClaim(const json* old_claim, const json* claim);  // claim null: deleted
   void OnInventory();                                      // a slice or class changed
 
@@ -79,13 +76,9 @@ class DraSchedulerLoop::Impl : public SchedulingLoopCore {
   // PreBind for one claim; the error as kube-scheduler words it.
   Status ReserveClaim(const json& pod, PodClaim& c);
   void Unreserve(const json& pod, const PodClaim& c);
-  void Submit(std::function<void()> task);
-  void Worker();
   std::string NewShareId();
 
   const DraSchedulerOptions options_;
-  std::unique_ptr<k8s::Informer> pods_;
-  std::unique_ptr<k8s::Informer> nodes_;
   std::unique_ptr<k8s::Informer> slices_;
   std::unique_ptr<k8s::Informer> claims_;
   std::unique_ptr<k8s::Informer> classes_;
@@ -106,12 +99,7 @@ class DraSchedulerLoop::Impl : public SchedulingLoopCore {
   std::mutex share_mu_;
   uint64_t share_state_ = 0;
 
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;
-  bool work_stop_ = false;
-  std::vector<std::thread> workers_;
-  std::thread cycle_;
+  WorkerPool<NoWorkerContext> pool_;  // PreBind + bind, the FailedScheduling write
 };
 
 }  // namespace hami::sim

@@ -1,6 +1,6 @@
 // The loop's lifecycle and its serial scheduling cycle: one pod at a time from the activeQ, POST
 // /filter, then the bind handed to a worker (kube_scheduler_bind.cc) or the pod back to a queue
-// (kube_scheduler_queue.cc). The parts are listed in kube_scheduler_impl.h.
+// (sim/scheduling_queue.h). The parts are listed in kube_scheduler_impl.h.
 #include "sim/kube_scheduler.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
+#include "protocol/keys.h"
 #include "sim/kube_scheduler_extender.h"
 #include "sim/kube_scheduler_impl.h"
 
@@ -20,63 +21,38 @@ using nlohmann::json;
 
 namespace {
 
-// Only the parts of a pod the loop and the extender read are cached.
-json TrimPod(json pod) {
-  if (pod.contains("metadata")) pod["metadata"].erase("managedFields");
-  return pod;
+// What a node update must change for kube-scheduler to retry unschedulable pods: not the node
+// lock, which every bind takes and releases.
+json NodeSchedulingView(const json& node) {
+  json v;
+  v["ready"] = NodeReady(node);
+  json annos = node.contains("metadata") ? node["metadata"].value("annotations", json::object())
+                                         : json::object();
+  annos.erase(std::string(protocol::kNodeLockKey));
+  v["annotations"] = std::move(annos);
+  if (node.contains("metadata")) v["labels"] = node["metadata"].value("labels", json::object());
+  if (node.contains("spec")) v["spec"] = node["spec"];
+  if (node.contains("status")) v["allocatable"] = node["status"].value("allocatable", json());
+  return v;
 }
 
 }  // namespace
 
 Status KubeSchedulerLoop::Impl::Start() {
   if (options_.extender_url.empty()) return Error{"kube-scheduler loop: extender_url is empty"};
-  k8s::InformerOptions pod_opts;
-  pod_opts.compact = true;  // read through Get() once per attempt; keeps 10k pods small
-  pod_opts.transform = TrimPod;
-  k8s::InformerHandlers ph;
-  ph.on_add = [this](const k8s::ObjectRef& o) { OnPod(*o); };
-  ph.on_update = [this](const k8s::ObjectRef&, const k8s::ObjectRef& o) { OnPod(*o); };
-  ph.on_delete = [this](const k8s::ObjectRef& o) { OnPodDelete(*o); };
-  pods_ = std::make_unique<k8s::Informer>(client_, res::kPods, pod_opts, ph);
-  k8s::InformerHandlers nh;
-  nh.on_add = [this](const k8s::ObjectRef& o) { OnNode(nullptr, *o); };
-  nh.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) { OnNode(a.get(), *b); };
-  nh.on_delete = [this](const k8s::ObjectRef& o) { OnNodeDelete(*o); };
-  nodes_ = std::make_unique<k8s::Informer>(client_, res::kNodes, k8s::InformerOptions{}, nh);
-  queue_.Start();
-  nodes_->Start();
-  pods_->Start();
-  if (!nodes_->WaitForSync(std::chrono::seconds(30)) ||
-      !pods_->WaitForSync(std::chrono::seconds(30))) {
-    return Error{"kube-scheduler loop: informers did not sync within 30 s"};
-  }
-  for (int i = 0; i < std::max(1, options_.bind_parallelism); ++i) {
-    workers_.emplace_back([this] { Worker(); });
-  }
-  cycle_ = std::thread([this] { CycleLoop(); });
+  // compact: read through Get() once per attempt; keeps 10k pods small.
+  MakeInformers(/*compact=*/true, NodeSchedulingView);
+  if (Status st = StartInformers("kube-scheduler loop", {}); !st.ok()) return st;
+  pool_.Start(options_.bind_parallelism,
+              [this] { return NewExtenderHttp(options_, /*keep_alive=*/false); });
+  StartCycle([this] { CycleLoop(); });
   return OkStatus();
 }
 
 void KubeSchedulerLoop::Impl::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (cycle_.joinable()) cycle_.join();
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    work_stop_ = true;
-  }
-  work_cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
-  workers_.clear();
-  // Each informer takes up to a second to notice; stop both at once.
-  std::thread stop_nodes([this] {
-    if (nodes_) nodes_->Stop();
-  });
-  if (pods_) pods_->Stop();
-  stop_nodes.join();
+  StopCycle();
+  pool_.Stop();
+  StopInformers({});
 }
 
 void KubeSchedulerLoop::Impl::CycleLoop() {
@@ -111,9 +87,9 @@ void KubeSchedulerLoop::Impl::ScheduleOne(const std::string& key, httplib::Clien
       std::lock_guard<std::mutex> lock(mu_);
       queue_[key].where = PodWhere::kBinding;  // stays in flight until the bind settles
     }
-    SubmitBind(chosen, [this, key, pod, chosen](httplib::Client& h) {
+    pool_.SubmitSerial(chosen, [this, key, pod, chosen](httplib::Client& h) {
       Bind(key, *pod, chosen, h);
-      BindDone(chosen);
+      pool_.SerialDone(chosen);
     });
     return;
   }
@@ -130,7 +106,7 @@ void KubeSchedulerLoop::Impl::ScheduleOne(const std::string& key, httplib::Clien
     queue_.Done();
   }
   if (write) {
-    Submit([this, pod, message](httplib::Client&) {
+    pool_.Submit([this, pod, message](httplib::Client&) {
       WriteUnschedulable(client_, clock_, *pod, message);
     });
   }

@@ -1,25 +1,17 @@
 // KubeSchedulerLoop's state, shared by its parts (internal to hami-sim):
 //   kube_scheduler.cc           start/stop and the serial scheduling cycle (filter, then hand off)
-//   kube_scheduler_queue.cc     the informer handlers that feed the queue (sim/scheduling_queue.h)
-//   kube_scheduler_bind.cc      the bind workers (one bind per node at a time)
+//   kube_scheduler_bind.cc      the bind (on a worker, one per node at a time)
 //   kube_scheduler_extender.cc  the HTTP client of the extender (/filter, /bind)
+// over what both loops share: the queue, the pod and node informers (sim/scheduling_queue.h),
+// the worker pool (sim/worker_pool.h).
 #ifndef HAMI_SIM_KUBE_SCHEDULER_IMPL_H_
 #define HAMI_SIM_KUBE_SCHEDULER_IMPL_H_
 
 #include <httplib.h>
 
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +21,7 @@
 #include "k8s/object.h"
 #include "sim/kube_scheduler.h"
 #include "sim/scheduling_queue.h"
+#include "sim/worker_pool.h"
 
 namespace hami::sim {
 
@@ -37,39 +30,23 @@ class KubeSchedulerLoop::Impl : public SchedulingLoopCore {
   using json = nlohmann::json;
 
   Impl(k8s::Client& client, KubeSchedulerOptions options, const Clock& clock)
-      : SchedulingLoopCore(client, options, clock), options_(std::move(options)) {}
+      : SchedulingLoopCore(client, options, clock, TerminalFlush::kEveryUpdate),
+        options_(std::move(options)) {}
 
   Status Start();
   void Stop();
 
-  // Informer handlers (kube_scheduler_queue.cc).
-  void OnPod(const json& pod);
-  void OnNode(const json* old_node, const json& node);
-
   // The scheduling cycle (kube_scheduler.cc).
   void CycleLoop();
   void ScheduleOne(const std::string& key, httplib::Client& http);
-  // Bind workers (kube_scheduler_bind.cc).
+  // A bind, on a worker (kube_scheduler_bind.cc).
   void Bind(const std::string& key, const json& pod, const std::string& node,
             httplib::Client& http);
-  void Submit(std::function<void(httplib::Client&)> task);
-  void SubmitBind(const std::string& node, std::function<void(httplib::Client&)> task);
-  void BindDone(const std::string& node);
-  void Worker();
 
   const KubeSchedulerOptions options_;
-  std::unique_ptr<k8s::Informer> pods_;
-  std::unique_ptr<k8s::Informer> nodes_;
-
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void(httplib::Client&)>> work_;
-  // Binds to a node with a bind in flight wait here, in cycle order (see the header).
-  std::map<std::string, std::deque<std::function<void(httplib::Client&)>>> node_binds_;
-  std::set<std::string> node_busy_;
-  bool work_stop_ = false;
-  std::vector<std::thread> workers_;
-  std::thread cycle_;
+  // Binds to one node run one at a time, in cycle order (see the header); each worker has its
+  // own connection to the extender.
+  WorkerPool<httplib::Client> pool_;
 };
 
 }  // namespace hami::sim

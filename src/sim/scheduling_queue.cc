@@ -299,8 +299,76 @@ void WriteUnschedulable(k8s::Client& client, const Clock& clock, const json& pod
 // --- SchedulingLoopCore ---
 
 SchedulingLoopCore::SchedulingLoopCore(k8s::Client& client, const SchedulingQueueOptions& options,
-                                       const Clock& clock)
-    : client_(client), clock_(clock), max_wait_(options.max_wait), queue_(options, clock) {}
+                                       const Clock& clock, TerminalFlush terminal_flush)
+    : client_(client),
+      clock_(clock),
+      scheduler_name_(options.scheduler_name),
+      max_wait_(options.max_wait),
+      terminal_flush_(terminal_flush),
+      queue_(options, clock) {}
+
+namespace {
+
+// Only the parts of a pod the loop (and the extender) read are cached.
+json TrimPod(json pod) {
+  if (pod.contains("metadata")) pod["metadata"].erase("managedFields");
+  return pod;
+}
+
+}  // namespace
+
+void SchedulingLoopCore::MakeInformers(bool compact, json (*view)(const json&)) {
+  node_view_ = view;
+  k8s::InformerOptions pod_opts;
+  pod_opts.compact = compact;
+  pod_opts.transform = TrimPod;
+  k8s::InformerHandlers ph;
+  ph.on_add = [this](const k8s::ObjectRef& o) { OnPod(nullptr, *o); };
+  ph.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) { OnPod(a.get(), *b); };
+  ph.on_delete = [this](const k8s::ObjectRef& o) { OnPodDelete(*o); };
+  pods_ = std::make_unique<k8s::Informer>(client_, res::kPods, pod_opts, ph);
+  k8s::InformerHandlers nh;
+  nh.on_add = [this](const k8s::ObjectRef& o) { OnNode(nullptr, *o); };
+  nh.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) { OnNode(a.get(), *b); };
+  nh.on_delete = [this](const k8s::ObjectRef& o) { OnNodeDelete(*o); };
+  nodes_ = std::make_unique<k8s::Informer>(client_, res::kNodes, k8s::InformerOptions{}, nh);
+}
+
+Status SchedulingLoopCore::StartInformers(const std::string& who,
+                                          std::initializer_list<k8s::Informer*> extra) {
+  queue_.Start();
+  nodes_->Start();
+  for (k8s::Informer* i : extra) i->Start();
+  pods_->Start();
+  bool synced = nodes_->WaitForSync(std::chrono::seconds(30));
+  for (k8s::Informer* i : extra) synced = synced && i->WaitForSync(std::chrono::seconds(30));
+  synced = synced && pods_->WaitForSync(std::chrono::seconds(30));
+  if (!synced) return Error{who + ": informers did not sync within 30 s"};
+  return OkStatus();
+}
+
+void SchedulingLoopCore::StopInformers(std::initializer_list<k8s::Informer*> extra) {
+  std::vector<std::thread> stops;
+  for (k8s::Informer* i : extra) {
+    if (i != nullptr) stops.emplace_back([i] { i->Stop(); });
+  }
+  if (nodes_) stops.emplace_back([this] { nodes_->Stop(); });
+  if (pods_) pods_->Stop();
+  for (std::thread& t : stops) t.join();
+}
+
+void SchedulingLoopCore::StartCycle(std::function<void()> body) {
+  cycle_ = std::thread(std::move(body));
+}
+
+void SchedulingLoopCore::StopCycle() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (cycle_.joinable()) cycle_.join();
+}
 
 bool SchedulingLoopCore::SettledBeforeCycle(const std::string& key, const k8s::ObjectRef& pod) {
   if (pod && k8s::FieldString(*pod, "spec.nodeName").empty() && !TerminalPod(*pod) &&
@@ -314,6 +382,26 @@ bool SchedulingLoopCore::SettledBeforeCycle(const std::string& key, const k8s::O
   return true;
 }
 
+void SchedulingLoopCore::OnPod(const json* old_pod, const json& pod) {
+  if (k8s::FieldString(pod, "spec.schedulerName") != scheduler_name_) return;
+  const std::string key = k8s::ObjectKey(pod);
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (TerminalPod(pod) && (terminal_flush_ == TerminalFlush::kEveryUpdate || old_pod == nullptr ||
+                             !TerminalPod(*old_pod))) {
+      queue_.RequestFlush();
+      wake = true;
+    }
+    QueuedPod* s = nullptr;
+    const SchedulingQueue::Seen seen = queue_.Observe(key, pod, &s);
+    if (seen == SchedulingQueue::Seen::kIgnored) return;
+    if (seen == SchedulingQueue::Seen::kAdded) wake = true;
+    if (OnPodSeen(seen, key, pod, *s)) wake = true;
+  }
+  if (wake) cv_.notify_all();
+}
+
 void SchedulingLoopCore::OnPodDelete(const json& pod) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -322,10 +410,9 @@ void SchedulingLoopCore::OnPodDelete(const json& pod) {
   cv_.notify_all();
 }
 
-void SchedulingLoopCore::OnNodeChange(const json* old_node, const json& node,
-                                      json (*view)(const json&)) {
+void SchedulingLoopCore::OnNode(const json* old_node, const json& node) {
   ready_.Update(node);
-  if (old_node != nullptr && view(*old_node) == view(node)) return;
+  if (old_node != nullptr && node_view_(*old_node) == node_view_(node)) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.RequestFlush();

@@ -4,7 +4,7 @@
 //                       unschedulableQ with the periodic flush, and every pod's state
 //   ReadyNodes          the Ready nodes and kube-scheduler's rotating start index
 //   SchedulingLoopCore  what a loop's Impl holds besides its own parts: the lock, the queue, the
-//                       cycle's wait, the informer events both loops handle alike
+//                       pod and node informers and their events, the cycle's thread and wait
 //   WriteUnschedulable  the PodScheduled=False status and the FailedScheduling event
 #ifndef HAMI_SIM_SCHEDULING_QUEUE_H_
 #define HAMI_SIM_SCHEDULING_QUEUE_H_
@@ -12,16 +12,21 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/result.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
 #include "sim/scheduling_loop.h"
@@ -151,9 +156,28 @@ void WriteUnschedulable(k8s::Client& client, const Clock& clock, const nlohmann:
 // A loop's shared state; its Impl derives from it. Guarded by mu_ unless noted.
 class SchedulingLoopCore {
  public:
+  // Which pod updates flush the unschedulableQ: every update of a finished pod (extender mode),
+  // or the update that finishes it (DRA mode).
+  enum class TerminalFlush { kEveryUpdate, kTransition };
   // `client` and `clock` must outlive the core.
-  SchedulingLoopCore(k8s::Client& client, const SchedulingQueueOptions& options,
-                     const Clock& clock);
+  SchedulingLoopCore(k8s::Client& client, const SchedulingQueueOptions& options, const Clock& clock,
+                     TerminalFlush terminal_flush);
+  virtual ~SchedulingLoopCore() = default;
+  SchedulingLoopCore(const SchedulingLoopCore&) = delete;
+  SchedulingLoopCore& operator=(const SchedulingLoopCore&) = delete;
+
+  // The pod informer (`compact`: k8s::InformerOptions::compact) and the node informer; `view`
+  // is what a node update must change to retry unschedulable pods.
+  void MakeInformers(bool compact, nlohmann::json (*view)(const nlohmann::json&));
+  // Starts the node informer, `extra`, then the pod informer; waits for them all to sync.
+  // `who` names the loop in the error.
+  Status StartInformers(const std::string& who, std::initializer_list<k8s::Informer*> extra);
+  // Stops the informers made and `extra` (nullptr ones skipped), all at once: each takes up
+  // to a second to notice.
+  void StopInformers(std::initializer_list<k8s::Informer*> extra);
+  // The cycle's thread running `body`; StopCycle ends and joins it (idempotent).
+  void StartCycle(std::function<void()> body);
+  void StopCycle();
 
   // The scheduling cycle's thread: until stopping_, one pod at a time from the queue handed to
   // `schedule` (mu_ not held), which settles it; waits for Wake or a pod (at most max_wait).
@@ -175,18 +199,28 @@ class SchedulingLoopCore {
   // The cycle's pod is gone, bound, finished or being deleted since it was queued: settled
   // here (true), or still to schedule (false).
   bool SettledBeforeCycle(const std::string& key, const k8s::ObjectRef& pod);
-  // Informer events both loops handle alike. `view` is what a node update must change to
-  // retry unschedulable pods.
+  // Informer events. A pod add or update of ours goes through the queue's Observe, then
+  // OnPodSeen, which returns whether to wake the cycle.
+  void OnPod(const nlohmann::json* old_pod, const nlohmann::json& pod);
+  virtual bool OnPodSeen(SchedulingQueue::Seen /*seen*/, const std::string& /*key*/,
+                         const nlohmann::json& /*pod*/, QueuedPod& /*state*/) {
+    return false;
+  }
   void OnPodDelete(const nlohmann::json& pod);
-  void OnNodeChange(const nlohmann::json* old_node, const nlohmann::json& node,
-                    nlohmann::json (*view)(const nlohmann::json&));
+  void OnNode(const nlohmann::json* old_node, const nlohmann::json& node);
   void OnNodeDelete(const nlohmann::json& node) { ready_.Erase(node); }
   // Records one Filter phase that began at `start`.
   void RecordFilter(SystemTime start);
 
   k8s::Client& client_;
   const Clock& clock_;
+  const std::string scheduler_name_;
   const std::chrono::milliseconds max_wait_;
+  const TerminalFlush terminal_flush_;
+  nlohmann::json (*node_view_)(const nlohmann::json&) = nullptr;
+  std::unique_ptr<k8s::Informer> pods_;
+  std::unique_ptr<k8s::Informer> nodes_;
+  std::thread cycle_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // wakes the cycle
   SchedulingQueue queue_;
