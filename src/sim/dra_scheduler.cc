@@ -14,16 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-// What a node update must change to retry unschedulable pods: readiness, labels (slices' and
-// allocations' node selectors read them), spec.
-json NodeSchedulingView(const json& node) {
-  json v;
-  v["ready"] = NodeReady(node);
-  if (node.contains("metadata")) v["labels"] = node["metadata"].value("labels", json::object());
-  if (node.contains("spec")) v["spec"] = node["spec"];
-  return v;
-}
-
 json ClaimStatuses(const json& pod) {
   auto status = pod.find("status");
   if (status == pod.end() || !status->is_object()) return json();
@@ -40,13 +30,12 @@ bool HasAllocation(const json* claim) {
 }  // namespace
 
 DraSchedulerLoop::Impl::Impl(k8s::Client& client, DraSchedulerOptions options, const Clock& clock)
-    : SchedulingLoopCore(client, options, clock, TerminalFlush::kTransition),
-      options_(std::move(options)) {
+    : SchedulingLoopCore(client, options, clock, Mode::kDra), options_(std::move(options)) {
   share_state_ = options_.share_id_seed;
 }
 
 Status DraSchedulerLoop::Impl::Start() {
-  MakeInformers(/*compact=*/false, NodeSchedulingView);
+  MakeInformers();
   k8s::InformerHandlers ch;
   ch.on_add = [this](const k8s::ObjectRef& o) { OnClaim(nullptr, o.get()); };
   ch.on_update = [this](const k8s::ObjectRef& a, const k8s::ObjectRef& b) {
@@ -130,10 +119,6 @@ DraSchedulerLoop::DraSchedulerLoop(k8s::Client& client, DraSchedulerOptions opti
 }
 
 DraSchedulerLoop::~DraSchedulerLoop() { Stop(); }
-
-Status DraSchedulerLoop::Start() { return impl_->Start(); }
-
-void DraSchedulerLoop::Stop() { impl_->Stop(); }
 
 uint64_t DraSchedulerLoop::ClaimsAllocated() const {
   std::lock_guard<std::mutex> lock(impl_->mu_);

@@ -66,24 +66,19 @@ inline constexpr const char* kDraClaimInUse = "resourceclaim in use";
 // ResourceClaimReservedForMaxSize).
 inline constexpr size_t kDraMaxReservedFor = 256;
 
-// Records() (one per pod seen pending; `attempts` counts scheduling cycles past PreEnqueue;
-// `last_failure` is the FailedScheduling message, or the PreEnqueue reason, or the write error;
-// `failure_details` the allocator's per node lines of the last failed Filter, each
-// "<node>: <detail>"), Idle(), Unschedulable(), FilterLatenciesMs() (each Filter phase:
-// allocating the pod's claims node by node until one fits), Wake() and passes() come from
-// SchedulingLoop (sim/scheduling_loop.h).
+// Start() (informers of pods, nodes, resourceslices, resourceclaims and deviceclasses, the
+// scheduling cycle thread, the bind workers), Stop(), Records(), Idle(), Unschedulable(),
+// FilterLatenciesMs() (each Filter phase: allocating the pod's claims node by node until one
+// fits), Wake() and passes() come from SchedulingLoop (sim/scheduling_loop.h). In a record,
+// `attempts` counts scheduling cycles past PreEnqueue; `last_failure` is the FailedScheduling
+// message, or the PreEnqueue reason, or the write error; `failure_details` the allocator's per
+// node lines of the last failed Filter, each "<node>: <detail>".
 class DraSchedulerLoop : public SchedulingLoop {
  public:
   // `client` and `clock` must outlive the loop.
   DraSchedulerLoop(k8s::Client& client, DraSchedulerOptions options,
                    const Clock& clock = RealClock());
   ~DraSchedulerLoop();  // Stop()s
-
-  // Informers (pods, nodes, resourceslices, resourceclaims, deviceclasses), the scheduling
-  // cycle thread and the bind workers. Returns once the informers have synced (error after 30 s
-  // without).
-  Status Start();
-  void Stop();  // idempotent
 
   // Claims this loop wrote an allocation to.
   uint64_t ClaimsAllocated() const;

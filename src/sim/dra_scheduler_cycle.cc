@@ -422,6 +422,7 @@ void DraSchedulerLoop::Impl::PreBindAndBind(const std::string& key, const json& 
   }
   uint64_t allocated = 0;
   if (!error.empty()) {
+    HAMI_VLOG(2, "pod {} to {}: {}", key, node, error);
     // Unreserve: what was written loses the pod's reservation (the allocation stays, as
     // kube-scheduler leaves it); allocations never written are forgotten.
     for (const PodClaim& c : claims) {
@@ -438,15 +439,7 @@ void DraSchedulerLoop::Impl::PreBindAndBind(const std::string& key, const json& 
       }
     }
     claims_allocated_ += allocated;
-    QueuedPod& s = queue_[key];
-    const SystemTime now = clock_.Now();
-    if (error.empty()) {
-      queue_.Bound(s, now);
-    } else {
-      HAMI_VLOG(2, "pod {} to {}: {}", key, node, error);
-      queue_.Fail(s, now, error, false);
-    }
-    queue_.Done();
+    queue_.BindDone(key, clock_.Now(), error);
   }
   cv_.notify_all();
 }

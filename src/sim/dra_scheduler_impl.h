@@ -51,8 +51,8 @@ class DraSchedulerLoop::Impl : public SchedulingLoopCore {
 
   Impl(k8s::Client& client, DraSchedulerOptions options, const Clock& clock);
 
-  Status Start();
-  void Stop();
+  Status Start() override;
+  void Stop() override;
 
   // Informer handlers (dra_scheduler.cc).
   bool OnPodSeen(SchedulingQueue::Seen seen, const std::string& key, const json& pod,

@@ -10,7 +10,6 @@
 #include "common/strings.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
-#include "protocol/keys.h"
 #include "sim/kube_scheduler_extender.h"
 #include "sim/kube_scheduler_impl.h"
 
@@ -19,29 +18,9 @@ namespace hami::sim {
 namespace res = k8s::resources;
 using nlohmann::json;
 
-namespace {
-
-// What a node update must change for kube-scheduler to retry unschedulable pods: not the node
-// lock, which every bind takes and releases.
-json NodeSchedulingView(const json& node) {
-  json v;
-  v["ready"] = NodeReady(node);
-  json annos = node.contains("metadata") ? node["metadata"].value("annotations", json::object())
-                                         : json::object();
-  annos.erase(std::string(protocol::kNodeLockKey));
-  v["annotations"] = std::move(annos);
-  if (node.contains("metadata")) v["labels"] = node["metadata"].value("labels", json::object());
-  if (node.contains("spec")) v["spec"] = node["spec"];
-  if (node.contains("status")) v["allocatable"] = node["status"].value("allocatable", json());
-  return v;
-}
-
-}  // namespace
-
 Status KubeSchedulerLoop::Impl::Start() {
   if (options_.extender_url.empty()) return Error{"kube-scheduler loop: extender_url is empty"};
-  // compact: read through Get() once per attempt; keeps 10k pods small.
-  MakeInformers(/*compact=*/true, NodeSchedulingView);
+  MakeInformers();
   if (Status st = StartInformers("kube-scheduler loop", {}); !st.ok()) return st;
   pool_.Start(options_.bind_parallelism,
               [this] { return NewExtenderHttp(options_, /*keep_alive=*/false); });
@@ -119,9 +98,5 @@ KubeSchedulerLoop::KubeSchedulerLoop(k8s::Client& client, KubeSchedulerOptions o
 }
 
 KubeSchedulerLoop::~KubeSchedulerLoop() { Stop(); }
-
-Status KubeSchedulerLoop::Start() { return impl_->Start(); }
-
-void KubeSchedulerLoop::Stop() { impl_->Stop(); }
 
 }  // namespace hami::sim

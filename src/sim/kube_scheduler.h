@@ -45,19 +45,16 @@ struct KubeSchedulerOptions : SchedulingQueueOptions {
   std::chrono::milliseconds http_timeout{30000};
 };
 
-// Records(), Idle(), Unschedulable(), FilterLatenciesMs() (each POST /filter round trip),
-// Wake() and passes() come from SchedulingLoop (sim/scheduling_loop.h).
+// Start() (the pod and node informers, the serial scheduling cycle thread, the bind workers;
+// an error when extender_url is empty), Stop(), Records(), Idle(), Unschedulable(),
+// FilterLatenciesMs() (each POST /filter round trip), Wake() and passes() come from
+// SchedulingLoop (sim/scheduling_loop.h).
 class KubeSchedulerLoop : public SchedulingLoop {
  public:
   // `client` and `clock` must outlive the loop.
   KubeSchedulerLoop(k8s::Client& client, KubeSchedulerOptions options,
                     const Clock& clock = RealClock());
   ~KubeSchedulerLoop();  // Stop()s
-
-  // Pod + node informers, the serial scheduling cycle thread, bind workers. Returns once both
-  // informers have synced (error after 30 s without).
-  Status Start();
-  void Stop();  // idempotent
 
  private:
   class Impl;

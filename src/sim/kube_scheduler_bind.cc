@@ -17,17 +17,10 @@ void KubeSchedulerLoop::Impl::Bind(const std::string& key, const json& pod, cons
     k8s::ObjectRef now_pod = pods_->Get(key);
     if (now_pod && !k8s::FieldString(*now_pod, "spec.nodeName").empty()) error.clear();
   }
+  if (!error.empty()) HAMI_VLOG(2, "bind {} to {}: {}", key, node, error);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    QueuedPod& s = queue_[key];
-    const SystemTime now = clock_.Now();
-    if (error.empty()) {
-      queue_.Bound(s, now);
-    } else {
-      HAMI_VLOG(2, "bind {} to {}: {}", key, node, error);
-      queue_.Fail(s, now, error, false);
-    }
-    queue_.Done();
+    queue_.BindDone(key, clock_.Now(), error);
   }
   cv_.notify_all();
 }

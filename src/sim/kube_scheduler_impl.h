@@ -30,11 +30,10 @@ class KubeSchedulerLoop::Impl : public SchedulingLoopCore {
   using json = nlohmann::json;
 
   Impl(k8s::Client& client, KubeSchedulerOptions options, const Clock& clock)
-      : SchedulingLoopCore(client, options, clock, TerminalFlush::kEveryUpdate),
-        options_(std::move(options)) {}
+      : SchedulingLoopCore(client, options, clock, Mode::kExtender), options_(std::move(options)) {}
 
-  Status Start();
-  void Stop();
+  Status Start() override;
+  void Stop() override;
 
   // The scheduling cycle (kube_scheduler.cc).
   void CycleLoop();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/result.h"
 
 namespace hami::sim {
 
@@ -55,11 +56,16 @@ struct SchedulingQueueOptions {
 
 class SchedulingLoopCore;  // sim/scheduling_queue.h (internal)
 
-// The read-only view both loops offer; thread-safe.
+// What both loops offer their callers: Start/Stop and a read-only view, thread-safe.
 class SchedulingLoop {
  public:
   SchedulingLoop(const SchedulingLoop&) = delete;
   SchedulingLoop& operator=(const SchedulingLoop&) = delete;
+
+  // Starts the loop's informers, its scheduling cycle thread and its bind workers; returns
+  // once the informers have synced (an error after 30 s without).
+  Status Start();
+  void Stop();  // idempotent
 
   // One per pod seen pending.
   std::vector<PodScheduleRecord> Records() const;

@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "common/time_format.h"
 #include "k8s/object.h"
+#include "protocol/keys.h"
 #include "sim/synthetic/cluster.h"
 
 namespace hami::sim {
@@ -201,6 +202,16 @@ void SchedulingQueue::Bound(QueuedPod& s, SystemTime now) {
   s.rec.failure_details.clear();
 }
 
+void SchedulingQueue::BindDone(const std::string& key, SystemTime now, const std::string& error) {
+  QueuedPod& s = pods_[key];
+  if (error.empty()) {
+    Bound(s, now);
+  } else {
+    Fail(s, now, error, false);
+  }
+  --in_flight_;
+}
+
 bool SchedulingQueue::ShouldWrite(QueuedPod& s, const std::string& message) {
   if (s.last_written == message) return false;
   s.last_written = message;
@@ -299,12 +310,12 @@ void WriteUnschedulable(k8s::Client& client, const Clock& clock, const json& pod
 // --- SchedulingLoopCore ---
 
 SchedulingLoopCore::SchedulingLoopCore(k8s::Client& client, const SchedulingQueueOptions& options,
-                                       const Clock& clock, TerminalFlush terminal_flush)
+                                       const Clock& clock, Mode mode)
     : client_(client),
       clock_(clock),
       scheduler_name_(options.scheduler_name),
       max_wait_(options.max_wait),
-      terminal_flush_(terminal_flush),
+      mode_(mode),
       queue_(options, clock) {}
 
 namespace {
@@ -315,12 +326,27 @@ json TrimPod(json pod) {
   return pod;
 }
 
+// What a node update must change to retry unschedulable pods (SchedulingLoopCore::Mode).
+json NodeSchedulingView(const json& node, SchedulingLoopCore::Mode mode) {
+  json v;
+  v["ready"] = NodeReady(node);
+  if (node.contains("metadata")) v["labels"] = node["metadata"].value("labels", json::object());
+  if (node.contains("spec")) v["spec"] = node["spec"];
+  if (mode == SchedulingLoopCore::Mode::kExtender) {
+    json annos = node.contains("metadata") ? node["metadata"].value("annotations", json::object())
+                                           : json::object();
+    annos.erase(std::string(protocol::kNodeLockKey));
+    v["annotations"] = std::move(annos);
+    if (node.contains("status")) v["allocatable"] = node["status"].value("allocatable", json());
+  }
+  return v;
+}
+
 }  // namespace
 
-void SchedulingLoopCore::MakeInformers(bool compact, json (*view)(const json&)) {
-  node_view_ = view;
+void SchedulingLoopCore::MakeInformers() {
   k8s::InformerOptions pod_opts;
-  pod_opts.compact = compact;
+  pod_opts.compact = mode_ == Mode::kExtender;
   pod_opts.transform = TrimPod;
   k8s::InformerHandlers ph;
   ph.on_add = [this](const k8s::ObjectRef& o) { OnPod(nullptr, *o); };
@@ -388,8 +414,8 @@ void SchedulingLoopCore::OnPod(const json* old_pod, const json& pod) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (TerminalPod(pod) && (terminal_flush_ == TerminalFlush::kEveryUpdate || old_pod == nullptr ||
-                             !TerminalPod(*old_pod))) {
+    if (TerminalPod(pod) &&
+        (mode_ == Mode::kExtender || old_pod == nullptr || !TerminalPod(*old_pod))) {
       queue_.RequestFlush();
       wake = true;
     }
@@ -412,7 +438,10 @@ void SchedulingLoopCore::OnPodDelete(const json& pod) {
 
 void SchedulingLoopCore::OnNode(const json* old_node, const json& node) {
   ready_.Update(node);
-  if (old_node != nullptr && node_view_(*old_node) == node_view_(node)) return;
+  if (old_node != nullptr &&
+      NodeSchedulingView(*old_node, mode_) == NodeSchedulingView(node, mode_)) {
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.RequestFlush();
@@ -452,6 +481,10 @@ void SchedulingLoop::Wake() {
   { std::lock_guard<std::mutex> lock(core_->mu_); }
   core_->cv_.notify_all();
 }
+
+Status SchedulingLoop::Start() { return core_->Start(); }
+
+void SchedulingLoop::Stop() { core_->Stop(); }
 
 uint64_t SchedulingLoop::passes() const {
   std::lock_guard<std::mutex> lock(core_->mu_);

@@ -86,6 +86,9 @@ class SchedulingQueue {
   // Unschedulable without an attempt counted (DRA's PreEnqueue).
   void Park(QueuedPod& s, const std::string& why);
   void Bound(QueuedPod& s, SystemTime now);
+  // The end of the pod's binding cycle (in flight since Pop): bound when `error` is empty, in
+  // the backoffQ otherwise.
+  void BindDone(const std::string& key, SystemTime now, const std::string& error);
   // Whether `message` differs from the last PodScheduled message written for the pod; it
   // becomes the last one.
   bool ShouldWrite(QueuedPod& s, const std::string& message);
@@ -156,19 +159,29 @@ void WriteUnschedulable(k8s::Client& client, const Clock& clock, const nlohmann:
 // A loop's shared state; its Impl derives from it. Guarded by mu_ unless noted.
 class SchedulingLoopCore {
  public:
-  // Which pod updates flush the unschedulableQ: every update of a finished pod (extender mode),
-  // or the update that finishes it (DRA mode).
-  enum class TerminalFlush { kEveryUpdate, kTransition };
+  // Where the two loops differ in what they share:
+  //   kExtender: the pod informer is compact (a pod read through Get() once per attempt keeps
+  //              10k pods small); every update of a finished pod flushes the unschedulableQ; a
+  //              node update retries unschedulable pods when it changes readiness, labels, spec,
+  //              annotations other than the node lock (which every bind takes and releases) or
+  //              allocatable.
+  //   kDra:      the pod informer keeps whole pods; the update that finishes a pod flushes; a
+  //              node update retries when it changes readiness, labels (slices' and allocations'
+  //              node selectors read them) or spec.
+  enum class Mode { kExtender, kDra };
   // `client` and `clock` must outlive the core.
   SchedulingLoopCore(k8s::Client& client, const SchedulingQueueOptions& options, const Clock& clock,
-                     TerminalFlush terminal_flush);
+                     Mode mode);
   virtual ~SchedulingLoopCore() = default;
   SchedulingLoopCore(const SchedulingLoopCore&) = delete;
   SchedulingLoopCore& operator=(const SchedulingLoopCore&) = delete;
 
-  // The pod informer (`compact`: k8s::InformerOptions::compact) and the node informer; `view`
-  // is what a node update must change to retry unschedulable pods.
-  void MakeInformers(bool compact, nlohmann::json (*view)(const nlohmann::json&));
+  // SchedulingLoop's Start and Stop.
+  virtual Status Start() = 0;
+  virtual void Stop() = 0;
+
+  // The pod informer and the node informer.
+  void MakeInformers();
   // Starts the node informer, `extra`, then the pod informer; waits for them all to sync.
   // `who` names the loop in the error.
   Status StartInformers(const std::string& who, std::initializer_list<k8s::Informer*> extra);
@@ -216,8 +229,7 @@ class SchedulingLoopCore {
   const Clock& clock_;
   const std::string scheduler_name_;
   const std::chrono::milliseconds max_wait_;
-  const TerminalFlush terminal_flush_;
-  nlohmann::json (*node_view_)(const nlohmann::json&) = nullptr;
+  const Mode mode_;
   std::unique_ptr<k8s::Informer> pods_;
   std::unique_ptr<k8s::Informer> nodes_;
   std::thread cycle_;
