@@ -6,20 +6,16 @@
 #include <chrono>
 #include <functional>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "support/wait_for.h"
 
 namespace hami::sim::testutil {
 
 // Polls `done` until it holds or 10 s pass.
 inline bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
+  return test_support::WaitFor(done, std::chrono::seconds(10));
 }
 
 // A Node whose Ready condition is True, nothing else.
