@@ -34,105 +34,100 @@ SchedulingQueueOptions Options() {
   return o;
 }
 
-TEST(SchedulingQueueTest, PodsPopInArrivalOrderAndFailuresBackOffDoublingUpToTheCap) {
-  FakeClock clock;
-  SchedulingQueue q(Options(), clock);
-  q.Start();
-  QueuedPod* s = nullptr;
-  EXPECT_EQ(q.Observe("default/b", PendingPod("b", "1"), &s), SchedulingQueue::Seen::kAdded);
-  EXPECT_EQ(q.Observe("default/a", PendingPod("a", "2"), &s), SchedulingQueue::Seen::kAdded);
-  std::string key;
-  ASSERT_TRUE(q.Pop(key));
-  EXPECT_EQ(key, "default/b");  // FIFO by arrival, not by name
-  ASSERT_TRUE(q.Pop(key));
-  EXPECT_EQ(key, "default/a");
-  EXPECT_FALSE(q.Pop(key));
-  EXPECT_FALSE(q.Idle());  // both in flight
+class SchedulingQueueTest : public ::testing::Test {
+ protected:
+  SchedulingQueueTest() { q_.Start(); }
+
+  FakeClock clock_;
+  SchedulingQueue q_{Options(), clock_};
+  QueuedPod* s_ = nullptr;  // what the last Observe saw
+  std::string key_;         // what the last Pop gave
+};
+
+TEST_F(SchedulingQueueTest, PodsPopInArrivalOrderAndFailuresBackOffDoublingUpToTheCap) {
+  EXPECT_EQ(q_.Observe("default/b", PendingPod("b", "1"), &s_), SchedulingQueue::Seen::kAdded);
+  EXPECT_EQ(q_.Observe("default/a", PendingPod("a", "2"), &s_), SchedulingQueue::Seen::kAdded);
+  ASSERT_TRUE(q_.Pop(key_));
+  EXPECT_EQ(key_, "default/b");  // FIFO by arrival, not by name
+  ASSERT_TRUE(q_.Pop(key_));
+  EXPECT_EQ(key_, "default/a");
+  EXPECT_FALSE(q_.Pop(key_));
+  EXPECT_FALSE(q_.Idle());  // both in flight
 
   std::vector<milliseconds> backoffs;
   for (int i = 0; i < 4; ++i) {
-    q.Fail(q["default/a"], clock.Now(), "error", /*unschedulable=*/false);
-    q.Done();
-    backoffs.push_back(q["default/a"].rec.backoff);
-    EXPECT_FALSE(q.Pop(key));  // still backing off
-    clock.Advance(backoffs.back());
-    ASSERT_TRUE(q.Pop(key));
-    EXPECT_EQ(key, "default/a");
+    q_.Fail(q_["default/a"], clock_.Now(), "error", /*unschedulable=*/false);
+    q_.Done();
+    backoffs.push_back(q_["default/a"].rec.backoff);
+    EXPECT_FALSE(q_.Pop(key_));  // still backing off
+    clock_.Advance(backoffs.back());
+    ASSERT_TRUE(q_.Pop(key_));
+    EXPECT_EQ(key_, "default/a");
   }
   EXPECT_EQ(backoffs, (std::vector<milliseconds>{milliseconds(100), milliseconds(200),
                                                  milliseconds(300), milliseconds(300)}));
-  EXPECT_EQ(q["default/a"].rec.failures, 4);
-  q.BindDone("default/a", clock.Now(), "");
-  EXPECT_TRUE(q["default/a"].rec.bound);
-  EXPECT_TRUE(q["default/a"].rec.last_failure.empty());
+  EXPECT_EQ(q_["default/a"].rec.failures, 4);
+  q_.BindDone("default/a", clock_.Now(), "");
+  EXPECT_TRUE(q_["default/a"].rec.bound);
+  EXPECT_TRUE(q_["default/a"].rec.last_failure.empty());
 }
 
-TEST(SchedulingQueueTest, AnUnschedulablePodWaitsForAFlushThenHonoursItsBackoff) {
-  FakeClock clock;
-  SchedulingQueue q(Options(), clock);
-  q.Start();
-  QueuedPod* s = nullptr;
-  q.Observe("default/p", PendingPod("p", "1"), &s);
-  std::string key;
-  ASSERT_TRUE(q.Pop(key));
-  EXPECT_FALSE(q.MovedSincePop());
-  q.Fail(*s, clock.Now(), "0/1 nodes are available: 1 Insufficient GPU.", true);
-  q.Done();
-  EXPECT_TRUE(q.ShouldWrite(*s, "0/1 nodes are available: 1 Insufficient GPU."));
-  EXPECT_FALSE(q.ShouldWrite(*s, "0/1 nodes are available: 1 Insufficient GPU."));
-  EXPECT_EQ(q.unschedulable().size(), 1u);
-  EXPECT_TRUE(q.Idle());  // unschedulable pods do not count
-  clock.Advance(milliseconds(500));
-  EXPECT_FALSE(q.Pop(key));  // past its backoff, but no event and no periodic flush yet
+TEST_F(SchedulingQueueTest, AnUnschedulablePodWaitsForAFlushThenHonoursItsBackoff) {
+  q_.Observe("default/p", PendingPod("p", "1"), &s_);
+  ASSERT_TRUE(q_.Pop(key_));
+  EXPECT_FALSE(q_.MovedSincePop());
+  q_.Fail(*s_, clock_.Now(), "0/1 nodes are available: 1 Insufficient GPU.", true);
+  q_.Done();
+  EXPECT_TRUE(q_.ShouldWrite(*s_, "0/1 nodes are available: 1 Insufficient GPU."));
+  EXPECT_FALSE(q_.ShouldWrite(*s_, "0/1 nodes are available: 1 Insufficient GPU."));
+  EXPECT_EQ(q_.unschedulable().size(), 1u);
+  EXPECT_TRUE(q_.Idle());  // unschedulable pods do not count
+  clock_.Advance(milliseconds(500));
+  EXPECT_FALSE(q_.Pop(key_));  // past its backoff, but no event and no periodic flush yet
 
-  q.RequestFlush();  // a cluster event
-  EXPECT_TRUE(q.MovedSincePop());
-  ASSERT_TRUE(q.Pop(key));
-  EXPECT_EQ(key, "default/p");
-  EXPECT_TRUE(q.unschedulable().empty());
+  q_.RequestFlush();  // a cluster event
+  EXPECT_TRUE(q_.MovedSincePop());
+  ASSERT_TRUE(q_.Pop(key_));
+  EXPECT_EQ(key_, "default/p");
+  EXPECT_TRUE(q_.unschedulable().empty());
 
   // Flushed while its backoff lasts: it waits in the backoffQ.
-  q.Fail(*s, clock.Now(), "again", true);
-  q.Done();
-  q.RequestFlush();
-  EXPECT_FALSE(q.Pop(key));
-  EXPECT_EQ(q["default/p"].where, PodWhere::kBackoff);
-  clock.Advance(milliseconds(200));
-  ASSERT_TRUE(q.Pop(key));
+  q_.Fail(*s_, clock_.Now(), "again", true);
+  q_.Done();
+  q_.RequestFlush();
+  EXPECT_FALSE(q_.Pop(key_));
+  EXPECT_EQ(q_["default/p"].where, PodWhere::kBackoff);
+  clock_.Advance(milliseconds(200));
+  ASSERT_TRUE(q_.Pop(key_));
 
   // The periodic flush (60 s by default) needs no event.
-  q.Fail(*s, clock.Now(), "again", true);
-  q.Done();
-  clock.Advance(std::chrono::seconds(61));
-  ASSERT_TRUE(q.Pop(key));
+  q_.Fail(*s_, clock_.Now(), "again", true);
+  q_.Done();
+  clock_.Advance(std::chrono::seconds(61));
+  ASSERT_TRUE(q_.Pop(key_));
 }
 
-TEST(SchedulingQueueTest, APodBoundElsewhereLeavesAndANewPodUnderItsNameStartsAfresh) {
-  FakeClock clock;
-  SchedulingQueue q(Options(), clock);
-  q.Start();
-  QueuedPod* s = nullptr;
-  q.Observe("default/p", PendingPod("p", "1"), &s);
+TEST_F(SchedulingQueueTest, APodBoundElsewhereLeavesAndANewPodUnderItsNameStartsAfresh) {
+  q_.Observe("default/p", PendingPod("p", "1"), &s_);
   json bound = PendingPod("p", "1");
   bound["spec"]["nodeName"] = "node-a";
-  EXPECT_EQ(q.Observe("default/p", bound, &s), SchedulingQueue::Seen::kLeft);
-  EXPECT_EQ(s->where, PodWhere::kBound);
-  EXPECT_TRUE(s->rec.bound);
-  std::string key;
-  EXPECT_FALSE(q.Pop(key));
-  EXPECT_TRUE(q.Idle());
+  EXPECT_EQ(q_.Observe("default/p", bound, &s_), SchedulingQueue::Seen::kLeft);
+  EXPECT_EQ(s_->where, PodWhere::kBound);
+  EXPECT_TRUE(s_->rec.bound);
+  EXPECT_FALSE(q_.Pop(key_));
+  EXPECT_TRUE(q_.Idle());
 
-  EXPECT_EQ(q.Observe("default/p", PendingPod("p", "2"), &s), SchedulingQueue::Seen::kAdded);
-  EXPECT_FALSE(s->rec.bound);
-  EXPECT_EQ(q.Observe("default/p", PendingPod("p", "2"), &s), SchedulingQueue::Seen::kPending);
-  q.Deleted("default/p");
-  EXPECT_EQ(s->where, PodWhere::kGone);
-  EXPECT_FALSE(q.Pop(key));
+  EXPECT_EQ(q_.Observe("default/p", PendingPod("p", "2"), &s_), SchedulingQueue::Seen::kAdded);
+  EXPECT_FALSE(s_->rec.bound);
+  EXPECT_EQ(q_.Observe("default/p", PendingPod("p", "2"), &s_), SchedulingQueue::Seen::kPending);
+  q_.Deleted("default/p");
+  EXPECT_EQ(s_->where, PodWhere::kGone);
+  EXPECT_FALSE(q_.Pop(key_));
 
-  json finished = PendingPod("q", "3");
+  json finished = PendingPod("q_", "3");
   finished["status"]["phase"] = "Succeeded";
-  EXPECT_EQ(q.Observe("default/q", finished, &s), SchedulingQueue::Seen::kIgnored);
-  EXPECT_EQ(q.Records().size(), 1u);
+  EXPECT_EQ(q_.Observe("default/q_", finished, &s_), SchedulingQueue::Seen::kIgnored);
+  EXPECT_EQ(q_.Records().size(), 1u);
 }
 
 TEST(ReadyNodesTest, BelowAHundredEveryNodeInNameOrderAboveASampleFromARotatingStart) {
