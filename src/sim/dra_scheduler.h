@@ -45,18 +45,13 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "k8s/client.h"
-#include "sim/kube_scheduler.h"
+#include "sim/scheduling_loop.h"
 
 namespace hami::sim {
 
-struct DraSchedulerOptions {
-  std::string scheduler_name = "hami-scheduler";
-  std::chrono::milliseconds initial_backoff{1000};  // doubles per failed attempt ...
-  std::chrono::milliseconds max_backoff{10000};     // ... up to this
-  std::chrono::seconds unschedulable_flush{60};     // unschedulableQ flushed at least this often
-  int bind_parallelism = 4;                         // PreBind + bind run concurrently
-  // Upper bound of one real-time wait of the loop, so FakeClock-driven deadlines are noticed.
-  std::chrono::milliseconds max_wait{100};
+// The queue's options (scheduler_name, backoffs, flush, max_wait) and DRA mode's.
+struct DraSchedulerOptions : SchedulingQueueOptions {
+  int bind_parallelism = 4;  // PreBind + bind run concurrently
   // A new shareID per share of a device (kube-scheduler: a random UID). Empty: RFC 4122 version
   // 4 UUIDs from a generator seeded with share_id_seed, so a run is reproducible.
   std::function<std::string()> share_id{};
@@ -71,39 +66,22 @@ inline constexpr const char* kDraClaimInUse = "resourceclaim in use";
 // ResourceClaimReservedForMaxSize).
 inline constexpr size_t kDraMaxReservedFor = 256;
 
-class DraSchedulerLoop {
+// Start() (informers of pods, nodes, resourceslices, resourceclaims and deviceclasses, the
+// scheduling cycle thread, the bind workers), Stop(), Records(), Idle(), Unschedulable(),
+// FilterLatenciesMs() (each Filter phase: allocating the pod's claims node by node until one
+// fits), Wake() and passes() come from SchedulingLoop (sim/scheduling_loop.h). In a record,
+// `attempts` counts scheduling cycles past PreEnqueue; `last_failure` is the FailedScheduling
+// message, or the PreEnqueue reason, or the write error; `failure_details` the allocator's per
+// node lines of the last failed Filter, each "<node>: <detail>".
+class DraSchedulerLoop : public SchedulingLoop {
  public:
   // `client` and `clock` must outlive the loop.
   DraSchedulerLoop(k8s::Client& client, DraSchedulerOptions options,
                    const Clock& clock = RealClock());
   ~DraSchedulerLoop();  // Stop()s
-  DraSchedulerLoop(const DraSchedulerLoop&) = delete;
-  DraSchedulerLoop& operator=(const DraSchedulerLoop&) = delete;
 
-  // Informers (pods, nodes, resourceslices, resourceclaims, deviceclasses), the scheduling
-  // cycle thread and the bind workers. Returns once the informers have synced (error after 30 s
-  // without).
-  Status Start();
-  void Stop();  // idempotent
-
-  // One per pod seen pending. `attempts` counts scheduling cycles past PreEnqueue;
-  // `last_failure` is the FailedScheduling message (or the PreEnqueue reason, or the write
-  // error); `failure_details` the allocator's per node lines of the last failed Filter, each
-  // "<node>: <detail>".
-  std::vector<PodScheduleRecord> Records() const;
-  // Nothing in activeQ, backoffQ or in flight (unschedulable pods may remain).
-  bool Idle() const;
-  size_t Unschedulable() const;
   // Claims this loop wrote an allocation to.
   uint64_t ClaimsAllocated() const;
-  // Every Filter phase so far (allocating the pod's claims node by node until one fits), in ms
-  // of the loop's clock: the extender loop's FilterLatenciesMs for DRA mode.
-  std::vector<double> FilterLatenciesMs() const;
-
-  // Makes the loop re-read the clock now (after a FakeClock move).
-  void Wake();
-  // Passes of the scheduling loop so far.
-  uint64_t passes() const;
 
  private:
   class Impl;

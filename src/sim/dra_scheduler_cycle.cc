@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "common/log.h"
-#include "common/time_format.h"
 #include "k8s/object.h"
 #include "sim/dra_scheduler.h"
 #include "sim/dra_scheduler_impl.h"
@@ -116,29 +115,7 @@ std::string KObj(const json& obj) { return k8s::ObjectKey(obj); }
 }  // namespace
 
 void DraSchedulerLoop::Impl::CycleLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    ++passes_;
-    const SystemTime now = clock_.Now();
-    while (!backoff_.empty() && backoff_.begin()->first <= now) {
-      const std::string key = backoff_.begin()->second;
-      backoff_.erase(backoff_.begin());
-      PushActive(pods_state_[key]);
-    }
-    if (flush_requested_ || now - last_flush_ >= options_.unschedulable_flush) Flush(now);
-    if (active_.empty()) {
-      cv_.wait_for(lock, options_.max_wait);
-      continue;
-    }
-    const std::string key = active_.begin()->second;
-    active_.erase(active_.begin());
-    pods_state_[key].where = Where::kCycle;
-    ++in_flight_;
-    cycle_moves_ = moves_;
-    lock.unlock();
-    ScheduleOne(key);
-    lock.lock();
-  }
+  RunCycles([this](const std::string& key) { ScheduleOne(key); });
 }
 
 Result<std::vector<DraSchedulerLoop::Impl::PodClaim>> DraSchedulerLoop::Impl::PodClaims(
@@ -246,14 +223,7 @@ void DraSchedulerLoop::Impl::SyncAllocator() {
 
 void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
   k8s::ObjectRef pod = pods_->Get(key);
-  if (!pod || !k8s::FieldString(*pod, "spec.nodeName").empty() || Terminal(*pod) ||
-      (*pod)["metadata"].contains("deletionTimestamp")) {
-    std::lock_guard<std::mutex> lock(mu_);
-    pods_state_[key].where =
-        pod && !k8s::FieldString(*pod, "spec.nodeName").empty() ? Where::kBound : Where::kGone;
-    --in_flight_;
-    return;
-  }
+  if (SettledBeforeCycle(key, pod)) return;
   // Settles the pod as unschedulable (waits for an event) or failed (backoff). A cluster event
   // during the cycle sends an unschedulable pod back at once (kube-scheduler's move request).
   auto park = [&](const std::string& why, bool unschedulable, bool count_failure,
@@ -262,23 +232,24 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     bool do_write = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      PodState& s = pods_state_[key];
+      QueuedPod& s = queue_[key];
       const SystemTime now = clock_.Now();
-      s.claims = claim_keys;
+      claims_seen_[key].claims = claim_keys;
       if (count_failure) {
-        Fail(s, now, why, unschedulable);
+        queue_.Fail(s, now, why, unschedulable);
       } else {
-        s.rec.last_failure = why;
-        s.where = Where::kUnschedulable;
-        unschedulable_.insert(key);
+        queue_.Park(s, why);
       }
       s.rec.failure_details = std::move(details);
-      if (s.where == Where::kUnschedulable && moves_ != cycle_moves_) Requeue(s, now);
-      do_write = !write.empty() && s.last_written != write;
-      if (do_write) s.last_written = write;
-      --in_flight_;
+      if (s.where == PodWhere::kUnschedulable && queue_.MovedSincePop()) queue_.Requeue(s, now);
+      do_write = !write.empty() && queue_.ShouldWrite(s, write);
+      queue_.Done();
     }
-    if (do_write) Submit([this, pod, write] { WriteUnschedulable(*pod, write); });
+    if (do_write) {
+      pool_.Submit([this, pod, write](NoWorkerContext&) {
+        WriteUnschedulable(client_, clock_, *pod, write);
+      });
+    }
     cv_.notify_all();
   };
 
@@ -288,11 +259,11 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     park(claims.error(), true, false, claim_keys, {}, "");
     return;
   }
-  std::vector<std::string> nodes = CandidateNodes();
+  std::vector<std::string> nodes = ready_.All();
   const size_t node_count = nodes.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++pods_state_[key].rec.attempts;
+    ++queue_[key].rec.attempts;
   }
   auto unschedulable = [&](const std::string& why) {
     const std::string msg = UnschedulableMessage(node_count, {}, why);
@@ -368,15 +339,8 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     chosen = name;
     break;
   }
-  {
-    const std::chrono::duration<double, std::milli> took = clock_.Now() - filter_start;
-    std::lock_guard<std::mutex> lock(mu_);
-    filter_ms_.push_back(took.count());
-  }
-  if (node_count >= 100) {
-    std::lock_guard<std::mutex> lock(nodes_mu_);
-    next_start_ = (next_start_ + processed) % node_count;
-  }
+  RecordFilter(filter_start);
+  ready_.Advance(processed, node_count);
   if (chosen.empty()) {
     const std::string msg = node_count == 0 ? std::string("no nodes available to schedule pods")
                                             : UnschedulableMessage(node_count, failed, "");
@@ -396,11 +360,10 @@ void DraSchedulerLoop::Impl::ScheduleOne(const std::string& key) {
     for (const PodClaim& c : *claims) {
       if (c.assume) in_flight_claims_[c.key] = *c.assume;
     }
-    PodState& s = pods_state_[key];
-    s.claims = claim_keys;
-    s.where = Where::kBinding;  // stays in flight until the bind settles
+    claims_seen_[key].claims = claim_keys;
+    queue_[key].where = PodWhere::kBinding;  // stays in flight until the bind settles
   }
-  Submit([this, key, pod, chosen, cs = std::move(*claims)]() mutable {
+  pool_.Submit([this, key, pod, chosen, cs = std::move(*claims)](NoWorkerContext&) mutable {
     PreBindAndBind(key, *pod, chosen, std::move(cs));
   });
 }
@@ -459,6 +422,7 @@ void DraSchedulerLoop::Impl::PreBindAndBind(const std::string& key, const json& 
   }
   uint64_t allocated = 0;
   if (!error.empty()) {
+    HAMI_VLOG(2, "pod {} to {}: {}", key, node, error);
     // Unreserve: what was written loses the pod's reservation (the allocation stays, as
     // kube-scheduler leaves it); allocations never written are forgotten.
     for (const PodClaim& c : claims) {
@@ -475,19 +439,7 @@ void DraSchedulerLoop::Impl::PreBindAndBind(const std::string& key, const json& 
       }
     }
     claims_allocated_ += allocated;
-    PodState& s = pods_state_[key];
-    const SystemTime now = clock_.Now();
-    if (error.empty()) {
-      s.where = Where::kBound;
-      s.rec.bound = true;
-      s.rec.bound_at = now;
-      s.rec.last_failure.clear();
-      s.rec.failure_details.clear();
-    } else {
-      HAMI_VLOG(2, "pod {} to {}: {}", key, node, error);
-      Fail(s, now, error, false);
-    }
-    --in_flight_;
+    queue_.BindDone(key, clock_.Now(), error);
   }
   cv_.notify_all();
 }
@@ -551,45 +503,6 @@ void DraSchedulerLoop::Impl::Unreserve(const json& pod, const PodClaim& c) {
   if (!r)
     HAMI_VLOG(2, "unreserve claim {} for pod {}: {}", c.key, k8s::ObjectKey(pod),
               r.error().ToString());
-}
-
-void DraSchedulerLoop::Impl::WriteUnschedulable(const json& pod, const std::string& message) {
-  json cond = {{"type", "PodScheduled"},
-               {"status", "False"},
-               {"reason", "Unschedulable"},
-               {"message", message},
-               {"lastTransitionTime", FormatRfc3339(clock_.Now(), Zone::Utc())}};
-  json patch = {{"status", {{"conditions", json::array({cond})}}}};
-  auto r = client_.Patch(res::kPods, k8s::Namespace(pod), k8s::Name(pod),
-                         k8s::PatchType::kStrategicMerge, patch, "status");
-  if (!r) {
-    HAMI_VLOG(2, "pod {}: PodScheduled condition: {}", k8s::ObjectKey(pod), r.error().ToString());
-  }
-  auto e = client_.RecordEvent(pod, "Warning", "FailedScheduling", message, "default-scheduler");
-  if (!e) {
-    HAMI_VLOG(2, "pod {}: FailedScheduling event: {}", k8s::ObjectKey(pod), e.error().ToString());
-  }
-}
-
-void DraSchedulerLoop::Impl::Submit(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    work_.push_back(std::move(task));
-  }
-  work_cv_.notify_one();
-}
-
-void DraSchedulerLoop::Impl::Worker() {
-  std::unique_lock<std::mutex> lock(work_mu_);
-  while (true) {
-    work_cv_.wait(lock, [this] { return work_stop_ || !work_.empty(); });
-    if (work_stop_) return;
-    auto task = std::move(work_.front());
-    work_.pop_front();
-    lock.unlock();
-    task();
-    lock.lock();
-  }
 }
 
 // An RFC 4122 version 4 UUID from a splitmix64 sequence (or the option's generator).

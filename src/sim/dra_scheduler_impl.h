@@ -1,21 +1,18 @@
 // DraSchedulerLoop's state, shared by its parts (internal to hami-sim):
-//   dra_scheduler.cc        start/stop, the queues and the informer handlers that feed them
+//   dra_scheduler.cc        start/stop and the informer handlers that feed the queue
+//                           (sim/scheduling_queue.h)
 //   dra_scheduler_cycle.cc  the scheduling cycle (claims, PreFilter, Filter with dra::Allocator,
 //                           Reserve) and the binding cycle (PreBind's claim status writes, bind)
 #ifndef HAMI_SIM_DRA_SCHEDULER_IMPL_H_
 #define HAMI_SIM_DRA_SCHEDULER_IMPL_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,23 +23,19 @@
 #include "k8s/client.h"
 #include "k8s/informer.h"
 #include "sim/dra_scheduler.h"
+#include "sim/scheduling_queue.h"
+#include "sim/worker_pool.h"
 
 namespace hami::sim {
 
-class DraSchedulerLoop::Impl {
+class DraSchedulerLoop::Impl : public SchedulingLoopCore {
  public:
   using json = nlohmann::json;
   static inline const k8s::Resource kSlices{"resource.k8s.io", "v1", "resourceslices", false};
   static inline const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
   static inline const k8s::Resource kClasses{"resource.k8s.io", "v1", "deviceclasses", false};
-  enum class Where { kActive, kBackoff, kUnschedulable, kCycle, kBinding, kBound, kGone };
-  struct PodState {
-    PodScheduleRecord rec;
-    Where where = Where::kActive;
-    uint64_t seq = 0;  // activeQ order
-    SystemTime backoff_until{};
-    std::string last_written;  // last PodScheduled message written
-    std::string uid;
+  // What DRA mode keeps per pod besides its QueuedPod.
+  struct PodClaimsSeen {
     // Claim keys ("ns/name") the last attempt named: an event on one of them retries the pod.
     std::set<std::string> claims;
     std::string claim_statuses;  // status.resourceClaimStatuses as last seen (dumped)
@@ -58,26 +51,14 @@ class DraSchedulerLoop::Impl {
 
   Impl(k8s::Client& client, DraSchedulerOptions options, const Clock& clock);
 
-  static bool Terminal(const json& pod);
-
-  Status Start();
-  void Stop();
+  Status Start() override;
+  void Stop() override;
 
   // Informer handlers (dra_scheduler.cc).
-  void OnPod(const json* old_pod, const json& pod);
-  void OnPodDelete(const json& pod);
-  void OnNode(const json* old_node, const json& node);
-  void OnNodeDelete(const json& node);
+  bool OnPodSeen(SchedulingQueue::Seen seen, const std::string& key, const json& pod,
+                 QueuedPod& s) override;
   void OnClaim(const json* old_claim, const json* claim);  // claim null: deleted
   void OnInventory();                                      // a slice or class changed
-
-  // Queue moves; mu_ held (dra_scheduler.cc).
-  void PushActive(PodState& s);
-  void Requeue(PodState& s, SystemTime now);  // from the unschedulableQ, honouring the backoff
-  void Remove(PodState& s);
-  void Flush(SystemTime now);
-  void Fail(PodState& s, SystemTime now, const std::string& why, bool unschedulable);
-  std::vector<std::string> CandidateNodes();
 
   // The scheduling cycle (dra_scheduler_cycle.cc).
   void CycleLoop();
@@ -95,38 +76,16 @@ class DraSchedulerLoop::Impl {
   // PreBind for one claim; the error as kube-scheduler words it.
   Status ReserveClaim(const json& pod, PodClaim& c);
   void Unreserve(const json& pod, const PodClaim& c);
-  void WriteUnschedulable(const json& pod, const std::string& message);
-  void Submit(std::function<void()> task);
-  void Worker();
   std::string NewShareId();
 
-  k8s::Client& client_;
   const DraSchedulerOptions options_;
-  const Clock& clock_;
-  std::unique_ptr<k8s::Informer> pods_;
-  std::unique_ptr<k8s::Informer> nodes_;
   std::unique_ptr<k8s::Informer> slices_;
   std::unique_ptr<k8s::Informer> claims_;
   std::unique_ptr<k8s::Informer> classes_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // wakes the cycle
-  std::map<std::string, PodState> pods_state_;
-  std::set<std::pair<uint64_t, std::string>> active_;
-  std::set<std::pair<SystemTime, std::string>> backoff_;
-  std::set<std::string> unschedulable_;
-  uint64_t next_seq_ = 0;
-  size_t in_flight_ = 0;  // the cycle's pod + pending PreBind/bind
-  bool flush_requested_ = false;
-  SystemTime last_flush_{};
-  uint64_t passes_ = 0;
-  // Cluster events that retry pods so far; the cycle's pod goes back at once when one came
-  // while it was being scheduled (kube-scheduler's moveRequestCycle).
-  uint64_t moves_ = 0;
-  uint64_t cycle_moves_ = 0;
+  // Guarded by mu_ (SchedulingLoopCore's).
+  std::map<std::string, PodClaimsSeen> claims_seen_;  // by pod key
   uint64_t claims_allocated_ = 0;
-  std::vector<double> filter_ms_;  // each Filter phase
-  bool stopping_ = false;
   // Allocations decided by a cycle and not yet seen in the claim informer's cache, by claim key
   // (kube-scheduler's in-flight allocations).
   std::map<std::string, json> in_flight_claims_;
@@ -140,18 +99,7 @@ class DraSchedulerLoop::Impl {
   std::mutex share_mu_;
   uint64_t share_state_ = 0;
 
-  std::mutex nodes_mu_;
-  std::set<std::string> ready_nodes_;
-  std::vector<std::string> ready_list_;
-  bool ready_dirty_ = true;
-  size_t next_start_ = 0;  // kube-scheduler's nextStartNodeIndex
-
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;
-  bool work_stop_ = false;
-  std::vector<std::thread> workers_;
-  std::thread cycle_;
+  WorkerPool<NoWorkerContext> pool_;  // PreBind + bind, the FailedScheduling write
 };
 
 }  // namespace hami::sim

@@ -1,14 +1,12 @@
-// The loop's bind workers: binds to one node go one at a time in cycle order (see
-// sim/kube_scheduler.h), other work (the FailedScheduling write) goes straight to the pool.
+// The loop's bind, on a worker of its pool: binds to one node go one at a time in cycle order
+// (see sim/kube_scheduler.h), other work (the FailedScheduling write) goes straight to the pool.
 #include "common/log.h"
-#include "common/time_format.h"
 #include "k8s/object.h"
 #include "sim/kube_scheduler_extender.h"
 #include "sim/kube_scheduler_impl.h"
 
 namespace hami::sim {
 
-namespace res = k8s::resources;
 using nlohmann::json;
 
 void KubeSchedulerLoop::Impl::Bind(const std::string& key, const json& pod, const std::string& node,
@@ -19,88 +17,12 @@ void KubeSchedulerLoop::Impl::Bind(const std::string& key, const json& pod, cons
     k8s::ObjectRef now_pod = pods_->Get(key);
     if (now_pod && !k8s::FieldString(*now_pod, "spec.nodeName").empty()) error.clear();
   }
+  if (!error.empty()) HAMI_VLOG(2, "bind {} to {}: {}", key, node, error);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PodState& s = pods_state_[key];
-    const SystemTime now = clock_.Now();
-    if (error.empty()) {
-      s.where = Where::kBound;
-      s.rec.bound = true;
-      s.rec.bound_at = now;
-      s.rec.last_failure.clear();
-    } else {
-      HAMI_VLOG(2, "bind {} to {}: {}", key, node, error);
-      Fail(s, now, error, false);
-    }
-    --in_flight_;
+    queue_.BindDone(key, clock_.Now(), error);
   }
   cv_.notify_all();
-}
-
-void KubeSchedulerLoop::Impl::WriteUnschedulable(const json& pod, const std::string& message) {
-  json cond = {{"type", "PodScheduled"},
-               {"status", "False"},
-               {"reason", "Unschedulable"},
-               {"message", message},
-               {"lastTransitionTime", FormatRfc3339(clock_.Now(), Zone::Utc())}};
-  json patch = {{"status", {{"conditions", json::array({cond})}}}};
-  auto r = client_.Patch(res::kPods, k8s::Namespace(pod), k8s::Name(pod),
-                         k8s::PatchType::kStrategicMerge, patch, "status");
-  if (!r)
-    HAMI_VLOG(2, "pod {}: PodScheduled condition: {}", k8s::ObjectKey(pod), r.error().ToString());
-  auto e = client_.RecordEvent(pod, "Warning", "FailedScheduling", message, "default-scheduler");
-  if (!e)
-    HAMI_VLOG(2, "pod {}: FailedScheduling event: {}", k8s::ObjectKey(pod), e.error().ToString());
-}
-
-void KubeSchedulerLoop::Impl::Submit(std::function<void(httplib::Client&)> task) {
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    work_.push_back(std::move(task));
-  }
-  work_cv_.notify_one();
-}
-
-void KubeSchedulerLoop::Impl::SubmitBind(const std::string& node,
-                                         std::function<void(httplib::Client&)> task) {
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    if (!node_busy_.insert(node).second) {
-      node_binds_[node].push_back(std::move(task));
-      return;
-    }
-    work_.push_back(std::move(task));
-  }
-  work_cv_.notify_one();
-}
-
-void KubeSchedulerLoop::Impl::BindDone(const std::string& node) {
-  {
-    std::lock_guard<std::mutex> lock(work_mu_);
-    auto it = node_binds_.find(node);
-    if (it == node_binds_.end() || it->second.empty()) {
-      node_busy_.erase(node);
-      if (it != node_binds_.end()) node_binds_.erase(it);
-      return;
-    }
-    work_.push_back(std::move(it->second.front()));
-    it->second.pop_front();
-  }
-  work_cv_.notify_one();
-}
-
-void KubeSchedulerLoop::Impl::Worker() {
-  std::unique_ptr<httplib::Client> http = NewExtenderHttp(options_, /*keep_alive=*/false);
-  std::unique_lock<std::mutex> lock(work_mu_);
-  while (true) {
-    work_cv_.wait(lock, [this] { return work_stop_ || !work_.empty(); });
-    if (work_stop_) return;
-    auto task = std::move(work_.front());
-    work_.pop_front();
-    lock.unlock();
-    task(*http);
-    lock.lock();
-  }
 }
 
 }  // namespace hami::sim

@@ -21,6 +21,7 @@
 #include "draplugin/slices.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
+#include "scheduling_test_util.h"
 #include "sim/apiserver/apiserver.h"
 
 namespace hami::sim {
@@ -37,20 +38,8 @@ constexpr const char* kClass = "hami-core-gpu.project-hami.io";
 constexpr const char* kGpu =
     "device.attributes[\"hami-core-gpu.project-hami.io\"].type == \"hami-gpu\"";
 
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return done();
-}
-
-json ReadyNode(const std::string& name) {
-  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
-  node["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
-  return node;
-}
+using testutil::Eventually;
+using testutil::ReadyNode;
 
 // The DeviceClass of charts/hami/templates/dra/deviceclass.yaml.
 json DeviceClass() {

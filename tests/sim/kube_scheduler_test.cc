@@ -31,6 +31,7 @@
 #include "device/config.h"
 #include "k8s/object.h"
 #include "scheduler/server.h"
+#include "scheduling_test_util.h"
 #include "sim/apiserver/apiserver.h"
 
 namespace hami::sim {
@@ -40,21 +41,12 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Polls `done` until it holds or 10 s pass.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return done();
-}
+using testutil::Eventually;
 
 // A Ready node; with `gpus` > 0 also its register annotation and allocatable count, as the
 // device plugin and kubelet would leave them.
 json ReadyNode(const std::string& name, int gpus, int64_t mem_mib) {
-  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
-  node["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  json node = testutil::ReadyNode(name);
   if (gpus > 0) {
     json reg = json::array();
     for (int i = 0; i < gpus; ++i) {
