@@ -31,9 +31,9 @@ namespace hami::sim {
 class DraSchedulerLoop::Impl : public SchedulingLoopCore {
  public:
   using json = nlohmann::json;
-  static inline const k8s::Resource kSlices{"resource.k8s.io", "v1", "resourceslices", false};
-  static inline const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-  static inline const k8s::Resource kClasses{"resource.k8s.io", "v1", "deviceclasses", false};
+  static inline const k8s::Resource& kSlices = k8s::resources::kResourceSlices;
+  static inline const k8s::Resource& kClaims = k8s::resources::kResourceClaims;
+  static inline const k8s::Resource& kClasses = k8s::resources::kDeviceClasses;
   // What DRA mode keeps per pod besides its QueuedPod.
   struct PodClaimsSeen {
     // Claim keys ("ns/name") the last attempt named: an event on one of them retries the pod.

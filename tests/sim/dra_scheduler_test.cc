@@ -31,9 +31,9 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const k8s::Resource kSlices{"resource.k8s.io", "v1", "resourceslices", false};
-const k8s::Resource kClaims{"resource.k8s.io", "v1", "resourceclaims", true};
-const k8s::Resource kClasses{"resource.k8s.io", "v1", "deviceclasses", false};
+const k8s::Resource& kSlices = k8s::resources::kResourceSlices;
+const k8s::Resource& kClaims = k8s::resources::kResourceClaims;
+const k8s::Resource& kClasses = k8s::resources::kDeviceClasses;
 constexpr const char* kClass = "hami-core-gpu.project-hami.io";
 constexpr const char* kGpu =
     "device.attributes[\"hami-core-gpu.project-hami.io\"].type == \"hami-gpu\"";
