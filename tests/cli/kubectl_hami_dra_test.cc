@@ -59,6 +59,7 @@ json Mig(const std::string& name, const std::string& uuid, const std::string& me
 
 json Slice(const std::string& node, int64_t generation, json devices,
            const std::string& driver = kDriver) {
+  if (devices.is_object()) devices = json::array({devices});  // see Claim
   return {{"metadata", {{"name", node + "-hami-core-gpu-0"}}},
           {"spec",
            {{"driver", driver},
@@ -82,6 +83,9 @@ json Claim(const std::string& ns, const std::string& name, json results,
              {{"devices",
                {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", kDriver}}}}}}}}}}};
   if (results.is_null()) return c;
+  // `{AllocResult(...)}`: one element in braces is an array of one under g++ but a copy of the
+  // element under clang (nlohmann::json and CWG 2137): make it the array either way.
+  if (results.is_object()) results = json::array({results});
   c["status"]["allocation"]["devices"]["results"] = results;
   for (const auto& p : pods) {
     c["status"]["reservedFor"].push_back({{"resource", "pods"}, {"name", p}, {"uid", "u-" + p}});

@@ -242,6 +242,8 @@ DraObjects DraCluster() {
             {"capacity", {{"memory", {{"value", "24Gi"}}}, {"cores", {{"value", "100"}}}}},
             {"allowMultipleAllocations", true}}}}}}}};
   auto claim = [&](const std::string& name, json results, json pods) {
+    // One element in braces is an array of one under g++, a copy of it under clang.
+    if (results.is_object()) results = json::array({results});
     json reserved = json::array();
     for (const auto& p : pods) reserved.push_back({{"resource", "pods"}, {"name", p}});
     return json{
