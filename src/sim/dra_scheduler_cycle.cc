@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/uuid.h"
 #include "k8s/object.h"
 #include "sim/dra_scheduler.h"
 #include "sim/dra_scheduler_impl.h"
@@ -516,12 +517,7 @@ std::string DraSchedulerLoop::Impl::NewShareId() {
     return z ^ (z >> 31);
   };
   const uint64_t a = next(), b = next();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
+  return FormatUuidV4(a, b);
 }
 
 }  // namespace hami::sim

@@ -1,4 +1,5 @@
 #include "common/strings.h"
+#include "common/uuid.h"
 
 #include <gtest/gtest.h>
 
@@ -110,6 +111,13 @@ TEST(FakeClock, MovesOnlyWhenTold) {
   EXPECT_EQ(clock.Now(), SystemTime(std::chrono::seconds(100)));
   clock.Advance(std::chrono::seconds(15));
   EXPECT_EQ(clock.Now(), SystemTime(std::chrono::seconds(115)));
+}
+
+TEST(FormatUuidV4Test, SetsVersionAndVariantOverTheBits) {
+  EXPECT_EQ(FormatUuidV4(0, 0), "00000000-0000-4000-8000-000000000000");
+  EXPECT_EQ(FormatUuidV4(~0ULL, ~0ULL), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+  EXPECT_EQ(FormatUuidV4(0x0123456789abcdefULL, 0xfedcba9876543210ULL),
+            "01234567-89ab-4def-bedc-ba9876543210");
 }
 
 }  // namespace

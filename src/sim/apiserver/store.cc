@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "common/uuid.h"
 #include "k8s/object.h"
 #include "sim/apiserver/dra_validation.h"
 
@@ -171,12 +172,7 @@ void Store::Emit(EventType type, const ResourceType& resource, const std::string
 std::string Store::NewUid() {
   uint64_t a = rng_();
   uint64_t b = rng_();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
+  return FormatUuidV4(a, b);
 }
 
 std::string Store::Now() const {
