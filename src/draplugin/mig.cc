@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <thread>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -24,10 +25,32 @@ std::string Describe(const ClaimMig& m) {
          " on GPU " + Quote(m.gpu_uuid) + ")";
 }
 
-// Holds the apply lock for one call.
+// Holds the apply lock for one call: polls TryAcquire until `wait.timeout` (MigLockWait).
 class LockGuard {
  public:
-  explicit LockGuard(deviceplugin::MigApplyLock& lock) : lock_(lock) { status_ = lock_.Acquire(); }
+  LockGuard(deviceplugin::MigApplyLock& lock, const MigLockWait& wait) : lock_(lock) {
+    const Clock& clock = wait.clock != nullptr ? *wait.clock : RealClock();
+    const SystemTime deadline = clock.Now() + wait.timeout;
+    for (;;) {
+      Result<bool> got = lock_.TryAcquire();
+      if (!got) {
+        status_ = Error{got.error()};
+        return;
+      }
+      if (*got) return;
+      if (clock.Now() >= deadline) {
+        status_ = Error{"another process has held " + lock_.path() + " for more than " +
+                        std::to_string(wait.timeout.count()) +
+                        " ms (it is changing this node's MIG instances); retry"};
+        return;
+      }
+      if (wait.sleep) {
+        wait.sleep(wait.poll);
+      } else {
+        std::this_thread::sleep_for(wait.poll);
+      }
+    }
+  }
   ~LockGuard() { lock_.Release(); }
   const Status& status() const { return status_; }
 
@@ -66,11 +89,11 @@ std::vector<ClaimMig> ClaimMigDevices(const ClaimAllocation& claim,
   return out;
 }
 
-MigPreparer::MigPreparer(deviceplugin::MigDriver* driver, std::string lock_path)
-    : driver_(driver), lock_(std::move(lock_path)) {}
+MigPreparer::MigPreparer(deviceplugin::MigDriver* driver, std::string lock_path, MigLockWait wait)
+    : driver_(driver), lock_(std::move(lock_path)), wait_(std::move(wait)) {}
 
 Result<std::vector<ClaimMig>> MigPreparer::Create(std::vector<ClaimMig> wanted) {
-  LockGuard guard(lock_);
+  LockGuard guard(lock_, wait_);
   if (!guard.status()) return Error{"MIG apply lock: " + guard.status().error()};
   std::vector<ClaimMig> done;
   auto fail = [&](const ClaimMig& m, const std::string& why) -> Error {
@@ -138,7 +161,7 @@ Result<std::vector<ClaimMig>> MigPreparer::Create(std::vector<ClaimMig> wanted) 
 }
 
 Status MigPreparer::Destroy(const std::vector<ClaimMig>& prepared) {
-  LockGuard guard(lock_);
+  LockGuard guard(lock_, wait_);
   if (!guard.status()) return Error{"MIG apply lock: " + guard.status().error()};
   for (const ClaimMig& m : prepared) {
     auto instances = driver_->MigInstances(m.gpu_index);

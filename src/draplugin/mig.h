@@ -9,10 +9,13 @@
 #ifndef HAMI_DRAPLUGIN_MIG_H_
 #define HAMI_DRAPLUGIN_MIG_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "deviceplugin/mig_apply_lock.h"
 #include "deviceplugin/mig_driver.h"
@@ -44,13 +47,25 @@ struct ClaimMig {
 std::vector<ClaimMig> ClaimMigDevices(const ClaimAllocation& claim,
                                       const std::vector<GpuFacts>& gpus);
 
+// How long a MIG change waits for the node's apply lock while another process (the device
+// plugin, an operator's tool) holds it: polled every `poll` until `timeout`, then the call fails
+// saying so and kubelet retries the prepare. A blocking wait would hold the gRPC handler, and
+// with it every other claim of the node, for as long as the other holder keeps the lock.
+struct MigLockWait {
+  std::chrono::milliseconds timeout{10000};
+  std::chrono::milliseconds poll{50};
+  const Clock* clock = nullptr;                          // null: RealClock()
+  std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
+};
+
 // Creates and destroys claims' MIG instances. Calls are serialised by the caller
 // (PreparedClaims' mutex) and, across processes, by the apply lock.
 class MigPreparer {
  public:
   // `driver` must outlive the preparer.
   MigPreparer(deviceplugin::MigDriver* driver,
-              std::string lock_path = std::string(deviceplugin::kMigApplyLockPath));
+              std::string lock_path = std::string(deviceplugin::kMigApplyLockPath),
+              MigLockWait wait = {});
 
   // For each wanted device: the instance at exactly its placement, adopted when it exists (its
   // compute instance created when missing), else created. Errors name the device and the
@@ -67,6 +82,7 @@ class MigPreparer {
  private:
   deviceplugin::MigDriver* driver_;
   deviceplugin::MigApplyLock lock_;
+  MigLockWait wait_;
 };
 
 }  // namespace hami::draplugin

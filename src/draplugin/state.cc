@@ -106,11 +106,12 @@ Status CheckClaimUid(std::string_view uid) {
 }
 
 PreparedClaims::PreparedClaims(std::string checkpoint_path, PrepareEnv env,
-                               deviceplugin::MigDriver* mig, std::string mig_lock_path)
+                               deviceplugin::MigDriver* mig, std::string mig_lock_path,
+                               MigLockWait mig_lock_wait)
     : path_(std::move(checkpoint_path)),
       env_(std::move(env)),
       mig_driver_(mig),
-      mig_(mig, std::move(mig_lock_path)) {}
+      mig_(mig, std::move(mig_lock_path), std::move(mig_lock_wait)) {}
 
 Status PreparedClaims::Load() {
   std::lock_guard<std::mutex> lock(mu_);

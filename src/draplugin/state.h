@@ -22,10 +22,11 @@ class PreparedClaims {
   // `checkpoint_path`: e.g. /var/lib/kubelet/plugins/hami-core-gpu.project-hami.io/checkpoint.json
   // `mig`: the driver that makes MIG devices' instances (NVML's NvmlDiscovery; must outlive
   // this); null: a claim with a MIG device fails with the reason. `mig_lock_path`: the node's
-  // MIG apply lock.
+  // MIG apply lock; `mig_lock_wait`: how long a prepare waits for it (mig.h MigLockWait).
   PreparedClaims(std::string checkpoint_path, PrepareEnv env,
                  deviceplugin::MigDriver* mig = nullptr,
-                 std::string mig_lock_path = std::string(deviceplugin::kMigApplyLockPath));
+                 std::string mig_lock_path = std::string(deviceplugin::kMigApplyLockPath),
+                 MigLockWait mig_lock_wait = {});
 
   // Reads the checkpoint; a missing file is an empty state. An unreadable or malformed file is an
   // error naming the path (the plugin must not forget what it prepared).

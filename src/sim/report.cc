@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "draplugin/slices.h"
 #include "k8s/object.h"
 #include "protocol/mig_allocations.h"
 #include "protocol/quantity.h"
@@ -211,24 +212,14 @@ int DraDeviceMinor(const std::string& device) {
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-// The MIG profile and placement start of MIG device `device` ("hami-gpu-<minor>-mig-<profile,
-// '.' as '-'>-<start>", docs/DRA.md "ResourceSlices") among `gpu`'s profiles; null if none.
-const protocol::MigProfile* DraMigProfile(const deviceplugin::GpuDevice& gpu,
+// The MIG profile and placement start of MIG device `device`: the placement of `gpu` (GPU
+// `minor` of its node) that hami-dra-plugin publishes under that name (draplugin::MigDeviceName,
+// docs/DRA.md "ResourceSlices"); null if none.
+const protocol::MigProfile* DraMigProfile(const deviceplugin::GpuDevice& gpu, int minor,
                                           const std::string& device, uint32_t* start) {
-  const size_t mig = device.find("-mig-");
-  if (mig == std::string::npos) return nullptr;
-  const std::string rest = device.substr(mig + 5);  // "1g-5gb-6"
-  const size_t dash = rest.rfind('-');
-  if (dash == std::string::npos) return nullptr;
-  auto at = ParseInt64(rest.substr(dash + 1));
-  if (!at || *at < 0) return nullptr;
-  std::string name = rest.substr(0, dash);
   for (const deviceplugin::MigProfileCapacity& c : gpu.mig_profiles) {
-    std::string dashed = c.profile.name;
-    std::replace(dashed.begin(), dashed.end(), '.', '-');
-    if (dashed != name) continue;
     for (const protocol::MigPlacement& p : c.profile.placements) {
-      if (p.start != *at) continue;
+      if (draplugin::MigDeviceName(minor, c.profile.name, p.start) != device) continue;
       *start = p.start;
       return &c.profile;
     }
@@ -258,7 +249,8 @@ int AccumulateDra(const ReportInput& in, std::vector<GpuReport>* gpus) {
     GpuReport::DraShare share{s.claim, s.device, s.share_id, s.pods, 0, 0};
     if (s.device.find("-mig-") != std::string::npos) {
       uint32_t start = 0;
-      const protocol::MigProfile* profile = DraMigProfile(*it->second.second, s.device, &start);
+      const protocol::MigProfile* profile =
+          DraMigProfile(*it->second.second, it->first.second, s.device, &start);
       if (profile == nullptr) {
         ++unknown;
         continue;

@@ -306,5 +306,46 @@ TEST_F(MigClaimsTest, TheApplyLockIsHeldWhileApplying) {
   EXPECT_TRUE(*after.TryAcquire());
 }
 
+// Another process holding the apply lock (the device plugin, an operator's tool): the prepare
+// polls for it on the injected clock and fails naming the lock after MigLockWait.timeout,
+// creating nothing, instead of blocking the gRPC handler (and every other claim) indefinitely.
+TEST_F(MigClaimsTest, ALockHeldElsewhereFailsThePrepareAfterTheWaitNotForever) {
+  deviceplugin::MigApplyLock other(lock_);
+  ASSERT_TRUE(*other.TryAcquire());
+  FakeClock clock;
+  int sleeps = 0;
+  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
+                   [&](std::chrono::milliseconds d) {
+                     ++sleeps;
+                     clock.Advance(d);
+                   }};
+  PreparedClaims claims(checkpoint_, env_, &driver_, lock_, wait);
+  ASSERT_TRUE(claims.Load());
+  auto s = claims.Prepare({"u-1", "ml", "c", {Mig("hami-gpu-0-mig-1g-10gb-3")}}, gpus_);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().find(lock_), std::string::npos) << s.error();
+  EXPECT_NE(s.error().find("more than 1000 ms"), std::string::npos) << s.error();
+  EXPECT_EQ(sleeps, 10);
+  EXPECT_TRUE(driver_.instances(0).empty());
+}
+
+// The holder lets go while the prepare waits: the prepare goes on and creates the instance.
+TEST_F(MigClaimsTest, APrepareWaitingForTheLockGoesOnOnceItIsFree) {
+  auto other = std::make_unique<deviceplugin::MigApplyLock>(lock_);
+  ASSERT_TRUE(*other->TryAcquire());
+  FakeClock clock;
+  int sleeps = 0;
+  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
+                   [&](std::chrono::milliseconds d) {
+                     if (++sleeps == 3) other.reset();  // releases
+                     clock.Advance(d);
+                   }};
+  PreparedClaims claims(checkpoint_, env_, &driver_, lock_, wait);
+  ASSERT_TRUE(claims.Load());
+  ASSERT_TRUE(claims.Prepare({"u-1", "ml", "c", {Mig("hami-gpu-0-mig-1g-10gb-3")}}, gpus_));
+  EXPECT_EQ(sleeps, 3);
+  EXPECT_EQ(driver_.instances(0).size(), 1u);
+}
+
 }  // namespace
 }  // namespace hami::draplugin
