@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "support/wait_for.h"
 
 namespace hami::deviceplugin::testing {
 
@@ -79,16 +80,8 @@ class FakeKubelet final : public v1beta1::Registration::Service {
   std::vector<v1beta1::RegisterRequest> requests_;
 };
 
-// Polls `cond` until it holds or `timeout` passes (for events on other threads, not timing).
-inline bool WaitFor(const std::function<bool()>& cond,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
+// The tests' one poll-until-true (support/wait_for.h).
+using hami::test_support::WaitFor;
 
 }  // namespace hami::deviceplugin::testing
 
