@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "common/strings.h"
 
@@ -51,6 +52,26 @@ Result<bool> MigApplyLock::TryAcquire() {
   }
   held_ = true;
   return true;
+}
+
+Status MigApplyLock::AcquireWithin(const MigLockWait& wait) {
+  const Clock& clock = wait.clock != nullptr ? *wait.clock : RealClock();
+  const SystemTime deadline = clock.Now() + wait.timeout;
+  for (;;) {
+    Result<bool> got = TryAcquire();
+    if (!got) return Error{got.error()};
+    if (*got) return OkStatus();
+    if (clock.Now() >= deadline) {
+      return Error{"another process has held " + path_ + " for more than " +
+                   std::to_string(wait.timeout.count()) +
+                   " ms (it is changing this node's MIG instances); retry"};
+    }
+    if (wait.sleep) {
+      wait.sleep(wait.poll);
+    } else {
+      std::this_thread::sleep_for(wait.poll);
+    }
+  }
 }
 
 void MigApplyLock::Release() {

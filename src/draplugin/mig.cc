@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <thread>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -25,32 +24,11 @@ std::string Describe(const ClaimMig& m) {
          " on GPU " + Quote(m.gpu_uuid) + ")";
 }
 
-// Holds the apply lock for one call: polls TryAcquire until `wait.timeout` (MigLockWait).
+// Holds the apply lock for one call, waiting for it at most `wait` (MigLockWait).
 class LockGuard {
  public:
-  LockGuard(deviceplugin::MigApplyLock& lock, const MigLockWait& wait) : lock_(lock) {
-    const Clock& clock = wait.clock != nullptr ? *wait.clock : RealClock();
-    const SystemTime deadline = clock.Now() + wait.timeout;
-    for (;;) {
-      Result<bool> got = lock_.TryAcquire();
-      if (!got) {
-        status_ = Error{got.error()};
-        return;
-      }
-      if (*got) return;
-      if (clock.Now() >= deadline) {
-        status_ = Error{"another process has held " + lock_.path() + " for more than " +
-                        std::to_string(wait.timeout.count()) +
-                        " ms (it is changing this node's MIG instances); retry"};
-        return;
-      }
-      if (wait.sleep) {
-        wait.sleep(wait.poll);
-      } else {
-        std::this_thread::sleep_for(wait.poll);
-      }
-    }
-  }
+  LockGuard(deviceplugin::MigApplyLock& lock, const MigLockWait& wait)
+      : lock_(lock), status_(lock_.AcquireWithin(wait)) {}
   ~LockGuard() { lock_.Release(); }
   const Status& status() const { return status_; }
 

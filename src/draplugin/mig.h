@@ -9,13 +9,10 @@
 #ifndef HAMI_DRAPLUGIN_MIG_H_
 #define HAMI_DRAPLUGIN_MIG_H_
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
 #include "common/result.h"
 #include "deviceplugin/mig_apply_lock.h"
 #include "deviceplugin/mig_driver.h"
@@ -47,16 +44,10 @@ struct ClaimMig {
 std::vector<ClaimMig> ClaimMigDevices(const ClaimAllocation& claim,
                                       const std::vector<GpuFacts>& gpus);
 
-// How long a MIG change waits for the node's apply lock while another process (the device
-// plugin, an operator's tool) holds it: polled every `poll` until `timeout`, then the call fails
-// saying so and kubelet retries the prepare. A blocking wait would hold the gRPC handler, and
-// with it every other claim of the node, for as long as the other holder keeps the lock.
-struct MigLockWait {
-  std::chrono::milliseconds timeout{10000};
-  std::chrono::milliseconds poll{50};
-  const Clock* clock = nullptr;                          // null: RealClock()
-  std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
-};
+// How long a prepare waits for the node's apply lock (deviceplugin/mig_apply_lock.h): a bounded
+// poll, so the gRPC handler, and every claim PreparedClaims serialises behind it, is never held
+// for as long as another process keeps the lock; kubelet retries the prepare.
+using deviceplugin::MigLockWait;
 
 // Creates and destroys claims' MIG instances. Calls are serialised by the caller
 // (PreparedClaims' mutex) and, across processes, by the apply lock.
