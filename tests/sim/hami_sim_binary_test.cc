@@ -94,8 +94,8 @@ TEST(HamiSimRunServe, KubeconfigGoesToATempDirAndIsPrinted) {
   posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  std::vector<std::string> args = {HAMI_SIM_BIN, "run", HAMI_EXAMPLES_DIR "/demo.yaml", "--serve",
-                                   "--no-color"};
+  std::vector<std::string> args = {
+      HAMI_SIM_BIN, "run", std::string(HAMI_EXAMPLES_DIR) + "/demo.yaml", "--serve", "--no-color"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -13,9 +13,10 @@ function(hami_add_vendor_scheduler_test)
     PkgConfig::HTTPLIB GTest::gtest_main)
   target_include_directories(${ARG_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests
     ${CMAKE_SOURCE_DIR}/tests/scheduler)
-  target_compile_definitions(${ARG_NAME} PRIVATE
-    HAMI_SCHEDULER_BIN="$<TARGET_FILE:hami-scheduler>"
-    HAMI_HELM_BIN="${CMAKE_SOURCE_DIR}/.tools/bin/helm" HAMI_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  hami_test_paths(${ARG_NAME}
+    "HAMI_SCHEDULER_BIN=$<TARGET_FILE:hami-scheduler>"
+    "HAMI_HELM_BIN=${CMAKE_SOURCE_DIR}/.tools/bin/helm"
+    "HAMI_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
   add_dependencies(${ARG_NAME} hami-scheduler)
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   gtest_discover_tests(${ARG_NAME} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
