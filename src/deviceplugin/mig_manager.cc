@@ -21,11 +21,13 @@ bool Names(const protocol::MigAllocation& r, const std::string& gpu_uuid, const 
          GpuInstanceProfileId(r.profile) == static_cast<int32_t>(i.profile_id);
 }
 
-// Holds the in-process mutex and the apply lock for one pass.
+// Holds the in-process mutex and the apply lock for one pass. Another holder of the lock (an
+// operator's tool, a second plugin) is waited for at most `wait.timeout`: an Allocate behind it
+// then fails naming the lock instead of hanging the kubelet's call.
 class ApplyGuard {
  public:
-  ApplyGuard(std::mutex& mu, MigApplyLock& lock) : hold_(mu), lock_(lock) {
-    status_ = lock_.Acquire();
+  ApplyGuard(std::mutex& mu, MigApplyLock& lock, const MigLockWait& wait) : hold_(mu), lock_(lock) {
+    status_ = lock_.AcquireWithin(wait);
   }
   ~ApplyGuard() { lock_.Release(); }
   const Status& status() const { return status_; }
@@ -56,12 +58,16 @@ Result<std::vector<protocol::MigAllocation>> LiveMigReservations(
   return out;
 }
 
-MigManager::MigManager(MigDriver* driver, std::vector<MigGpu> gpus, std::string lock_path)
-    : driver_(driver), gpus_(std::move(gpus)), lock_(std::move(lock_path)) {}
+MigManager::MigManager(MigDriver* driver, std::vector<MigGpu> gpus, std::string lock_path,
+                       MigLockWait wait)
+    : driver_(driver),
+      gpus_(std::move(gpus)),
+      lock_(std::move(lock_path)),
+      wait_(std::move(wait)) {}
 
 Result<MigSyncReport> MigManager::Sync(const std::vector<protocol::MigAllocation>& live,
                                        std::optional<uint64_t> listed_at) {
-  ApplyGuard guard(mu_, lock_);
+  ApplyGuard guard(mu_, lock_, wait_);
   if (!guard.status()) return Error{guard.status().error()};
   // Handed out by an Ensure the pod list may predate: kept this pass.
   auto recent = [&](uint32_t gpu, uint32_t gi) {
@@ -158,7 +164,7 @@ Result<RealisedMig> MigManager::EnsureOne(const protocol::MigAllocation& r) {
 
 Result<std::vector<RealisedMig>> MigManager::Ensure(
     const std::vector<protocol::MigAllocation>& reservations) {
-  ApplyGuard guard(mu_, lock_);
+  ApplyGuard guard(mu_, lock_, wait_);
   if (!guard.status()) return Error{guard.status().error()};
   const uint64_t generation = ++generation_;
   std::vector<RealisedMig> out;
@@ -187,7 +193,7 @@ Status MigManager::ReleaseLocked(const std::vector<RealisedMig>& realised) {
 }
 
 Status MigManager::Release(const std::vector<RealisedMig>& realised) {
-  ApplyGuard guard(mu_, lock_);
+  ApplyGuard guard(mu_, lock_, wait_);
   if (!guard.status()) return guard.status();
   return ReleaseLocked(realised);
 }

@@ -73,9 +73,10 @@ struct RealisedMig {
 
 class MigManager {
  public:
-  // `driver` must outlive the manager. `lock_path`: the apply lock's file.
+  // `driver` must outlive the manager. `lock_path`: the apply lock's file; `wait`: how long a
+  // pass waits for another holder of it before failing (MigLockWait, 10 s).
   MigManager(MigDriver* driver, std::vector<MigGpu> gpus,
-             std::string lock_path = std::string(kMigApplyLockPath));
+             std::string lock_path = std::string(kMigApplyLockPath), MigLockWait wait = {});
 
   // Keeps the referenced instances of `live` and destroys every other instance on the MIG-mode
   // GPUs of the plugin. Errors name the GPU and the failing driver call; instances destroyed
@@ -106,6 +107,7 @@ class MigManager {
   const std::vector<MigGpu> gpus_;
   std::mutex mu_;  // serialises passes in this process; lock_ across processes
   MigApplyLock lock_;
+  const MigLockWait wait_;
   std::atomic<uint64_t> generation_{0};
   // (GPU index, GPU instance id) -> the generation of the Ensure that last handed it out;
   // forgotten once a pass listed after it. Guarded by mu_.

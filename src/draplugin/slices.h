@@ -59,6 +59,9 @@ std::string GpuDeviceName(int minor);
 std::string CounterSetName(int minor);
 // "hami-gpu-<minor>-mig-<profile with '.' as '-'>-<start>", e.g. hami-gpu-0-mig-1g-10gb-3.
 std::string MigDeviceName(int minor, std::string_view profile, uint32_t start);
+// The GPU minor a device or counter-set name above carries ("hami-gpu-3", "hami-gpu-3-counters",
+// "hami-gpu-3-mig-1g-10gb-0" -> 3); -1 for a name of another form.
+int DeviceNameMinor(std::string_view name);
 
 // A byte count as Kubernetes writes a BinarySI quantity: the largest of Ki..Ei that divides it
 // exactly ("80Gi", "3000Mi"), else the plain number.

@@ -199,17 +199,6 @@ int Accumulate(const PodObservation& p, PodReport* r, std::vector<GpuReport>* gp
   return unknown;
 }
 
-// "hami-gpu-3" or "hami-gpu-3-mig-1g-10gb-0" -> 3; -1 for another name.
-int DraDeviceMinor(const std::string& device) {
-  static constexpr std::string_view kPrefix = "hami-gpu-";
-  if (device.rfind(kPrefix, 0) != 0) return -1;
-  size_t end = kPrefix.size();
-  while (end < device.size() && std::isdigit(static_cast<unsigned char>(device[end]))) ++end;
-  if (end == kPrefix.size() || (end < device.size() && device[end] != '-')) return -1;
-  auto v = ParseInt64(device.substr(kPrefix.size(), end - kPrefix.size()));
-  return v && *v < (1 << 20) ? static_cast<int>(*v) : -1;
-}
-
 constexpr int64_t kMiB = 1024 * 1024;
 
 // The MIG profile and placement start of MIG device `device`: the placement of `gpu` (GPU
@@ -240,7 +229,7 @@ int AccumulateDra(const ReportInput& in, std::vector<GpuReport>* gpus) {
   }
   int unknown = 0;
   for (const DraShareObservation& s : in.dra_claims.shares) {
-    auto it = at.find({s.node, DraDeviceMinor(s.device)});
+    auto it = at.find({s.node, draplugin::DeviceNameMinor(s.device)});
     if (it == at.end() || it->second.first >= gpus->size()) {
       ++unknown;
       continue;
@@ -293,7 +282,7 @@ void CheckDraEnvs(const ReportInput& in, const std::vector<GpuReport>& gpus, Rep
   for (const GpuReport& g : gpus) gpu_at.emplace(std::make_pair(g.node, next[g.node]++), &g);
   for (const DraShareObservation& s : in.dra_claims.shares) {
     if (s.device.find("-mig-") != std::string::npos) continue;
-    const std::pair<std::string, int> key{s.node, DraDeviceMinor(s.device)};
+    const std::pair<std::string, int> key{s.node, draplugin::DeviceNameMinor(s.device)};
     auto g = gpu_at.find(key);
     if (g == gpu_at.end()) continue;
     auto& [mib, cores] = per_claim[s.claim][key];

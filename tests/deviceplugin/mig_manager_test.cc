@@ -399,6 +399,35 @@ TEST_F(MigTest, ASecondHolderBlocksTheManager) {
   EXPECT_EQ(StateLines().size(), 1u);
 }
 
+// A holder that keeps the lock (a stuck tool) fails the pass after the manager's wait, naming
+// the lock, instead of holding the kubelet's Allocate for as long as it keeps it.
+TEST_F(MigTest, ALockHeldElsewhereFailsThePassAfterTheWaitNotForever) {
+  const std::string path = (dir_ / "lock" / "hami-mig-apply.lock").string();
+  auto nvml = Nvml();
+  MigApplyLock other(path);
+  ASSERT_TRUE(other.Acquire());
+  FakeClock clock;
+  int sleeps = 0;
+  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
+                   [&](std::chrono::milliseconds d) {
+                     ++sleeps;
+                     clock.Advance(d);
+                   }};
+  MigManager manager(nvml.get(), {{0, kGpu0}, {1, kGpu1}}, path, wait);
+  auto r = manager.Ensure({Reservation(kGpu0, "1g.5gb", 6, 1)});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find(path), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("more than 1000 ms"), std::string::npos) << r.error();
+  EXPECT_EQ(sleeps, 10);
+  EXPECT_TRUE(StateLines().empty());
+  auto sync = manager.Sync({});
+  EXPECT_FALSE(sync);
+  // Once the holder lets go the next pass goes on.
+  other.Release();
+  EXPECT_TRUE(manager.Ensure({Reservation(kGpu0, "1g.5gb", 6, 1)}));
+  EXPECT_EQ(StateLines().size(), 1u);
+}
+
 TEST(LiveMigReservations, SkipsFinishedPodsAndNamesABadOne) {
   auto live = LiveMigReservations(
       {Pod("a", "Pending",

@@ -30,6 +30,19 @@ TEST(FormatBinaryBytes, LargestExactSuffix) {
 }
 
 // The device HAMi's k8s-dra-driver publishes for a GPU (hami_core.go GetDevice), field by field.
+// The minor back from each name the plugin publishes (hami-sim's report maps a claim's device
+// to its GPU this way); any other form is -1, never a wrong GPU.
+TEST(DeviceNameMinor, ReadsBackEveryNameThePluginWrites) {
+  EXPECT_EQ(DeviceNameMinor(GpuDeviceName(0)), 0);
+  EXPECT_EQ(DeviceNameMinor(GpuDeviceName(13)), 13);
+  EXPECT_EQ(DeviceNameMinor(CounterSetName(7)), 7);
+  EXPECT_EQ(DeviceNameMinor(MigDeviceName(3, "1g.10gb", 0)), 3);
+  for (const char* bad : {"", "hami-gpu-", "hami-gpu-x", "hami-gpu-3x", "gpu-3", "hami-gpu--1",
+                          "hami-gpu-99999999999999999999", "nvidia-gpu-0"}) {
+    EXPECT_EQ(DeviceNameMinor(bad), -1) << bad;
+  }
+}
+
 TEST(ShareableGpuDevice, MatchesHamisDriver) {
   Json d = ShareableGpuDevice(A100(3), 1.0);
   EXPECT_EQ(d["name"], "hami-gpu-3");
