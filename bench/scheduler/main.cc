@@ -2,6 +2,9 @@
 // compute-only filter figures are bench_filter's). Usage:
 //   bench_scheduler http     [nodes=1000] [pods=20000] [iters=200] [events|noevents]
 //                            [candidates=-1: every node; 0: kube-scheduler's default share]
+//                            [sync|async: the decision write before the answer or in the
+//                             background (--async-decision-write); either skips the Nodes form]
+//                            [api_latency_ms=0: added to each API request (a remote API server)]
 //   bench_scheduler register [nodes=1000] [passes=5]
 //   bench_scheduler populate URL [nodes=1000] [pods=20000]   (fills an external sim apiserver)
 //   bench_scheduler probe PORT [nodes=1000] [timeout_s=600] [filters=100]
@@ -26,8 +29,10 @@ int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "http") {
     bool events = !(argc > 5 && std::string(argv[5]) == "noevents");
+    const std::string mode = argc > 7 ? argv[7] : "";
     return RunHttp(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 20000), Arg(argc, argv, 4, 200),
-                   events, Arg(argc, argv, 6, -1));
+                   events, Arg(argc, argv, 6, -1), mode == "async", mode.empty(),
+                   Arg(argc, argv, 8, 0));
   }
   if (cmd == "register") return RunRegister(Arg(argc, argv, 2, 1000), Arg(argc, argv, 3, 5));
   if (cmd == "populate" && argc > 2) {

@@ -10,7 +10,10 @@ namespace hami::bench {
 // sync from an in-process sim apiserver holding `nodes` nodes and `pods` bound pods; `events`
 // false turns off the FilteringSucceed event (to show its share of the latency). Each filter
 // carries `candidates` node names (< 0: every node; 0: kube-scheduler's default share).
-int RunHttp(int nodes, int pods, int iters, bool events, int candidates);
+// `api_latency_ms`: added by the sim API server to every request (a remote kube-apiserver).
+// `simulation`: also time the Nodes form (the simulation filter) after the NodeNames one.
+int RunHttp(int nodes, int pods, int iters, bool events, int candidates, bool async_write = false,
+            bool simulation = true, int api_latency_ms = 0);
 
 // Figure 5: Registrar::RunOnce over `nodes` nodes in an in-process sim apiserver.
 int RunRegister(int nodes, int passes);

@@ -145,13 +145,17 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
   if (options_.record_events) {
     events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
   }
+  if (options_.async_decision_write) writer_ = std::thread([this] { WriterLoop(); });
 }
 
 void Extender::FlushEvents() {
   if (events_) events_->Flush();
 }
 
-void Extender::Stop() { locker_.Stop("scheduler is shutting down"); }
+void Extender::Stop() {
+  locker_.Stop("scheduler is shutting down");
+  StopWriter();  // the decisions already answered are written first
+}
 
 Extender::~Extender() { Stop(); }
 
@@ -191,35 +195,64 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
   const std::string key = pod.Key();
   {
     // kube-scheduler may retry a pod's filter while the first call is still running; the index
-    // claim below is one per pod, so such calls take turns.
+    // claim below is one per pod, so such calls take turns (a background decision write of the
+    // pod's last filter counts as in flight too).
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return filtering_.count(key) == 0; });
     filtering_.insert(key);
+    failed_writes_.erase(key);  // a new decision replaces the failed one
   }
   // A re-filtered pod must not count against itself: the claim takes its current allocation
   // out of the index, and holds back its events until the outcome is known, so neither a late
   // informer event nor this call can leave the index disagreeing with the pod's annotations.
-  std::optional<device::UsageIndex::Written> written;
   // Released on every way out, an exception included: a claim left behind would hold back the
-  // pod's events and block its next filter forever.
-  struct Release {
+  // pod's events and block its next filter forever. With a background write, the write job
+  // owns it and releases it once the write is done.
+  struct Claim {
+    Claim(Extender* s, std::string k) : self(s), key(std::move(k)) {}
+    Claim(const Claim&) = delete;  // one owner releases, once
+    Claim& operator=(const Claim&) = delete;
     Extender* self;
-    const std::string& key;
-    std::optional<device::UsageIndex::Written>& written;
-    ~Release() {
+    std::string key;
+    std::optional<device::UsageIndex::Written> written;
+    ~Claim() {
       self->index_.Release(key, std::move(written));
       std::lock_guard<std::mutex> lock(self->mu_);
       self->filtering_.erase(key);
       self->cv_.notify_all();
     }
-  } release{this, key, written};
+  };
+  auto claim = std::make_shared<Claim>(this, key);
   index_.Claim(key);
-  return DecideAndWrite(args, pod, raw_pod, &written);
+  std::function<std::optional<std::string>()> write;
+  std::string reply = DecideAndWrite(args, pod, raw_pod, &claim->written,
+                                     options_.async_decision_write ? &write : nullptr);
+  if (write) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) {  // shutting down: no writer left to hand it to
+      lock.unlock();
+      if (std::optional<std::string> error = write()) return FilterError(*error);
+      return reply;
+    }
+    writes_.push_back([this, claim, key, write = std::move(write)]() mutable {
+      std::optional<std::string> error = write();
+      if (error) {
+        HAMI_WARN("/filter {}: decision write: {}", key, *error);
+        std::lock_guard<std::mutex> l(mu_);
+        if (failed_writes_.size() >= 4096) failed_writes_.erase(failed_writes_.begin());
+        failed_writes_[key] = *error;
+      }
+      claim.reset();  // releases the claim: the pod's bind and next filter may go on
+    });
+    writes_cv_.notify_one();
+  }
+  return reply;
 }
 
 std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::PodView& pod,
                                      const json& raw_pod,
-                                     std::optional<device::UsageIndex::Written>* written) {
+                                     std::optional<device::UsageIndex::Written>* written,
+                                     std::function<std::optional<std::string>()>* deferred) {
   std::vector<std::string> names = args.node_names.value_or(std::vector<std::string>{});
   device::UsageIndex::SharedSnapshot snap = index_.SharedRows(names);
   device::ScheduleOptions options;
@@ -256,29 +289,95 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   Result<std::optional<device::PodAllocation>> alloc =
       device::PodAllocationFromPod(registry_, updated);
   if (alloc) index_.SetClaimed(pod.Key(), *alloc);
-  auto patched_text =
-      client_.Request("PATCH", k8s::resources::kPods.Path(pod.namespace_name, pod.name),
-                      DecisionPatch(annotations, chosen->node), "application/merge-patch+json");
-  if (!patched_text) {
-    return FilterError("patch pod annotations: " + patched_text.error().ToString());
-  }
-  Result<json> patched = ParseJson(*patched_text, kMaxJsonDepth);
-  if (!patched) return FilterError("patch pod annotations: answer: " + patched.error());
-  // What the API server stored, at its resourceVersion: events older than it are stale.
-  device::UsageIndex::Written stored;
-  stored.rv = k8s::ResourceVersionNumber(*patched);
-  Result<device::PodView> view = device::ParsePodView(*patched);
-  Result<std::optional<device::PodAllocation>> now =
-      view ? device::PodAllocationFromPod(registry_, *view) : alloc;
-  if (now) stored.allocation = *now;
-  *written = std::move(stored);
   result.node_names = std::vector<std::string>{chosen->node};
   char score[32];
   std::snprintf(score, sizeof(score), "%.2f", chosen->score);
-  Event(raw_pod, "Normal", "FilteringSucceed",
-        "find fit node(" + chosen->node + "), " + std::to_string(result.failed_nodes->size()) +
-            " nodes not fit, 1 nodes fit(" + chosen->node + ":" + score + ")");
+  std::string succeeded = "find fit node(" + chosen->node + "), " +
+                          std::to_string(result.failed_nodes->size()) +
+                          " nodes not fit, 1 nodes fit(" + chosen->node + ":" + score + ")";
+  // The patch, then what the API server stored (at its resourceVersion: events older than it
+  // are stale) into *written; the error when it fails.
+  struct Write {
+    Extender* self;
+    std::string path;
+    std::string patch;
+    Result<std::optional<device::PodAllocation>> alloc;
+    std::optional<device::UsageIndex::Written>* written;
+    std::string succeeded;
+    std::optional<json> raw_copy;  // the pod for the event (a background write's own copy)
+    const json* raw;
+    std::optional<std::string> operator()() {
+      auto patched_text =
+          self->client_.Request("PATCH", path, patch, "application/merge-patch+json");
+      if (!patched_text) return "patch pod annotations: " + patched_text.error().ToString();
+      Result<json> patched = ParseJson(*patched_text, kMaxJsonDepth);
+      if (!patched) return "patch pod annotations: answer: " + patched.error();
+      device::UsageIndex::Written stored;
+      stored.rv = k8s::ResourceVersionNumber(*patched);
+      Result<device::PodView> view = device::ParsePodView(*patched);
+      Result<std::optional<device::PodAllocation>> now =
+          view ? device::PodAllocationFromPod(self->registry_, *view) : alloc;
+      if (now) stored.allocation = *now;
+      *written = std::move(stored);
+      if (self->events_) {
+        self->Event(raw_copy ? *raw_copy : *raw, "Normal", "FilteringSucceed", succeeded);
+      }
+      return std::nullopt;
+    }
+  };
+  Write write{this,
+              k8s::resources::kPods.Path(pod.namespace_name, pod.name),
+              DecisionPatch(annotations, chosen->node),
+              std::move(alloc),
+              written,
+              std::move(succeeded),
+              std::nullopt,
+              &raw_pod};
+  if (deferred) {
+    if (events_) write.raw_copy = raw_pod;
+    write.raw = nullptr;
+    *deferred = std::move(write);
+    return EncodeFilterResult(result);
+  }
+  if (std::optional<std::string> error = write()) return FilterError(*error);
   return EncodeFilterResult(result);
+}
+
+std::optional<std::string> Extender::AwaitDecisionWrite(const std::string& key) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, options_.decision_write_wait,
+                    [&] { return filtering_.count(key) == 0; })) {
+    return "the decision of pod " + key + " is still being written after " +
+           std::to_string(options_.decision_write_wait.count()) + " ms";
+  }
+  auto it = failed_writes_.find(key);
+  if (it == failed_writes_.end()) return std::nullopt;
+  std::string error = "the filter's decision was not written: " + it->second;
+  failed_writes_.erase(it);
+  return error;
+}
+
+void Extender::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    writes_cv_.wait(lock, [&] { return stopping_ || !writes_.empty(); });
+    if (writes_.empty()) return;  // stopping, all written
+    std::function<void()> job = std::move(writes_.front());
+    writes_.pop_front();
+    lock.unlock();
+    job();
+    job = nullptr;  // releases the claim outside mu_ (its destructor takes mu_)
+    lock.lock();
+  }
+}
+
+void Extender::StopWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  writes_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
 }
 
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,
@@ -362,6 +461,14 @@ HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>*
   Result<BindingArgs> args = ParseBindingArgs(body);
   if (!args) return HttpReply{DecodeErrorStatus(args.error()), EncodeBindingResult(args.error())};
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
+  if (options_.async_decision_write) {
+    // The pod is read below with its decision written: wait for the filter's background write.
+    if (std::optional<std::string> error = AwaitDecisionWrite(ns + "/" + args->pod_name)) {
+      Event(json{{"metadata", {{"namespace", ns}, {"name", args->pod_name}}}}, "Warning",
+            "BindingFailed", *error);
+      return Ok(EncodeBindingResult(*error));
+    }
+  }
   auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
   if (!raw) {
     // The index is not touched: the pod informer removes a pod that is gone, and a transient

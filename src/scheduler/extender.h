@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,6 +31,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,6 +59,12 @@ struct ExtenderOptions {
   std::string scheduler_name = "hami-scheduler";  // event source component
   Zone zone = Zone::Local();                      // the zone lock values are written in
   bool record_events = true;
+  // --async-decision-write: /filter answers once the decision is made and counted in the index;
+  // its patch of the pod is written in the background (one writer thread, in order), and the
+  // pod's bind waits for that write (at most decision_write_wait) and fails with its error when
+  // it failed. Off: the filter answers after the patch (HAMi's order).
+  bool async_decision_write = false;
+  std::chrono::milliseconds decision_write_wait{30000};
 };
 
 // The simulation filter (ExtenderArgs.Nodes): the best of the given nodes, zero usage, no side
@@ -124,11 +132,19 @@ class Extender {
                          const nlohmann::json& raw_pod);
   // The decision for a pod whose index entry the caller has claimed; *written is set to what
   // the API server stored when the decision was written.
+  // With `deferred`, the write is not made: *deferred is set to it (returns its error) and the
+  // answer is the decision's.
   std::string DecideAndWrite(const ExtenderArgs& args, const device::PodView& pod,
                              const nlohmann::json& raw_pod,
-                             std::optional<device::UsageIndex::Written>* written);
+                             std::optional<device::UsageIndex::Written>* written,
+                             std::function<std::optional<std::string>()>* deferred = nullptr);
   void Event(const nlohmann::json& pod, std::string_view type, std::string_view reason,
              const std::string& message);
+  // async_decision_write: waits until no filter (nor its background write) of pod `key` is in
+  // flight; the error of a failed write, if any (taken: reported once).
+  std::optional<std::string> AwaitDecisionWrite(const std::string& key);
+  void WriterLoop();
+  void StopWriter();
 
   const device::Registry& registry_;
   device::UsageIndex& index_;
@@ -142,6 +158,13 @@ class Extender {
   std::condition_variable cv_;
   std::set<std::string> filtering_;     // pods with a filter in flight (one at a time per pod)
   std::unique_ptr<EventQueue> events_;  // null when events are off
+  // async_decision_write: the decision writes waiting for the writer thread, and the errors of
+  // failed ones until the pod's bind (or next filter) reads them. Guarded by mu_.
+  std::deque<std::function<void()>> writes_;
+  std::map<std::string, std::string> failed_writes_;
+  bool stopping_ = false;
+  std::condition_variable writes_cv_;
+  std::thread writer_;
 };
 
 }  // namespace hami::scheduler

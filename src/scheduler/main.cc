@@ -60,6 +60,10 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "age after which a node lock is taken over (Go duration)");
   app.add_option("--node-lock-retry-timeout", f.node_lock_retry_timeout,
                  "how long a bind waits in the node's queue for a contended lock (0: no wait)");
+  app.add_flag("--async-decision-write", s.extender.async_decision_write,
+               "answer /filter once the decision is counted and write it to the pod in the "
+               "background; the pod's bind waits for the write and fails if it failed (default: "
+               "the filter answers after the write, as HAMi)");
   app.add_flag("--force-overwrite-default-scheduler", s.webhook.force_overwrite_default_scheduler,
                "the webhook may replace schedulerName default-scheduler");
   app.add_flag("--leader-elect", s.leader_elect,

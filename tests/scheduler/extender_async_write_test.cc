@@ -1,0 +1,140 @@
+// --async-decision-write: /filter answers once the decision is counted, the patch that writes it
+// to the pod runs on the extender's writer thread, and the pod's bind waits for that write. The
+// bind sees the written decision, a failed write fails the bind (never a bind without a decision
+// on the pod) and takes the pod out of the index, and Stop() writes every answered decision.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device/config.h"
+#include "k8s/object.h"
+#include "scheduler/extender.h"
+#include "scheduler/registration.h"
+#include "sim/apiserver/apiserver.h"
+#include "test_env.h"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::GpuPod;
+
+// node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write; requests
+// named in fail_ are answered 500 by the API server that many times (-1: always).
+class AsyncWriteTest : public testing::RegistrarTest {
+ protected:
+  AsyncWriteTest() {
+    registration_options_.record_events = false;
+    api_options_.fail_request = [this](const std::string& method, const std::string& path) {
+      std::lock_guard<std::mutex> lock(mu_);
+      int& left = fail_[method + " " + path];
+      if (left == 0) return false;
+      if (left > 0) --left;
+      return true;
+    };
+  }
+  ~AsyncWriteTest() override {
+    extender_.reset();
+    if (api_) api_->Stop();  // the hook's state goes before the server the base owns
+  }
+
+  void SetUp() override {
+    testing::RegistrarTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
+    ASSERT_TRUE(registrar_->RunOnce().ok());
+    ExtenderOptions eo;
+    eo.zone = Zone::Utc();
+    eo.record_events = false;
+    eo.async_decision_write = true;
+    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
+  }
+
+  json Create(const std::string& name, int mem) {
+    auto r = client_->Create(k8s::resources::kPods, "default", GpuPod(name, mem));
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : json();
+  }
+  json Filter(const json& pod) {
+    HttpReply r = extender_->Filter(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
+    EXPECT_EQ(r.status, 200);
+    return json::parse(r.body);
+  }
+  json Bind(const std::string& pod) {
+    HttpReply r = extender_->Bind(
+        json{{"PodName", pod}, {"PodNamespace", "default"}, {"Node", "node-1"}}.dump());
+    return json::parse(r.body);
+  }
+  json Get(const std::string& name) {
+    return *client_->Get(k8s::resources::kPods, "default", name);
+  }
+  int64_t UsedMem() {
+    int64_t sum = 0;
+    const device::UsageIndex::Snapshot snap = index_.Rows({"node-1"});
+    for (const auto& d : snap.nodes.at(0).devices) sum += d.usedmem;
+    return sum;
+  }
+  void Fail(const std::string& request, int times) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_[request] = times;
+  }
+
+  std::mutex mu_;
+  std::map<std::string, int> fail_;
+  std::unique_ptr<Extender> extender_;
+};
+
+TEST_F(AsyncWriteTest, TheBindSeesTheDecisionTheFilterAnsweredBeforeWriting) {
+  json pod = Create("demo", 3000);
+  json res = Filter(pod);
+  ASSERT_EQ(res["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(res.value("Error", ""), "");
+  EXPECT_EQ(UsedMem(), 3000);  // counted when answered, whether or not written yet
+  EXPECT_EQ(Bind("demo"), json::parse(R"({"Error":""})"));
+  json got = Get("demo");
+  auto annos = k8s::Annotations(got);
+  EXPECT_EQ(annos["hami.io/vgpu-node"], "node-1");
+  EXPECT_EQ(annos["hami.io/bind-phase"], "allocating");
+  EXPECT_NE(annos["hami.io/vgpu-devices-to-allocate"], "");
+  EXPECT_EQ(got["spec"].value("nodeName", ""), "node-1");
+  EXPECT_EQ(UsedMem(), 3000);
+}
+
+TEST_F(AsyncWriteTest, AFailedWriteFailsTheBindAndUncountsThePod) {
+  json pod = Create("demo", 3000);
+  Fail("PATCH /api/v1/namespaces/default/pods/demo", 1);
+  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  json bound = Bind("demo");
+  const std::string error = bound.value("Error", "");
+  EXPECT_NE(error.find("decision was not written"), std::string::npos) << error;
+  EXPECT_NE(error.find("patch pod annotations"), std::string::npos) << error;
+  json got = Get("demo");
+  EXPECT_FALSE(k8s::Annotation(got, "hami.io/vgpu-node").has_value());
+  EXPECT_EQ(got["spec"].value("nodeName", ""), "");
+  EXPECT_EQ(UsedMem(), 0);
+  // kube-scheduler schedules the pod again: this time the write lands and the bind goes on.
+  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(Bind("demo"), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/vgpu-node"), "node-1");
+  EXPECT_EQ(UsedMem(), 3000);
+}
+
+TEST_F(AsyncWriteTest, StopWritesEveryAnsweredDecision) {
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    ASSERT_EQ(Filter(Create(name, 1000))["NodeNames"], json::array({"node-1"})) << name;
+  }
+  extender_->Stop();
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    EXPECT_EQ(k8s::Annotation(Get(name), "hami.io/vgpu-node"), "node-1") << name;
+  }
+  EXPECT_EQ(UsedMem(), 5000);
+}
+
+}  // namespace
+}  // namespace hami::scheduler
