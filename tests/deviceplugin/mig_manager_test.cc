@@ -16,6 +16,7 @@
 #include "deviceplugin/mig_apply_lock.h"
 #include "deviceplugin/mig_manager.h"
 #include "deviceplugin/nvml.h"
+#include "support/fake_mig_lock_wait.h"
 
 namespace hami::deviceplugin {
 namespace {
@@ -408,12 +409,8 @@ TEST_F(MigTest, ALockHeldElsewhereFailsThePassAfterTheWaitNotForever) {
   ASSERT_TRUE(other.Acquire());
   FakeClock clock;
   int sleeps = 0;
-  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
-                   [&](std::chrono::milliseconds d) {
-                     ++sleeps;
-                     clock.Advance(d);
-                   }};
-  MigManager manager(nvml.get(), {{0, kGpu0}, {1, kGpu1}}, path, wait);
+  MigManager manager(nvml.get(), {{0, kGpu0}, {1, kGpu1}}, path,
+                     hami::testing::FakeMigLockWait(&clock, &sleeps));
   auto r = manager.Ensure({Reservation(kGpu0, "1g.5gb", 6, 1)});
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().find(path), std::string::npos) << r.error();

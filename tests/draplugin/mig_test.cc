@@ -12,6 +12,7 @@
 #include "deviceplugin/mig_apply_lock.h"
 #include "draplugin/fake_mig_driver.h"
 #include "draplugin/state.h"
+#include "support/fake_mig_lock_wait.h"
 
 namespace hami::draplugin {
 namespace {
@@ -314,11 +315,7 @@ TEST_F(MigClaimsTest, ALockHeldElsewhereFailsThePrepareAfterTheWaitNotForever) {
   ASSERT_TRUE(*other.TryAcquire());
   FakeClock clock;
   int sleeps = 0;
-  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
-                   [&](std::chrono::milliseconds d) {
-                     ++sleeps;
-                     clock.Advance(d);
-                   }};
+  MigLockWait wait = hami::testing::FakeMigLockWait(&clock, &sleeps);
   PreparedClaims claims(checkpoint_, env_, &driver_, lock_, wait);
   ASSERT_TRUE(claims.Load());
   auto s = claims.Prepare({"u-1", "ml", "c", {Mig("hami-gpu-0-mig-1g-10gb-3")}}, gpus_);
@@ -335,11 +332,9 @@ TEST_F(MigClaimsTest, APrepareWaitingForTheLockGoesOnOnceItIsFree) {
   ASSERT_TRUE(*other->TryAcquire());
   FakeClock clock;
   int sleeps = 0;
-  MigLockWait wait{std::chrono::milliseconds(1000), std::chrono::milliseconds(100), &clock,
-                   [&](std::chrono::milliseconds d) {
-                     if (++sleeps == 3) other.reset();  // releases
-                     clock.Advance(d);
-                   }};
+  MigLockWait wait = hami::testing::FakeMigLockWait(&clock, &sleeps, [&](int n) {
+    if (n == 3) other.reset();  // releases
+  });
   PreparedClaims claims(checkpoint_, env_, &driver_, lock_, wait);
   ASSERT_TRUE(claims.Load());
   ASSERT_TRUE(claims.Prepare({"u-1", "ml", "c", {Mig("hami-gpu-0-mig-1g-10gb-3")}}, gpus_));

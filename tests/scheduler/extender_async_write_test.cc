@@ -21,14 +21,13 @@ namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
-using testing::GpuPod;
 
-// node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write; requests
-// named in fail_ are answered 500 by the API server that many times (-1: always).
-class AsyncWriteTest : public testing::RegistrarTest {
+// node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write;
+// requests named in fail_ are answered 500 by the API server that many times (-1: always).
+class AsyncWriteTest : public testing::NodeOneExtenderTest {
  protected:
   AsyncWriteTest() {
-    registration_options_.record_events = false;
+    extender_options_.async_decision_write = true;
     api_options_.fail_request = [this](const std::string& method, const std::string& path) {
       std::lock_guard<std::mutex> lock(mu_);
       int& left = fail_[method + " " + path];
@@ -42,41 +41,10 @@ class AsyncWriteTest : public testing::RegistrarTest {
     if (api_) api_->Stop();  // the hook's state goes before the server the base owns
   }
 
-  void SetUp() override {
-    testing::RegistrarTest::SetUp();
-    if (HasFatalFailure()) return;
-    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
-    ASSERT_TRUE(registrar_->RunOnce().ok());
-    ExtenderOptions eo;
-    eo.zone = Zone::Utc();
-    eo.record_events = false;
-    eo.async_decision_write = true;
-    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
-  }
-
-  json Create(const std::string& name, int mem) {
-    auto r = client_->Create(k8s::resources::kPods, "default", GpuPod(name, mem));
-    EXPECT_TRUE(r.ok());
-    return r.ok() ? *r : json();
-  }
-  json Filter(const json& pod) {
-    HttpReply r = extender_->Filter(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
-    EXPECT_EQ(r.status, 200);
-    return json::parse(r.body);
-  }
   json Bind(const std::string& pod) {
     HttpReply r = extender_->Bind(
         json{{"PodName", pod}, {"PodNamespace", "default"}, {"Node", "node-1"}}.dump());
     return json::parse(r.body);
-  }
-  json Get(const std::string& name) {
-    return *client_->Get(k8s::resources::kPods, "default", name);
-  }
-  int64_t UsedMem() {
-    int64_t sum = 0;
-    const device::UsageIndex::Snapshot snap = index_.Rows({"node-1"});
-    for (const auto& d : snap.nodes.at(0).devices) sum += d.usedmem;
-    return sum;
   }
   void Fail(const std::string& request, int times) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,7 +53,6 @@ class AsyncWriteTest : public testing::RegistrarTest {
 
   std::mutex mu_;
   std::map<std::string, int> fail_;
-  std::unique_ptr<Extender> extender_;
 };
 
 TEST_F(AsyncWriteTest, TheBindSeesTheDecisionTheFilterAnsweredBeforeWriting) {

@@ -24,46 +24,9 @@ namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
-using testing::GpuPod;
 
 // node-1 (two V100s of 32768 MiB) registered, and an extender; no Events.
-class ExtenderOrderTest : public testing::RegistrarTest {
- protected:
-  ExtenderOrderTest() { registration_options_.record_events = false; }
-
-  void SetUp() override {
-    testing::RegistrarTest::SetUp();
-    if (HasFatalFailure()) return;
-    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
-    ASSERT_TRUE(registrar_->RunOnce().ok());
-    ExtenderOptions eo;
-    eo.zone = Zone::Utc();
-    eo.record_events = false;
-    extender_ = std::make_unique<Extender>(registry_, index_, *client_, clock_, eo, nullptr);
-  }
-
-  json Create(const std::string& name, int mem) {
-    auto r = client_->Create(k8s::resources::kPods, "default", GpuPod(name, mem));
-    EXPECT_TRUE(r.ok());
-    return r.ok() ? *r : json();
-  }
-  json Filter(const json& pod) {
-    HttpReply r = extender_->Filter(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
-    EXPECT_EQ(r.status, 200);
-    return json::parse(r.body);
-  }
-  json Get(const std::string& name) {
-    return *client_->Get(k8s::resources::kPods, "default", name);
-  }
-  int64_t UsedMem() {
-    int64_t sum = 0;
-    const device::UsageIndex::Snapshot snap = index_.Rows({"node-1"});
-    for (const auto& d : snap.nodes.at(0).devices) sum += d.usedmem;
-    return sum;
-  }
-
-  std::unique_ptr<Extender> extender_;
-};
+using ExtenderOrderTest = testing::NodeOneExtenderTest;
 
 TEST_F(ExtenderOrderTest, LateEventsDoNotUndoTheDecision) {
   // Two V100s of 32768 MiB: two pods of 20000 MiB fit, one per GPU; a third does not.

@@ -16,6 +16,7 @@
 #include "device/config.h"
 #include "device/usage_index.h"
 #include "k8s/client.h"
+#include "scheduler/extender.h"
 #include "scheduler/registration.h"
 #include "sim/apiserver/apiserver.h"
 
@@ -99,6 +100,52 @@ class RegistrarTest : public SimTest {
   device::Registry registry_;
   device::UsageIndex index_;
   std::unique_ptr<Registrar> registrar_;
+};
+
+// node-1 (the seed's two V100s of 32768 MiB) registered and `extender_` built in SetUp from
+// `extender_options_` (UTC, no Events; a derived constructor may change them), with helpers for
+// pods in namespace default.
+class NodeOneExtenderTest : public RegistrarTest {
+ protected:
+  NodeOneExtenderTest() {
+    registration_options_.record_events = false;
+    extender_options_.zone = Zone::Utc();
+    extender_options_.record_events = false;
+  }
+
+  void SetUp() override {
+    RegistrarTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-1")).ok());
+    ASSERT_TRUE(registrar_->RunOnce().ok());
+    extender_ =
+        std::make_unique<Extender>(registry_, index_, *client_, clock_, extender_options_, nullptr);
+  }
+
+  nlohmann::json Create(const std::string& name, int mem) {
+    auto r = client_->Create(k8s::resources::kPods, "default", GpuPod(name, mem));
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : nlohmann::json();
+  }
+  // /filter of `pod` over node-1.
+  nlohmann::json Filter(const nlohmann::json& pod) {
+    HttpReply r = extender_->Filter(nlohmann::json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
+    EXPECT_EQ(r.status, 200);
+    return nlohmann::json::parse(r.body);
+  }
+  nlohmann::json Get(const std::string& name) {
+    return *client_->Get(k8s::resources::kPods, "default", name);
+  }
+  // The memory the usage index counts on node-1's GPUs.
+  int64_t UsedMem() {
+    int64_t sum = 0;
+    const device::UsageIndex::Snapshot snap = index_.Rows({"node-1"});
+    for (const auto& d : snap.nodes.at(0).devices) sum += d.usedmem;
+    return sum;
+  }
+
+  ExtenderOptions extender_options_;
+  std::unique_ptr<Extender> extender_;
 };
 
 }  // namespace hami::scheduler::testing
