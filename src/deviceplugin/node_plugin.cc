@@ -55,7 +55,7 @@ class NodePlugin::Impl {
     std::vector<MigGpu> mig_gpus;
     for (const GpuDevice& g : gpus) mig_gpus.push_back({static_cast<uint32_t>(g.index), g.uuid});
     mig_ = std::make_unique<MigManager>(discovery_->nvml(), std::move(mig_gpus),
-                                        options_.mig_lock_path);
+                                        options_.mig_lock_path, options_.mig_lock_wait);
     reconciler_ = std::make_unique<MigReconciler>(
         mig_.get(), [this] { return ListPods(false); }, clock_);
     // The start-up pass: adopt what the live pods reference, reset the rest. Its pod list is

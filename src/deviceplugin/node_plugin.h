@@ -36,6 +36,7 @@ struct NodePluginOptions {
   NvmlOptions nvml;
   PluginConfig config;
   std::string mig_lock_path = std::string(kMigApplyLockPath);
+  MigLockWait mig_lock_wait{};  // how long a MIG pass waits for another holder of that lock
   MpsDaemonOptions mps;  // mps.root is also where Allocate mounts the daemons' directories from
   std::chrono::milliseconds poll_interval{1000};  // the Plugin's loop
 };

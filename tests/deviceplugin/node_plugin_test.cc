@@ -8,12 +8,15 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <thread>
 
 #include "common/json.h"
 #include "deviceplugin/mig_apply_lock.h"
@@ -38,23 +41,6 @@ std::string ReadAll(const fs::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// Whether /proc/locks shows a process waiting for a flock on `path` (a "->" line naming its
-// inode): the plugin blocked on the apply lock.
-bool SomeoneWaitsFor(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return false;
-  const std::string inode = ":" + std::to_string(st.st_ino) + " ";
-  std::ifstream in("/proc/locks");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("->") != std::string::npos && line.find("FLOCK") != std::string::npos &&
-        line.find(inode) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
 }
 
 std::string Reservation(uint32_t start, const std::string& runtime = "") {
@@ -158,7 +144,14 @@ TEST_F(NodePluginTest, MigModeFromRegisterToReconcile) {
   old["status"] = {{"phase", "Running"}};
   ASSERT_TRUE(client_->Create(res::kPods, "default", old));
 
-  plugin_ = std::make_unique<NodePlugin>(Options("mig"), client_.get(), clock_);
+  // The MIG passes' waits for the apply lock are counted (and sleep for real).
+  auto lock_waits = std::make_shared<std::atomic<int>>(0);
+  NodePluginOptions options = Options("mig");
+  options.mig_lock_wait.sleep = [lock_waits](std::chrono::milliseconds d) {
+    ++*lock_waits;
+    std::this_thread::sleep_for(d);
+  };
+  plugin_ = std::make_unique<NodePlugin>(options, client_.get(), clock_);
   ASSERT_TRUE(plugin_->Start());
   EXPECT_EQ(plugin_->discovery_name(), std::string("nvml:") + HAMI_FAKE_NVML_PATH + " (MIG)");
   // The start-up pass ran before serving: the running pod's instance is adopted, the other gone.
@@ -203,13 +196,14 @@ TEST_F(NodePluginTest, MigModeFromRegisterToReconcile) {
   EXPECT_EQ(PodAnnotation("demo", "hami.io/bind-phase"), "success");
 
   // The pod holding slice 5 goes. While another holder has the apply lock the due pass waits
-  // for it (seen in /proc/locks) and has destroyed nothing; once released it destroys the
-  // unreferenced instance and keeps demo's.
+  // for it (polling, up to MigLockWait's 10 s) and has destroyed nothing; once released it
+  // destroys the unreferenced instance and keeps demo's.
   ASSERT_TRUE(client_->Delete(res::kPods, "default", "old"));
   MigApplyLock other(lock_);
   ASSERT_TRUE(other.Acquire());
+  const int waits_before = lock_waits->load();
   clock_.Advance(kMigReconcileInterval);
-  ASSERT_TRUE(WaitFor([&] { return SomeoneWaitsFor(lock_); }));
+  ASSERT_TRUE(WaitFor([&] { return lock_waits->load() > waits_before; }));
   EXPECT_TRUE(HasInstanceAt(5));
   other.Release();
   ASSERT_TRUE(WaitFor([&] { return !HasInstanceAt(5); }));
