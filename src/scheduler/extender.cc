@@ -198,7 +198,11 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
     // claim below is one per pod, so such calls take turns (a background decision write of the
     // pod's last filter counts as in flight too).
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return filtering_.count(key) == 0; });
+    if (filtering_.count(key) != 0) {
+      ++waiting_for_pod_;
+      cv_.wait(lock, [&] { return filtering_.count(key) == 0; });
+      --waiting_for_pod_;
+    }
     filtering_.insert(key);
     failed_writes_.erase(key);  // a new decision replaces the failed one
   }
@@ -341,6 +345,11 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   }
   if (std::optional<std::string> error = write()) return FilterError(*error);
   return EncodeFilterResult(result);
+}
+
+size_t Extender::FiltersWaitingForTheirPod() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_for_pod_;
 }
 
 std::optional<std::string> Extender::AwaitDecisionWrite(const std::string& key) {

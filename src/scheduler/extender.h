@@ -101,6 +101,9 @@ class Extender {
   // BindAsync, waited for.
   HttpReply Bind(std::string_view body);
 
+  // Filters waiting for an earlier filter of the same pod (or its decision write) to finish.
+  size_t FiltersWaitingForTheirPod() const;
+
   // Answers queued binds at once with an error (shutdown).
   void Stop();
   // Events are sent in the background (event_queue.h); blocks until the queued ones are sent.
@@ -154,8 +157,9 @@ class Extender {
   const QuotaLookup quota_;
   nodelock::Locker locker_;  // the node lock: per-node queue, acquire, release
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  size_t waiting_for_pod_ = 0;          // FiltersWaitingForTheirPod()
   std::set<std::string> filtering_;     // pods with a filter in flight (one at a time per pod)
   std::unique_ptr<EventQueue> events_;  // null when events are off
   // async_decision_write: the decision writes waiting for the writer thread, and the errors of

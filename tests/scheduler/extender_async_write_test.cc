@@ -2,10 +2,12 @@
 // to the pod runs on the extender's writer thread, and the pod's bind waits for that write. The
 // bind sees the written decision, a failed write fails the bind (never a bind without a decision
 // on the pod) and takes the pod out of the index, and Stop() writes every answered decision.
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,12 +17,14 @@
 #include "scheduler/extender.h"
 #include "scheduler/registration.h"
 #include "sim/apiserver/apiserver.h"
+#include "support/wait_for.h"
 #include "test_env.h"
 
 namespace hami::scheduler {
 namespace {
 
 using nlohmann::json;
+using test_support::WaitFor;
 
 // node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write;
 // requests named in fail_ are answered 500 by the API server that many times (-1: always).
@@ -29,7 +33,13 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
   AsyncWriteTest() {
     extender_options_.async_decision_write = true;
     api_options_.fail_request = [this](const std::string& method, const std::string& path) {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (hold_ == method + " " + path) {  // held until Let() (once)
+        hold_.clear();
+        held_ = true;
+        held_cv_.notify_all();
+        held_cv_.wait(lock, [&] { return let_; });
+      }
       int& left = fail_[method + " " + path];
       if (left == 0) return false;
       if (left > 0) --left;
@@ -50,9 +60,27 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
     std::lock_guard<std::mutex> lock(mu_);
     fail_[request] = times;
   }
+  // The next `request` waits in the API server until Let(); Held() waits until it arrived.
+  void Hold(const std::string& request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = request;
+  }
+  void Held() {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_cv_.wait(lock, [&] { return held_; });
+  }
+  void Let() {
+    std::lock_guard<std::mutex> lock(mu_);
+    let_ = true;
+    held_cv_.notify_all();
+  }
 
   std::mutex mu_;
   std::map<std::string, int> fail_;
+  std::string hold_;
+  bool held_ = false;
+  bool let_ = false;
+  std::condition_variable held_cv_;
 };
 
 TEST_F(AsyncWriteTest, TheBindSeesTheDecisionTheFilterAnsweredBeforeWriting) {
@@ -85,6 +113,27 @@ TEST_F(AsyncWriteTest, AFailedWriteFailsTheBindAndUncountsThePod) {
   EXPECT_EQ(UsedMem(), 0);
   // kube-scheduler schedules the pod again: this time the write lands and the bind goes on.
   ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(Bind("demo"), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/vgpu-node"), "node-1");
+  EXPECT_EQ(UsedMem(), 3000);
+}
+
+// kube-scheduler retries a pod's filter while the first one's write is still on its way: the
+// retry waits for it (the pod's index claim is the write's until it lands), then decides with the
+// pod counted once.
+TEST_F(AsyncWriteTest, ARetriedFilterWaitsForTheWriteInFlight) {
+  json pod = Create("demo", 3000);
+  Hold("PATCH /api/v1/namespaces/default/pods/demo");
+  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  Held();  // the decision write is in the API server now, and stays there
+  json retried;
+  std::thread retry([&] { retried = Filter(pod); });
+  EXPECT_TRUE(WaitFor([&] { return extender_->FiltersWaitingForTheirPod() == 1; }));
+  EXPECT_FALSE(k8s::Annotation(Get("demo"), "hami.io/vgpu-node").has_value());
+  Let();
+  retry.join();
+  EXPECT_EQ(retried["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(extender_->FiltersWaitingForTheirPod(), 0u);
   EXPECT_EQ(Bind("demo"), json::parse(R"({"Error":""})"));
   EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/vgpu-node"), "node-1");
   EXPECT_EQ(UsedMem(), 3000);
