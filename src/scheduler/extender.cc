@@ -159,7 +159,20 @@ void Extender::Stop() {
 
 Extender::~Extender() { Stop(); }
 
-void Extender::SetExecutor(Executor executor) { locker_.SetExecutor(std::move(executor)); }
+void Extender::SetExecutor(Executor executor) {
+  executor_ = executor;
+  locker_.SetExecutor(std::move(executor));
+}
+
+void Extender::Run(std::function<void()> task) {
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping = stopping_;  // the executor (the HTTP server's workers) may be gone
+  }
+  if (executor_ && !stopping) return executor_(std::move(task));
+  task();
+}
 
 void Extender::Event(const json& pod, std::string_view type, std::string_view reason,
                      const std::string& message) {
@@ -221,9 +234,17 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
     std::optional<device::UsageIndex::Written> written;
     ~Claim() {
       self->index_.Release(key, std::move(written));
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->filtering_.erase(key);
-      self->cv_.notify_all();
+      std::vector<std::function<void()>> binds;  // binds parked for the pod's decision write
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        self->filtering_.erase(key);
+        self->cv_.notify_all();
+        if (auto it = self->after_claim_.find(key); it != self->after_claim_.end()) {
+          binds = std::move(it->second);
+          self->after_claim_.erase(it);
+        }
+      }
+      for (auto& bind : binds) self->Run(std::move(bind));
     }
   };
   auto claim = std::make_shared<Claim>(this, key);
@@ -352,20 +373,6 @@ size_t Extender::FiltersWaitingForTheirPod() const {
   return waiting_for_pod_;
 }
 
-std::optional<std::string> Extender::AwaitDecisionWrite(const std::string& key) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, options_.decision_write_wait,
-                    [&] { return filtering_.count(key) == 0; })) {
-    return "the decision of pod " + key + " is still being written after " +
-           std::to_string(options_.decision_write_wait.count()) + " ms";
-  }
-  auto it = failed_writes_.find(key);
-  if (it == failed_writes_.end()) return std::nullopt;
-  std::string error = "the filter's decision was not written: " + it->second;
-  failed_writes_.erase(it);
-  return error;
-}
-
 void Extender::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -454,8 +461,37 @@ HttpReply Extender::Bind(std::string_view body) {
 }
 
 void Extender::BindAsync(std::string body, std::function<void(HttpReply)> done) {
+  Result<BindingArgs> args = ParseBindingArgs(body);
+  if (!args) {
+    return done(HttpReply{DecodeErrorStatus(args.error()), EncodeBindingResult(args.error())});
+  }
+  BindParsed(std::move(*args), std::move(done));
+}
+
+void Extender::BindParsed(BindingArgs args, std::function<void(HttpReply)> done) {
+  if (options_.async_decision_write) {
+    const std::string ns = args.pod_namespace.empty() ? "default" : args.pod_namespace;
+    const std::string key = ns + "/" + args.pod_name;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (filtering_.count(key) != 0) {
+      // The pod's decision is still being written: the bind goes on once its claim is released
+      // (holding no thread meanwhile), and reads the pod with the decision on it.
+      after_claim_[key].push_back([this, args = std::move(args), done = std::move(done)]() mutable {
+        BindParsed(std::move(args), std::move(done));
+      });
+      return;
+    }
+    if (auto it = failed_writes_.find(key); it != failed_writes_.end()) {
+      const std::string error = "the filter's decision was not written: " + it->second;
+      failed_writes_.erase(it);
+      lock.unlock();
+      Event(json{{"metadata", {{"namespace", ns}, {"name", args.pod_name}}}}, "Warning",
+            "BindingFailed", error);
+      return done(Ok(EncodeBindingResult(error)));
+    }
+  }
   std::optional<BindStart> prepared;
-  HttpReply early = PrepareBind(body, &prepared);
+  HttpReply early = PrepareBind(std::move(args), &prepared);
   if (!prepared) return done(std::move(early));
   auto start = std::make_shared<BindStart>(std::move(*prepared));
   auto rest = [this, start, done = std::move(done)](Status locked) {
@@ -466,18 +502,9 @@ void Extender::BindAsync(std::string body, std::function<void(HttpReply)> done) 
   locker_.AcquireAsync(start->args.node, start->ns, start->args.pod_name, std::move(rest));
 }
 
-HttpReply Extender::PrepareBind(std::string_view body, std::optional<BindStart>* start) {
-  Result<BindingArgs> args = ParseBindingArgs(body);
-  if (!args) return HttpReply{DecodeErrorStatus(args.error()), EncodeBindingResult(args.error())};
+HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* start) {
+  BindingArgs* args = &parsed;
   const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
-  if (options_.async_decision_write) {
-    // The pod is read below with its decision written: wait for the filter's background write.
-    if (std::optional<std::string> error = AwaitDecisionWrite(ns + "/" + args->pod_name)) {
-      Event(json{{"metadata", {{"namespace", ns}, {"name", args->pod_name}}}}, "Warning",
-            "BindingFailed", *error);
-      return Ok(EncodeBindingResult(*error));
-    }
-  }
   auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
   if (!raw) {
     // The index is not touched: the pod informer removes a pod that is gone, and a transient

@@ -61,10 +61,10 @@ struct ExtenderOptions {
   bool record_events = true;
   // --async-decision-write: /filter answers once the decision is made and counted in the index;
   // its patch of the pod is written in the background (one writer thread, in order), and the
-  // pod's bind waits for that write (at most decision_write_wait) and fails with its error when
-  // it failed. Off: the filter answers after the patch (HAMi's order).
+  // pod's bind waits for that write (parked, holding no thread; the client's timeouts bound the
+  // write) and fails with its error when it failed. Off: the filter answers after the patch
+  // (HAMi's order).
   bool async_decision_write = false;
-  std::chrono::milliseconds decision_write_wait{30000};
 };
 
 // The simulation filter (ExtenderArgs.Nodes): the best of the given nodes, zero usage, no side
@@ -120,7 +120,11 @@ class Extender {
     std::vector<const device::Device*> vendor_locks;
   };
   // The part of a bind before the lock: a reply when it ends there, else *start is set.
-  HttpReply PrepareBind(std::string_view body, std::optional<BindStart>* start);
+  HttpReply PrepareBind(BindingArgs args, std::optional<BindStart>* start);
+  // BindAsync after the body is parsed; parked while the pod's decision is being written.
+  void BindParsed(BindingArgs args, std::function<void(HttpReply)> done);
+  // `task` on the executor (the calling thread without one).
+  void Run(std::function<void()> task);
   // The part after the lock (`locked`: the lock's outcome).
   HttpReply BindLocked(const BindStart& start, const Status& locked);
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
@@ -143,9 +147,6 @@ class Extender {
                              std::function<std::optional<std::string>()>* deferred = nullptr);
   void Event(const nlohmann::json& pod, std::string_view type, std::string_view reason,
              const std::string& message);
-  // async_decision_write: waits until no filter (nor its background write) of pod `key` is in
-  // flight; the error of a failed write, if any (taken: reported once).
-  std::optional<std::string> AwaitDecisionWrite(const std::string& key);
   void WriterLoop();
   void StopWriter();
 
@@ -166,6 +167,9 @@ class Extender {
   // failed ones until the pod's bind (or next filter) reads them. Guarded by mu_.
   std::deque<std::function<void()>> writes_;
   std::map<std::string, std::string> failed_writes_;
+  // Binds waiting for a pod's claim (its filter and decision write) to be released.
+  std::map<std::string, std::vector<std::function<void()>>> after_claim_;
+  Executor executor_;  // SetExecutor's
   bool stopping_ = false;
   std::condition_variable writes_cv_;
   std::thread writer_;

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -137,6 +138,34 @@ TEST_F(AsyncWriteTest, ARetriedFilterWaitsForTheWriteInFlight) {
   EXPECT_EQ(Bind("demo"), json::parse(R"({"Error":""})"));
   EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/vgpu-node"), "node-1");
   EXPECT_EQ(UsedMem(), 3000);
+}
+
+// A bind that comes while the decision is still being written is parked: BindAsync returns at
+// once (the HTTP worker is free), and the reply comes once the write has landed.
+TEST_F(AsyncWriteTest, ABindWaitingForTheWriteHoldsNoThread) {
+  json pod = Create("demo", 3000);
+  Hold("PATCH /api/v1/namespaces/default/pods/demo");
+  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  Held();
+  std::mutex mu;
+  std::optional<HttpReply> reply;
+  extender_->BindAsync(
+      json{{"PodName", "demo"}, {"PodNamespace", "default"}, {"Node", "node-1"}}.dump(),
+      [&](HttpReply r) {
+        std::lock_guard<std::mutex> lock(mu);
+        reply = std::move(r);
+      });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_FALSE(reply.has_value());  // returned without an answer: parked, not waiting
+  }
+  Let();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return reply.has_value();
+  }));
+  EXPECT_EQ(json::parse(reply->body), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/bind-phase"), "allocating");
 }
 
 TEST_F(AsyncWriteTest, StopWritesEveryAnsweredDecision) {
