@@ -121,15 +121,11 @@ std::string MigDeviceName(int minor, std::string_view profile, uint32_t start) {
 int DeviceNameMinor(std::string_view name) {
   static constexpr std::string_view kPrefix = "hami-gpu-";
   if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
-  size_t end = kPrefix.size();
-  int64_t minor = 0;
-  while (end < name.size() && name[end] >= '0' && name[end] <= '9') {
-    minor = minor * 10 + (name[end] - '0');
-    if (minor >= (1 << 20)) return -1;
-    ++end;
-  }
-  if (end == kPrefix.size() || (end < name.size() && name[end] != '-')) return -1;
-  return static_cast<int>(minor);
+  std::string_view rest = name.substr(kPrefix.size());
+  std::string_view digits = rest.substr(0, rest.find('-'));  // a MIG device goes on after "-"
+  std::optional<uint64_t> minor = ParseUint64(digits);
+  if (!minor || *minor >= (1u << 20)) return -1;
+  return static_cast<int>(*minor);
 }
 
 std::string FormatBinaryBytes(int64_t bytes) {

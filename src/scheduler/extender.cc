@@ -254,21 +254,31 @@ std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView
                                      options_.async_decision_write ? &write : nullptr);
   if (write) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (stopping_) {  // shutting down: no writer left to hand it to
+    if (stopping_ || writes_.size() >= options_.max_queued_writes) {
+      // Shutting down (no writer left to hand it to), or the writer is that far behind: the
+      // filter writes the decision itself before answering.
       lock.unlock();
       if (std::optional<std::string> error = write()) return FilterError(*error);
       return reply;
     }
-    writes_.push_back([this, claim, key, write = std::move(write)]() mutable {
-      std::optional<std::string> error = write();
-      if (error) {
-        HAMI_WARN("/filter {}: decision write: {}", key, *error);
-        std::lock_guard<std::mutex> l(mu_);
-        if (failed_writes_.size() >= 4096) failed_writes_.erase(failed_writes_.begin());
-        failed_writes_[key] = *error;
-      }
-      claim.reset();  // releases the claim: the pod's bind and next filter may go on
-    });
+    writes_.push_back(
+        [this, claim, key, uid = k8s::Uid(raw_pod), write = std::move(write)]() mutable {
+          std::optional<std::string> error = write();
+          if (error) {
+            HAMI_WARN("/filter {}: decision write: {}", key, *error);
+            std::lock_guard<std::mutex> l(mu_);
+            if (failed_writes_.size() >= std::max<size_t>(1, options_.max_failed_writes) &&
+                failed_writes_.count(key) == 0) {
+              auto oldest = failed_writes_.begin();
+              for (auto it = failed_writes_.begin(); it != failed_writes_.end(); ++it) {
+                if (it->second.seq < oldest->second.seq) oldest = it;
+              }
+              failed_writes_.erase(oldest);
+            }
+            failed_writes_[key] = FailedWrite{*error, std::move(uid), failed_writes_seq_++};
+          }
+          claim.reset();  // releases the claim: the pod's bind and next filter may go on
+        });
     writes_cv_.notify_one();
   }
   return reply;
@@ -482,11 +492,14 @@ void Extender::BindParsed(BindingArgs args, std::function<void(HttpReply)> done)
       return;
     }
     if (auto it = failed_writes_.find(key); it != failed_writes_.end()) {
-      const std::string error = "the filter's decision was not written: " + it->second;
+      const std::string error = "the filter's decision was not written: " + it->second.error;
+      json pod = {{"kind", "Pod"},
+                  {"apiVersion", "v1"},
+                  {"metadata", {{"namespace", ns}, {"name", args.pod_name}}}};
+      if (!it->second.uid.empty()) pod["metadata"]["uid"] = it->second.uid;
       failed_writes_.erase(it);
       lock.unlock();
-      Event(json{{"metadata", {{"namespace", ns}, {"name", args.pod_name}}}}, "Warning",
-            "BindingFailed", error);
+      Event(pod, "Warning", "BindingFailed", error);
       return done(Ok(EncodeBindingResult(error)));
     }
   }
@@ -524,8 +537,12 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
   // Only a regular container's device request takes the lock (the plugin's Allocate needs it).
   // Each backend says which lock (HAMi's LockNode): HAMi's node lock, its own, or none.
   bool needs_lock = false;
+  bool requests_devices = false;
   std::vector<const device::Device*> vendor_locks;
   if (auto reqs = device::NormalizePodRequests(registry_, *pod)) {
+    for (const auto& container : reqs->containers) {
+      for (const auto& [vendor, req] : container) requests_devices |= req.nums > 0;
+    }
     for (size_t i = reqs->init_count; i < reqs->containers.size(); ++i) {
       for (const auto& [vendor, req] : reqs->containers[i]) {
         if (req.nums <= 0) continue;
@@ -539,6 +556,19 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
         }
       }
     }
+  }
+  // With the decision written in the background, a pod whose write failed and whose failure
+  // record is gone (past max_failed_writes) must not be bound without its devices: the device
+  // plugin would fail its Allocate on the node.
+  if (options_.async_decision_write && requests_devices &&
+      k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("") != args->node) {
+    const std::string error = "pod " + ns + "/" + args->pod_name + " has no decision for node " +
+                              Quote(args->node) + " (" + std::string(protocol::kVgpuNodeKey) +
+                              " is " +
+                              Quote(k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("")) +
+                              "); it is scheduled again";
+    Event(*raw, "Warning", "BindingFailed", error);
+    return Ok(EncodeBindingResult(error));
   }
   *start = BindStart{std::move(*args), ns, std::move(*raw), needs_lock, std::move(vendor_locks)};
   return HttpReply{};

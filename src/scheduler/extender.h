@@ -65,6 +65,13 @@ struct ExtenderOptions {
   // write) and fails with its error when it failed. Off: the filter answers after the patch
   // (HAMi's order).
   bool async_decision_write = false;
+  // With async_decision_write: once this many decision writes wait for the writer thread (the
+  // API server is slow or down), a filter writes its own decision before it answers, as without
+  // the flag, so answered-but-unwritten decisions stay bounded.
+  size_t max_queued_writes = 1024;
+  // The failed decision writes remembered for their pods' binds; past this, the oldest go (its
+  // pod's bind then fails on the missing decision instead).
+  size_t max_failed_writes = 4096;
 };
 
 // The simulation filter (ExtenderArgs.Nodes): the best of the given nodes, zero usage, no side
@@ -166,7 +173,13 @@ class Extender {
   // async_decision_write: the decision writes waiting for the writer thread, and the errors of
   // failed ones until the pod's bind (or next filter) reads them. Guarded by mu_.
   std::deque<std::function<void()>> writes_;
-  std::map<std::string, std::string> failed_writes_;
+  struct FailedWrite {
+    std::string error;
+    std::string uid;  // the pod's, for the BindingFailed event
+    uint64_t seq;     // when full, the oldest record goes
+  };
+  std::map<std::string, FailedWrite> failed_writes_;
+  uint64_t failed_writes_seq_ = 0;
   // Binds waiting for a pod's claim (its filter and decision write) to be released.
   std::map<std::string, std::vector<std::function<void()>>> after_claim_;
   Executor executor_;  // SetExecutor's

@@ -37,8 +37,9 @@ TEST(DeviceNameMinor, ReadsBackEveryNameThePluginWrites) {
   EXPECT_EQ(DeviceNameMinor(GpuDeviceName(13)), 13);
   EXPECT_EQ(DeviceNameMinor(CounterSetName(7)), 7);
   EXPECT_EQ(DeviceNameMinor(MigDeviceName(3, "1g.10gb", 0)), 3);
-  for (const char* bad : {"", "hami-gpu-", "hami-gpu-x", "hami-gpu-3x", "gpu-3", "hami-gpu--1",
-                          "hami-gpu-99999999999999999999", "nvidia-gpu-0"}) {
+  for (const char* bad :
+       {"", "hami-gpu-", "hami-gpu-x", "hami-gpu-3x", "gpu-3", "hami-gpu--1", "hami-gpu-+3",
+        "hami-gpu- 3", "hami-gpu-99999999999999999999", "nvidia-gpu-0"}) {
     EXPECT_EQ(DeviceNameMinor(bad), -1) << bad;
   }
 }

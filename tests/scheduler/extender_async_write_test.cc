@@ -181,5 +181,87 @@ TEST_F(AsyncWriteTest, StopWritesEveryAnsweredDecision) {
   EXPECT_EQ(UsedMem(), 5000);
 }
 
+// The BindingFailed event of a failed write names the pod as kubectl and `kubectl hami explain`
+// look it up: kind Pod and the pod's UID.
+class AsyncWriteEventsTest : public AsyncWriteTest {
+ protected:
+  AsyncWriteEventsTest() { extender_options_.record_events = true; }
+};
+
+TEST_F(AsyncWriteEventsTest, AFailedWriteIsReportedOnThePod) {
+  json pod = Create("demo", 3000);
+  Fail("PATCH /api/v1/namespaces/default/pods/demo", 1);
+  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  EXPECT_NE(Bind("demo").value("Error", "").find("decision was not written"), std::string::npos);
+  extender_->FlushEvents();
+  auto events = client_->ListAll(k8s::resources::kEvents, "default", {});
+  ASSERT_TRUE(events.ok());
+  int found = 0;
+  for (const json& e : events->items) {
+    if (e.value("reason", "") != "BindingFailed") continue;
+    ++found;
+    EXPECT_EQ(e["involvedObject"]["kind"], "Pod");
+    EXPECT_EQ(e["involvedObject"]["name"], "demo");
+    EXPECT_EQ(e["involvedObject"]["uid"], k8s::Uid(pod));
+    EXPECT_NE(e.value("message", "").find("decision was not written"), std::string::npos);
+  }
+  EXPECT_EQ(found, 1);
+}
+
+// A writer that far behind (the API server slow or down): the filter writes its decision itself
+// before answering, so answered-but-unwritten decisions stay at max_queued_writes.
+class AsyncWriteQueueTest : public AsyncWriteTest {
+ protected:
+  AsyncWriteQueueTest() { extender_options_.max_queued_writes = 1; }
+};
+
+TEST_F(AsyncWriteQueueTest, AFilterPastTheQueueBoundWritesItsOwnDecision) {
+  json a = Create("a", 1000);
+  json b = Create("b", 1000);
+  json c = Create("c", 1000);
+  Hold("PATCH /api/v1/namespaces/default/pods/a");
+  ASSERT_EQ(Filter(a)["NodeNames"], json::array({"node-1"}));
+  Held();  // a's write is in the API server; the queue is empty
+  ASSERT_EQ(Filter(b)["NodeNames"], json::array({"node-1"}));  // queued behind a
+  ASSERT_EQ(Filter(c)["NodeNames"], json::array({"node-1"}));  // past the bound: written now
+  EXPECT_EQ(k8s::Annotation(Get("c"), "hami.io/vgpu-node"), "node-1");
+  EXPECT_FALSE(k8s::Annotation(Get("b"), "hami.io/vgpu-node").has_value());
+  EXPECT_FALSE(k8s::Annotation(Get("a"), "hami.io/vgpu-node").has_value());
+  Let();
+  for (const char* name : {"a", "b"}) {
+    EXPECT_TRUE(WaitFor([&] {
+      return k8s::Annotation(Get(name), "hami.io/vgpu-node").has_value();
+    })) << name;
+  }
+  EXPECT_EQ(UsedMem(), 3000);
+}
+
+// Past max_failed_writes the oldest failure is forgotten, whatever the pods' names; its pod's
+// bind still fails, on the decision missing from the pod.
+class AsyncWriteFailuresTest : public AsyncWriteTest {
+ protected:
+  AsyncWriteFailuresTest() { extender_options_.max_failed_writes = 2; }
+};
+
+TEST_F(AsyncWriteFailuresTest, TheOldestFailedWriteIsForgottenFirst) {
+  json z = Create("z", 1000);
+  json a = Create("a", 1000);
+  json m = Create("m", 1000);
+  for (const char* name : {"z", "a", "m"}) {
+    Fail(std::string("PATCH /api/v1/namespaces/default/pods/") + name, 1);
+  }
+  for (const json* pod : {&z, &a, &m})
+    ASSERT_EQ(Filter(*pod)["NodeNames"], json::array({"node-1"}));
+  // m's bind waits for m's write, the last: all three have failed by its answer.
+  EXPECT_NE(Bind("m").value("Error", "").find("decision was not written"), std::string::npos);
+  EXPECT_NE(Bind("a").value("Error", "").find("decision was not written"), std::string::npos);
+  const std::string z_error = Bind("z").value("Error", "");
+  EXPECT_EQ(z_error.find("decision was not written"), std::string::npos) << z_error;
+  // Still no bind without a decision on the pod.
+  EXPECT_NE(z_error.find("has no decision for node \"node-1\""), std::string::npos) << z_error;
+  EXPECT_EQ(Get("z")["spec"].value("nodeName", ""), "");
+  EXPECT_FALSE(k8s::Annotation(Get("z"), "hami.io/vgpu-node").has_value());
+}
+
 }  // namespace
 }  // namespace hami::scheduler
