@@ -62,7 +62,13 @@ Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool
 }
 
 void Registrar::MakeWrites(const std::vector<Write>& writes) {
-  for (const Write& w : writes) {
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (cancelled_) {
+      HAMI_INFO("registration: stopping; {} of {} handshake writes not made", writes.size() - i,
+                writes.size());
+      return;
+    }
+    const Write& w = writes[i];
     auto r = client_.Patch(k8s::resources::kNodes, "", w.node, k8s::PatchType::kMerge, w.patch);
     if (!r) HAMI_WARN("node {}: {}: {}", w.node, w.what, r.error().ToString());
   }

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class Registrar {
   // Keys ("ns/name") of the pods the informer saw holding devices, sorted (for metrics).
   std::vector<std::string> PodKeys() const;
 
+  // Shutting down: a pass under way makes no further handshake write (at 10,000 nodes a pass's
+  // writes take minutes at --kube-qps 50, past any termination grace period); the next leader's
+  // pass makes them. Passes after it make none.
+  void Cancel() { cancelled_ = true; }
+
  private:
   const device::Registry& registry_;
   device::UsageIndex& index_;
@@ -101,6 +107,7 @@ class Registrar {
 
   mutable std::mutex mu_;
   std::set<std::string> pod_keys_;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace hami::scheduler

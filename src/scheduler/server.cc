@@ -498,6 +498,11 @@ size_t Server::parked_filters() const {
   return http_ ? http_->parked.size() : 0;
 }
 
+bool Server::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
+}
+
 std::string Server::Metrics() {
   MetricsInput input;
   input.index = &index_;
@@ -518,6 +523,7 @@ std::string Server::Metrics() {
 }
 
 void Server::Stop() {
+  if (registrar_) registrar_->Cancel();  // before stopping() reads true
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;

@@ -131,6 +131,8 @@ class Server {
   uint64_t cert_reloads() const;
   // /filter requests parked until the first registration pass (they hold no thread).
   size_t parked_filters() const;
+  // Stop() has begun.
+  bool stopping() const;
 
  private:
   class Http;

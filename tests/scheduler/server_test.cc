@@ -19,6 +19,7 @@
 #include "device/config.h"
 #include "k8s/object.h"
 #include "sim/apiserver/apiserver.h"
+#include "support/wait_for.h"
 #include "test_env.h"
 
 namespace hami::scheduler {
@@ -246,11 +247,61 @@ TEST(ServerTest, FiltersAreServedWhileTheHandshakeWritesAreUnderWay) {
   unblock();
   ASSERT_TRUE(r);
   EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"node-1"})) << r->body;
+  // The pass goes on after the filter and writes the handshake (Stop() would end it).
+  EXPECT_TRUE(test_support::WaitFor([&] {
+    auto written = env.client->Get(k8s::resources::kNodes, "", "node-1");
+    return written && k8s::Annotation(*written, "hami.io/node-handshake")
+                              .value_or("")
+                              .rfind("Requesting_", 0) == 0;
+  }));
   server.Stop();
-  auto written = env.client->Get(k8s::resources::kNodes, "", "node-1");
-  ASSERT_TRUE(written);
-  EXPECT_EQ(
-      k8s::Annotation(*written, "hami.io/node-handshake").value_or("").rfind("Requesting_", 0), 0u);
+}
+
+// SIGTERM during a registration pass: the pass makes no further handshake write (at 10,000
+// nodes they take minutes at --kube-qps 50, past the pod's termination grace period), so Stop()
+// returns once the write in flight is answered.
+TEST(ServerTest, StopEndsAPassWithoutItsRemainingHandshakeWrites) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> patches{0};
+  sim::ApiServerOptions api_options;
+  api_options.fail_request = [&](const std::string& method, const std::string& path) {
+    if (method == "PATCH" && path.rfind("/api/v1/nodes/", 0) == 0 && patches++ == 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });  // the first write waits in the API server
+    }
+    return false;
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api_options));
+  ASSERT_TRUE(env.client);
+  for (const char* name : {"node-1", "node-2", "node-3"}) {
+    json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+    node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
+    ASSERT_TRUE(env.client->Create(k8s::resources::kNodes, "", node).ok());
+  }
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "";
+  Server server(*env.client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (patches == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
+  }
+  ASSERT_EQ(patches.load(), 1) << "the first handshake write never came";
+  std::thread stop([&] { server.Stop(); });
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server.stopping() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  stop.join();
+  EXPECT_EQ(patches.load(), 1);  // node-2's and node-3's writes were not made
 }
 
 TEST(ServerTest, AParkedFilterIsCancelledAfterTheSyncTimeout) {
