@@ -15,29 +15,7 @@
 # died (its --leader-elect-lease-duration, 15 s by default, plus up to a retry period of 2 s).
 # Usage: bench/scheduler/failover.sh [BIN_DIR=build-rel/bin] [NODES=1000] [PODS=20000]
 # SCHED_FLAGS (environment) adds hami-scheduler flags.
-set -euo pipefail
-BIN=${1:-build-rel/bin}
-NODES=${2:-1000}
-PODS=${3:-20000}
-WORK=$(mktemp -d)
-API_PORT=$((20000 + RANDOM % 20000))
-SCHED_PORT=$((API_PORT + 1))
-METRICS_PORT=$((API_PORT + 2))
-API_PID=""
-SCHED_PID=""
-cleanup() {
-  [[ -n "$SCHED_PID" ]] && kill "$SCHED_PID" 2>/dev/null || true
-  [[ -n "$API_PID" ]] && kill "$API_PID" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-"$BIN/hami-sim" apiserver --listen "127.0.0.1:$API_PORT" --kubeconfig-out "$WORK/kubeconfig" \
-  >"$WORK/apiserver.log" 2>&1 &
-API_PID=$!
-for _ in $(seq 100); do [[ -s "$WORK/kubeconfig" ]] && break; sleep 0.1; done
-"$BIN/bench_scheduler" populate "http://127.0.0.1:$API_PORT" "$NODES" "$PODS"
+source "$(dirname "$0")/cluster.sh"
 
 LEASE_URL="http://127.0.0.1:$API_PORT/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 lease() {  # lease HOLDER: the Lease as kube-scheduler writes it, renewed now
@@ -49,9 +27,6 @@ lease() {  # lease HOLDER: the Lease as kube-scheduler writes it, renewed now
 curl -sf -X POST -H 'Content-Type: application/json' -d "$(lease other-replica_1)" "$LEASE_URL" \
   >/dev/null
 
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
-rss() { awk '/^(VmRSS|VmHWM)/ {printf "%s %.1f MiB  ", $1, $2 / 1024} END {print ""}' \
-  "/proc/$SCHED_PID/status"; }
 start=$(date +%s.%N)
 "$BIN/hami-scheduler" --kubeconfig "$WORK/kubeconfig" --http_bind "127.0.0.1:$SCHED_PORT" \
   --metrics-bind-address "127.0.0.1:$METRICS_PORT" --leader-elect \

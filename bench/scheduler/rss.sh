@@ -12,39 +12,13 @@
 #  3. reads VmRSS/VmHWM of the scheduler process only.
 # Usage: bench/scheduler/rss.sh [BIN_DIR=build-rel/bin] [NODES=1000] [PODS=20000]
 # SCHED_FLAGS (environment) adds hami-scheduler flags, e.g. SCHED_FLAGS="--kube-qps 0".
-set -euo pipefail
-BIN=${1:-build-rel/bin}
-NODES=${2:-1000}
-PODS=${3:-20000}
-WORK=$(mktemp -d)
-API_PORT=$((20000 + RANDOM % 20000))
-SCHED_PORT=$((API_PORT + 1))
-METRICS_PORT=$((API_PORT + 2))
-API_PID=""
-SCHED_PID=""
-cleanup() {
-  [[ -n "$SCHED_PID" ]] && kill "$SCHED_PID" 2>/dev/null || true
-  [[ -n "$API_PID" ]] && kill "$API_PID" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/cluster.sh"
 
-"$BIN/hami-sim" apiserver --listen "127.0.0.1:$API_PORT" --kubeconfig-out "$WORK/kubeconfig" \
-  >"$WORK/apiserver.log" 2>&1 &
-API_PID=$!
-for _ in $(seq 100); do [[ -s "$WORK/kubeconfig" ]] && break; sleep 0.1; done
-"$BIN/bench_scheduler" populate "http://127.0.0.1:$API_PORT" "$NODES" "$PODS"
-
-# CPU seconds (user + system) of a process so far.
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 api_cpu0=$(cpu "$API_PID")
 start=$(date +%s.%N)
 "$BIN/hami-scheduler" --kubeconfig "$WORK/kubeconfig" --http_bind "127.0.0.1:$SCHED_PORT" \
   --metrics-bind-address "127.0.0.1:$METRICS_PORT" ${SCHED_FLAGS:-} >"$WORK/scheduler.log" 2>&1 &
 SCHED_PID=$!
-rss() { awk '/^(VmRSS|VmHWM)/ {printf "%s %.1f MiB  ", $1, $2 / 1024} END {print ""}' \
-  "/proc/$SCHED_PID/status"; }
 "$BIN/bench_scheduler" probe "$SCHED_PORT" "$NODES" 600 0
 synced=$(echo "$(date +%s.%N) - $start" | bc)
 sched_cpu=$(cpu "$SCHED_PID")

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "http_test_client.h"
+#include "support/wait_for.h"
 
 namespace hami::net {
 namespace {
@@ -22,23 +23,7 @@ using testing::RawClient;
 using testing::Reply;
 
 // A gate a handler blocks on until the test opens it.
-class Gate {
- public:
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using test_support::Gate;
 
 class HttpServerTest : public ::testing::Test {
  protected:

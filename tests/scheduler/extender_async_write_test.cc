@@ -208,12 +208,19 @@ TEST_F(AsyncWriteEventsTest, AFailedWriteIsReportedOnThePod) {
   EXPECT_EQ(found, 1);
 }
 
+// The async writer's bounds, small: max_queued_writes and max_failed_writes.
+template <size_t kQueued, size_t kFailed>
+class AsyncWriteBoundsTest : public AsyncWriteTest {
+ protected:
+  AsyncWriteBoundsTest() {
+    extender_options_.max_queued_writes = kQueued;
+    extender_options_.max_failed_writes = kFailed;
+  }
+};
+
 // A writer that far behind (the API server slow or down): the filter writes its decision itself
 // before answering, so answered-but-unwritten decisions stay at max_queued_writes.
-class AsyncWriteQueueTest : public AsyncWriteTest {
- protected:
-  AsyncWriteQueueTest() { extender_options_.max_queued_writes = 1; }
-};
+using AsyncWriteQueueTest = AsyncWriteBoundsTest<1, 4096>;
 
 TEST_F(AsyncWriteQueueTest, AFilterPastTheQueueBoundWritesItsOwnDecision) {
   json a = Create("a", 1000);
@@ -238,10 +245,7 @@ TEST_F(AsyncWriteQueueTest, AFilterPastTheQueueBoundWritesItsOwnDecision) {
 
 // Past max_failed_writes the oldest failure is forgotten, whatever the pods' names; its pod's
 // bind still fails, on the decision missing from the pod.
-class AsyncWriteFailuresTest : public AsyncWriteTest {
- protected:
-  AsyncWriteFailuresTest() { extender_options_.max_failed_writes = 2; }
-};
+using AsyncWriteFailuresTest = AsyncWriteBoundsTest<1024, 2>;
 
 TEST_F(AsyncWriteFailuresTest, TheOldestFailedWriteIsForgottenFirst) {
   json z = Create("z", 1000);

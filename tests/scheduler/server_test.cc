@@ -5,8 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -198,26 +196,18 @@ TEST(ServerTest, ReadyzIs503AndFiltersParkUntilTheFirstPass) {
 // rows: a filter is served while they are still under way, and they go through the registration
 // client, whose rate limiter is not the filter's (issue 18).
 TEST(ServerTest, FiltersAreServedWhileTheHandshakeWritesAreUnderWay) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  test_support::Gate gate;
   std::atomic<int> held{0};
   sim::ApiServerOptions api_options;
   api_options.fail_request = [&](const std::string& method, const std::string& path) {
     if (method == "PATCH" && path == "/api/v1/nodes/node-1") {
       ++held;
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return release; });
+      gate.Wait();
     }
     return false;
   };
   testing::SimEnv env = testing::StartSim(std::move(api_options));
   ASSERT_TRUE(env.client);
-  auto unblock = [&] {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-    cv.notify_all();
-  };
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
   node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
   ASSERT_TRUE(env.client->Create(k8s::resources::kNodes, "", node).ok());
@@ -244,7 +234,7 @@ TEST(ServerTest, FiltersAreServedWhileTheHandshakeWritesAreUnderWay) {
   http.set_read_timeout(std::chrono::seconds(10));
   auto r = http.Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(),
                      "application/json");
-  unblock();
+  gate.Open();
   ASSERT_TRUE(r);
   EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"node-1"})) << r->body;
   // The pass goes on after the filter and writes the handshake (Stop() would end it).
@@ -261,15 +251,12 @@ TEST(ServerTest, FiltersAreServedWhileTheHandshakeWritesAreUnderWay) {
 // nodes they take minutes at --kube-qps 50, past the pod's termination grace period), so Stop()
 // returns once the write in flight is answered.
 TEST(ServerTest, StopEndsAPassWithoutItsRemainingHandshakeWrites) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  test_support::Gate gate;
   std::atomic<int> patches{0};
   sim::ApiServerOptions api_options;
   api_options.fail_request = [&](const std::string& method, const std::string& path) {
     if (method == "PATCH" && path.rfind("/api/v1/nodes/", 0) == 0 && patches++ == 0) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return release; });  // the first write waits in the API server
+      gate.Wait();  // the first write waits in the API server
     }
     return false;
   };
@@ -295,11 +282,7 @@ TEST(ServerTest, StopEndsAPassWithoutItsRemainingHandshakeWrites) {
   while (!server.stopping() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-    cv.notify_all();
-  }
+  gate.Open();
   stop.join();
   EXPECT_EQ(patches.load(), 1);  // node-2's and node-3's writes were not made
 }

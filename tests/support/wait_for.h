@@ -4,7 +4,9 @@
 #define HAMI_TESTS_SUPPORT_WAIT_FOR_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 namespace hami::test_support {
@@ -19,6 +21,26 @@ inline bool WaitFor(const std::function<bool()>& cond,
   }
   return cond();
 }
+
+// A request held in a stand-in (the sim API server's fail_request hook) until the test lets it
+// go: Wait() blocks the calling thread until Open().
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
 
 }  // namespace hami::test_support
 
