@@ -31,6 +31,13 @@
 
 namespace hami::testing {
 
+// Whether a nanosecond timestamp (a vendor's allocation annotation) falls in the second a
+// seconds timestamp (hami.io/vgpu-time) names: both come from the filter's one clock reading.
+inline bool SameSecond(const std::string& nanos, const std::string& seconds) {
+  return !nanos.empty() && !seconds.empty() &&
+         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
+}
+
 // The chart's default device-config.yaml, or "" when helm is not there.
 inline std::string ChartDeviceConfig() {
   const char* env = getenv("HAMI_HELM");

@@ -10,13 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
-// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
-bool SameSecond(const std::string& nanos, const std::string& seconds) {
-  return !nanos.empty() && !seconds.empty() &&
-         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
-}
-
 class NeuronScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("awsneuron:"); }
@@ -47,7 +40,7 @@ TEST_F(NeuronScheduler, DevicesAndCores) {
             "inf-AWSNeuron-0,AWSNeuron,0,3:inf-AWSNeuron-1,AWSNeuron,0,3:;");
   EXPECT_EQ(annos["AWS_NEURON_IDS"], "0,1");
   EXPECT_EQ(annos["aws.amazon.com/predicate-node"], "inf");
-  EXPECT_TRUE(SameSecond(annos["NEURON_ALLOC_TIME"], annos["hami.io/vgpu-time"]))
+  EXPECT_TRUE(testing::SameSecond(annos["NEURON_ALLOC_TIME"], annos["hami.io/vgpu-time"]))
       << annos["NEURON_ALLOC_TIME"];
 
   CreatePod(Review(Pod("core", {{"aws.amazon.com/neuroncore", "1"}}))["pod"]);

@@ -9,13 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
-// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
-bool SameSecond(const std::string& nanos, const std::string& seconds) {
-  return !nanos.empty() && !seconds.empty() &&
-         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
-}
-
 class EnflameScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("enflame:"); }
@@ -84,7 +77,8 @@ TEST_F(EnflameScheduler, DrsSlices) {
   EXPECT_EQ(annos["enflame.com/gcu-assigned-minor"], "0");
   EXPECT_EQ(annos["enflame.com/gcu-assigned-index"], "0");
   EXPECT_EQ(annos["enflame.com/gcu-request-size"], "3");
-  EXPECT_TRUE(SameSecond(annos["enflame.com/gcu-assigned-time"], annos["hami.io/vgpu-time"]))
+  EXPECT_TRUE(
+      testing::SameSecond(annos["enflame.com/gcu-assigned-time"], annos["hami.io/vgpu-time"]))
       << annos["enflame.com/gcu-assigned-time"];
 
   // A 4-slice request names no profile of the node: ModeNotFit.

@@ -10,13 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
-// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
-bool SameSecond(const std::string& nanos, const std::string& seconds) {
-  return !nanos.empty() && !seconds.empty() &&
-         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
-}
-
 class MetaxScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("metax:"); }
@@ -90,7 +83,8 @@ TEST_F(MetaxScheduler, SharedGpus) {
   EXPECT_EQ(annos["hami.io/metax-sgpu-devices-allocated"], "GPU-1,Metax-SGPU,16384,30:;");
   EXPECT_EQ(annos["metax-tech.com/gpu-devices-allocated"],
             R"([[{"uuid":"GPU-1","compute":30,"vRam":16384}]])");
-  EXPECT_TRUE(SameSecond(annos["metax-tech.com/predicate-time"], annos["hami.io/vgpu-time"]))
+  EXPECT_TRUE(
+      testing::SameSecond(annos["metax-tech.com/predicate-time"], annos["hami.io/vgpu-time"]))
       << annos["metax-tech.com/predicate-time"];
 
   json bad = Review(Pod("bad", {{"metax-tech.com/sgpu", "2"}}));

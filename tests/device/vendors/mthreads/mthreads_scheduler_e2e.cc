@@ -7,13 +7,6 @@
 namespace hami::device::mthreads {
 namespace {
 
-// Whether `nanos` (Unix nanoseconds) falls in the second `seconds` (hami.io/vgpu-time): the
-// vendor's time key and hami.io/vgpu-time come from the same clock reading of the filter.
-bool SameSecond(const std::string& nanos, const std::string& seconds) {
-  return !nanos.empty() && !seconds.empty() &&
-         std::stoll(nanos) / 1000000000 == std::stoll(seconds);
-}
-
 class MthreadsScheduler : public testing::VendorSchedulerTest {
  protected:
   void SetUp() override { SetUpWithSection("mthreads:"); }
@@ -42,7 +35,7 @@ TEST_F(MthreadsScheduler, WebhookAndFilter) {
             value.substr(std::string("mt-node-mthreads-").size(), 1));
   EXPECT_EQ(annos.count("hami.io/mthreads-vgpu-devices-to-allocate"), 0u);
   EXPECT_EQ(annos["mthreads.com/predicate-node"], "mt-node");
-  EXPECT_TRUE(SameSecond(annos["mthreads.com/predicate-time"], annos["hami.io/vgpu-time"]))
+  EXPECT_TRUE(testing::SameSecond(annos["mthreads.com/predicate-time"], annos["hami.io/vgpu-time"]))
       << annos["mthreads.com/predicate-time"];
 
   json illegal =
