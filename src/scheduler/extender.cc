@@ -540,9 +540,7 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
   bool requests_devices = false;
   std::vector<const device::Device*> vendor_locks;
   if (auto reqs = device::NormalizePodRequests(registry_, *pod)) {
-    for (const auto& container : reqs->containers) {
-      for (const auto& [vendor, req] : container) requests_devices |= req.nums > 0;
-    }
+    requests_devices = !reqs->Empty();
     for (size_t i = reqs->init_count; i < reqs->containers.size(); ++i) {
       for (const auto& [vendor, req] : reqs->containers[i]) {
         if (req.nums <= 0) continue;
@@ -560,13 +558,11 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
   // With the decision written in the background, a pod whose write failed and whose failure
   // record is gone (past max_failed_writes) must not be bound without its devices: the device
   // plugin would fail its Allocate on the node.
-  if (options_.async_decision_write && requests_devices &&
-      k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("") != args->node) {
+  const std::string decided = k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("");
+  if (options_.async_decision_write && requests_devices && decided != args->node) {
     const std::string error = "pod " + ns + "/" + args->pod_name + " has no decision for node " +
                               Quote(args->node) + " (" + std::string(protocol::kVgpuNodeKey) +
-                              " is " +
-                              Quote(k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("")) +
-                              "); it is scheduled again";
+                              " is " + Quote(decided) + "); it is scheduled again";
     Event(*raw, "Warning", "BindingFailed", error);
     return Ok(EncodeBindingResult(error));
   }

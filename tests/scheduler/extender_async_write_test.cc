@@ -75,6 +75,14 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
     let_ = true;
     held_cv_.notify_all();
   }
+  // A pod of `mem` MiB filtered onto node-1 with its decision write held in the API server.
+  json FilterWithTheWriteHeld(const std::string& name, int mem) {
+    json pod = Create(name, mem);
+    Hold("PATCH /api/v1/namespaces/default/pods/" + name);
+    EXPECT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+    Held();  // the decision write is in the API server now, and stays there until Let()
+    return pod;
+  }
 
   std::mutex mu_;
   std::map<std::string, int> fail_;
@@ -123,10 +131,7 @@ TEST_F(AsyncWriteTest, AFailedWriteFailsTheBindAndUncountsThePod) {
 // retry waits for it (the pod's index claim is the write's until it lands), then decides with the
 // pod counted once.
 TEST_F(AsyncWriteTest, ARetriedFilterWaitsForTheWriteInFlight) {
-  json pod = Create("demo", 3000);
-  Hold("PATCH /api/v1/namespaces/default/pods/demo");
-  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
-  Held();  // the decision write is in the API server now, and stays there
+  json pod = FilterWithTheWriteHeld("demo", 3000);
   json retried;
   std::thread retry([&] { retried = Filter(pod); });
   EXPECT_TRUE(WaitFor([&] { return extender_->FiltersWaitingForTheirPod() == 1; }));
@@ -143,10 +148,7 @@ TEST_F(AsyncWriteTest, ARetriedFilterWaitsForTheWriteInFlight) {
 // A bind that comes while the decision is still being written is parked: BindAsync returns at
 // once (the HTTP worker is free), and the reply comes once the write has landed.
 TEST_F(AsyncWriteTest, ABindWaitingForTheWriteHoldsNoThread) {
-  json pod = Create("demo", 3000);
-  Hold("PATCH /api/v1/namespaces/default/pods/demo");
-  ASSERT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
-  Held();
+  FilterWithTheWriteHeld("demo", 3000);
   std::mutex mu;
   std::optional<HttpReply> reply;
   extender_->BindAsync(
