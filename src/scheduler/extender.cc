@@ -532,6 +532,15 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
                                   Quote(k8s::Uid(*raw)) + ", not the bind request's " +
                                   Quote(args->pod_uid)));
   }
+  // A pod that is already bound gets no second bind: kube-scheduler binds again when the answer
+  // to its first Binding was lost (the API server restarted after writing it), and writing
+  // bind-phase allocating again would undo the device plugin's success, or take the node lock
+  // from the pod the plugin is allocating. Bound here, the bind is done; elsewhere, it fails.
+  if (const std::string bound = k8s::FieldString(*raw, "spec.nodeName"); !bound.empty()) {
+    if (bound == args->node) return Ok(EncodeBindingResult(""));
+    return Ok(EncodeBindingResult("pod " + ns + "/" + args->pod_name +
+                                  " is already bound to node " + Quote(bound)));
+  }
   Result<device::PodView> pod = device::ParsePodView(*raw);
   if (!pod) return Ok(EncodeBindingResult(pod.error()));
   // Only a regular container's device request takes the lock (the plugin's Allocate needs it).
@@ -570,6 +579,13 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
   return HttpReply{};
 }
 
+bool Extender::BoundTo(const std::string& ns, const BindingArgs& args) {
+  auto pod = k8s::RetryTransient<json>(
+      [&] { return client_.Get(k8s::resources::kPods, ns, args.pod_name); });
+  return pod && k8s::FieldString(*pod, "spec.nodeName") == args.node &&
+         (args.pod_uid.empty() || k8s::Uid(*pod) == args.pod_uid);
+}
+
 HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   const BindingArgs* args = &start.args;
   const std::string& ns = start.ns;
@@ -598,7 +614,11 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
   auto bound = k8s::RetryTransient<std::monostate>(
       [&] { return client_.Bind(ns, args->pod_name, args->node, args->pod_uid); });
-  if (!bound) return fail("bind: " + bound.error().ToString(), needs_lock);
+  // A 409 after a try whose answer was lost is that try's Binding: the pod is bound here, its
+  // lock is the plugin's to release.
+  if (!bound && !(k8s::IsConflict(bound.error()) && BoundTo(ns, *args))) {
+    return fail("bind: " + bound.error().ToString(), needs_lock);
+  }
   Event(*raw, "Normal", "BindingSucceed",
         "Successfully binding node [" + args->node + "] to " + ns + "/" + args->pod_name);
   return Ok(EncodeBindingResult(""));

@@ -220,6 +220,70 @@ TEST_F(ExtenderTest, RacingBindsBothSucceedInTurn) {
   EXPECT_GE(released.load(), 1);
 }
 
+// A pod already bound gets no second bind: kube-scheduler binds again when the answer to its
+// first Binding was lost. Bound to the same node it is done, with nothing written (bind-phase
+// stays the plugin's success, the node lock is not taken); bound elsewhere it fails, naming
+// the node.
+TEST_F(ExtenderTest, ABindOfAPodAlreadyBoundWritesNothing) {
+  AddNode("node-1");
+  AddNode("node-2");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  json pod = CreatePod(GpuPod("p", 1000));
+  ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  ASSERT_EQ(Bind(*ext, "p", "node-1")["Error"], "");
+  // Plays the device plugin: allocated, lock released.
+  json done = {{"metadata", {{"annotations", {{"hami.io/bind-phase", "success"}}}}}};
+  ASSERT_TRUE(
+      client_->Patch(k8s::resources::kPods, "default", "p", k8s::PatchType::kMerge, done).ok());
+  json unlock = {{"metadata", {{"annotations", {{"hami.io/mutex.lock", nullptr}}}}}};
+  ASSERT_TRUE(
+      client_->Patch(k8s::resources::kNodes, "", "node-1", k8s::PatchType::kMerge, unlock).ok());
+  const std::string rv = GetPod("p")["metadata"]["resourceVersion"];
+
+  EXPECT_EQ(Bind(*ext, "p", "node-1")["Error"], "");
+  json again = Bind(*ext, "p", "node-2");
+  EXPECT_EQ(again["Error"], "pod default/p is already bound to node \"node-1\"") << again;
+  EXPECT_EQ(GetPod("p")["metadata"]["resourceVersion"], rv);
+  EXPECT_EQ(k8s::Annotation(GetPod("p"), "hami.io/bind-phase"), "success");
+  EXPECT_FALSE(k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock").has_value());
+  EXPECT_FALSE(k8s::Annotation(GetNode("node-2"), "hami.io/mutex.lock").has_value());
+}
+
+// The API server writes the Binding and its answer is lost (here: a 500 after the write): the
+// retry gets 409 "already assigned". The bind succeeds and keeps the node lock for the plugin;
+// it used to fail and release the lock, so a second pod could take the node while the plugin was
+// about to allocate the first, and kube-scheduler's bind of it again wrote allocating over the
+// plugin's success (a pod Running with bind-phase allocating).
+class ExtenderLostBindingTest : public ExtenderTest {
+ protected:
+  ExtenderLostBindingTest() {
+    api_options_.fail_request = [this](const std::string& method, const std::string& path) {
+      if (method != "POST" || path != "/api/v1/namespaces/default/pods/p/binding") return false;
+      if (bindings_++ != 0) return false;  // the one below, and the extender's retry
+      EXPECT_TRUE(client_->Bind("default", "p", "node-1", "").ok());
+      return true;
+    };
+  }
+  std::atomic<int> bindings_{0};
+};
+
+TEST_F(ExtenderLostBindingTest, ABindingWhoseAnswerWasLostIsABind) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(0));
+  json pod = CreatePod(GpuPod("p", 1000));
+  ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  json res = Bind(*ext, "p", "node-1");
+  EXPECT_EQ(res["Error"], "") << res;
+  EXPECT_EQ(bindings_.load(), 3);  // lost, written underneath, the retry's 409
+  EXPECT_EQ(GetPod("p")["spec"]["nodeName"], "node-1");
+  EXPECT_EQ(k8s::Annotation(GetPod("p"), "hami.io/bind-phase"), "allocating");
+  auto lock = k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock");
+  ASSERT_TRUE(lock.has_value());
+  EXPECT_TRUE(protocol::NodeLockOwnedBy(*lock, "default", "p"));
+}
+
 TEST_F(ExtenderTest, StaleOrOrphanLocksAreTakenOverLiveOnesTimeOut) {
   AddNode("node-1");
   ASSERT_TRUE(registrar_->RunOnce().ok());
