@@ -2,7 +2,6 @@
 // to the pod runs on the extender's writer thread, and the pod's bind waits for that write. The
 // bind sees the written decision, a failed write fails the bind (never a bind without a decision
 // on the pod) and takes the pod out of the index, and Stop() writes every answered decision.
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,9 +36,10 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
       std::unique_lock<std::mutex> lock(mu_);
       if (hold_ == method + " " + path) {  // held until Let() (once)
         hold_.clear();
-        held_ = true;
-        held_cv_.notify_all();
-        held_cv_.wait(lock, [&] { return let_; });
+        lock.unlock();
+        arrived_.Open();
+        let_.Wait();
+        lock.lock();
       }
       int& left = fail_[method + " " + path];
       if (left == 0) return false;
@@ -66,15 +66,8 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
     std::lock_guard<std::mutex> lock(mu_);
     hold_ = request;
   }
-  void Held() {
-    std::unique_lock<std::mutex> lock(mu_);
-    held_cv_.wait(lock, [&] { return held_; });
-  }
-  void Let() {
-    std::lock_guard<std::mutex> lock(mu_);
-    let_ = true;
-    held_cv_.notify_all();
-  }
+  void Held() { arrived_.Wait(); }
+  void Let() { let_.Open(); }
   // A pod of `mem` MiB filtered onto node-1 with its decision write held in the API server.
   json FilterWithTheWriteHeld(const std::string& name, int mem) {
     json pod = Create(name, mem);
@@ -87,9 +80,8 @@ class AsyncWriteTest : public testing::NodeOneExtenderTest {
   std::mutex mu_;
   std::map<std::string, int> fail_;
   std::string hold_;
-  bool held_ = false;
-  bool let_ = false;
-  std::condition_variable held_cv_;
+  test_support::Gate arrived_;  // the held request is in the API server
+  test_support::Gate let_;      // Let() was called
 };
 
 TEST_F(AsyncWriteTest, TheBindSeesTheDecisionTheFilterAnsweredBeforeWriting) {
