@@ -2,8 +2,10 @@
 # (scripts/bootstrap, Debian packages only) and build first.
 #
 #   make build     binaries in build/bin, libvgpu.so in build/lib (g++, Release, -Werror)
-#   make test      format check, build, every test; then the ASan+UBSan build (clang) runs the
-#                  unit tests and every fuzzer for a bounded time
+#   make test      format check; the Release build's binaries with the tests that need them
+#                  (integration, chart, image, vgpu); then the ASan+UBSan build (clang) runs the
+#                  unit tests and every fuzzer for a bounded time. Each test is compiled once.
+#   make test-unit every test of the Release build, unit tests included (a developer's quick run)
 #   make demo      the main job (builds hami-sim only)
 #   make image     the container image, build/image/hami.oci.tar (OCI archive, Debian packages)
 #   make format    reformat the tree with clang-format
@@ -20,7 +22,7 @@ export CCACHE_NOHASHDIR := 1
 
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
 
-.PHONY: all bootstrap configure build test test-unit test-asan demo image format check-format clean
+.PHONY: all bootstrap configure build test test-release test-unit test-asan demo image format check-format clean
 
 all: build
 
@@ -41,6 +43,14 @@ $(ASAN_BUILD)/build.ninja:
 	  "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only" "-DCMAKE_C_FLAGS=-O1 -gline-tables-only" \
 	  $(CMAKE_FLAGS)
 
+# make test's Release pass: the tests that run only there (docs/DEVELOPING.md, "Test labels").
+# The unit test binaries are not built for it: the sanitizer pass compiles and runs them.
+RELEASE_LABELS ?= integration|chart|image|vgpu
+
+test-release: configure
+	cmake --build $(BUILD) -j $(JOBS) --target release-checks
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -L '$(RELEASE_LABELS)'
+
 test-unit: build
 	cd $(BUILD) && ctest $(CTEST_FLAGS)
 
@@ -49,7 +59,7 @@ test-asan: bootstrap $(ASAN_BUILD)/build.ninja
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest $(CTEST_FLAGS) -L 'unit|fuzz'
 
-test: bootstrap check-format test-unit test-asan
+test: bootstrap check-format test-release test-asan
 
 # The demo runs hami-sim alone (every component in one process): install only what building it
 # needs (no clang, image tools or helm) and build that target only, not the tests, so a first

@@ -23,7 +23,7 @@ function(hami_vendor_scheduler_test_target)
   add_executable(${name} ${sources})
   # The vendors' files define nothing at namespace scope outside their own namespaces.
   set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0
-    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests HAMI_UNIT_TEST ON)
   target_link_libraries(${name} PRIVATE hami_scheduler hami_sim_apiserver yaml-cpp
     PkgConfig::HTTPLIB GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests
