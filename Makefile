@@ -19,6 +19,9 @@ CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
 # cache of an earlier one.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
+# Depend mode: on a miss ccache runs the compiler once (its -MD output lists the headers to hash)
+# instead of running the preprocessor first, about 0.5 s of a 7 s g++ object.
+export CCACHE_DEPEND := 1
 
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
 
