@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace hami::device {
 namespace {
 
@@ -115,6 +117,41 @@ TEST(Policy, SortOrders) {
     std::vector<std::string> got;
     for (const auto& s : sorted) got.push_back(s.device->id);
     EXPECT_EQ(got, c.want) << c.policy << (c.numa_bind ? " numa-bind" : "");
+  }
+}
+
+// A node's devices (at most 32) are sorted without std::stable_sort; a longer list still uses it.
+// Both must give the one stable order: the order of a subset in a stable sort of a longer list
+// is the subset's own stable order, so sorting 8 devices alone and as the first 8 of 40 must
+// agree. Many ties (two values per key), every policy of SortOrders.
+TEST(Policy, ShortListsSortAsStablyAsLongOnes) {
+  std::mt19937 rng(29);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  for (const char* name : {"binpack", "spread", "mutex", "numa", "binpack,numa", "numa,binpack",
+                           "spread,numa", "binpack,spread"}) {
+    for (bool numa_bind : {false, true}) {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<DeviceUsage> devs(40);
+        std::vector<ScoredDevice> all;
+        for (size_t i = 0; i < devs.size(); ++i) {
+          devs[i].id = "d" + std::to_string(i);
+          devs[i].numa = pick(2);
+          devs[i].used = pick(2);
+          devs[i].index = static_cast<uint64_t>(pick(4));
+          all.push_back({&devs[i], static_cast<double>(pick(2))});
+        }
+        std::vector<ScoredDevice> few(all.begin(), all.begin() + 8);
+        GpuPolicy policy = *ParseGpuPolicy(name, false);
+        SortDevices(policy, numa_bind, &few);
+        SortDevices(policy, numa_bind, &all);
+        std::vector<std::string> alone, within;
+        for (const auto& d : few) alone.push_back(d.device->id);
+        for (const auto& d : all) {
+          if (d.device < &devs[8]) within.push_back(d.device->id);
+        }
+        ASSERT_EQ(alone, within) << name << (numa_bind ? " numa-bind" : "") << " round " << round;
+      }
+    }
   }
 }
 
