@@ -49,6 +49,8 @@ $(ASAN_BUILD)/build.ninja:
 # make test's Release pass: the tests that run only there (docs/DEVELOPING.md, "Test labels").
 # The unit test binaries are not built for it: the sanitizer pass compiles and runs them.
 RELEASE_LABELS ?= integration|chart|image|vgpu
+# The sanitizer pass's labels (test-asan).
+ASAN_LABELS ?= unit|fuzz
 
 test-release: configure
 	cmake --build $(BUILD) -j $(JOBS) --target release-checks
@@ -60,7 +62,7 @@ test-unit: build
 test-asan: bootstrap $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest $(CTEST_FLAGS) -L 'unit|fuzz'
+	  ctest $(CTEST_FLAGS) -L '$(ASAN_LABELS)'
 
 test: bootstrap check-format test-release test-asan
 

@@ -44,9 +44,11 @@ function(hami_add_fuzzers)
   if(opts)
     list(GET opts -1 opt)
   endif()
+  if(sources)
+    set_property(GLOBAL APPEND PROPERTY HAMI_FUZZ_LIBS ${ARG_LIBS})  # hami_sanitizer_unfuzzed_at_o0
+  endif()
   foreach(src ${sources})
     get_filename_component(name ${src} NAME_WE)
-    set_property(GLOBAL APPEND PROPERTY HAMI_FUZZ_LIBS ${ARG_LIBS})
     add_executable(${name} ${src})
     # tests/CMakeLists.txt turns both off for test code; a fuzz target wants its build's flags.
     # SHELL: keeps CMake from dropping the flag as a repeat of the top-level one.

@@ -1,6 +1,7 @@
 #include "device/policy.h"
 
 #include <algorithm>
+#include <array>
 
 #include "common/strings.h"
 
@@ -101,35 +102,55 @@ double DeviceScore(const DeviceUsage& device, const ContainerRequests& requests,
 }
 
 namespace {
+
 constexpr size_t kInsertionSortMax = 32;
+
+// The sort keys of a policy, in order, each once: a key after its first occurrence never decides
+// (the comparison by it before was equal), so a repeat in a written policy is dropped. At most
+// one of each Key: no allocation (SortDevices runs once per candidate node and container).
+class SortKeys {
+ public:
+  void Add(GpuPolicy::Key k) {
+    if (std::find(begin(), end(), k) == end()) keys_[size_++] = k;
+  }
+  bool empty() const { return size_ == 0; }
+  const GpuPolicy::Key* begin() const { return keys_.data(); }
+  const GpuPolicy::Key* end() const { return keys_.data() + size_; }
+
+ private:
+  std::array<GpuPolicy::Key, 3> keys_{};  // kBinpack, kSpread, kNuma
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 void SortDevices(const GpuPolicy& policy, bool numa_bind, std::vector<ScoredDevice>* devices) {
-  // Called once per candidate node and container in a filter (5,000 times at 5,000 nodes): the
-  // key list keeps its capacity between calls instead of being allocated each time.
-  thread_local std::vector<GpuPolicy::Key> keys;
-  keys.clear();
+  SortKeys keys;
   bool index_tiebreak = false;
   bool by_used = false;
   using K = GpuPolicy::Key;
   if (policy.chain) {
-    if (numa_bind) keys.push_back(K::kNuma);
+    if (numa_bind) keys.Add(K::kNuma);
     bool has_score = false;
     for (K k : policy.keys) {
       if (numa_bind && k == K::kNuma) continue;
-      keys.push_back(k);
+      keys.Add(k);
       has_score = has_score || k != K::kNuma;
     }
-    if (!has_score) keys.push_back(K::kSpread);
+    if (!has_score) keys.Add(K::kSpread);
     index_tiebreak = true;
   } else if (policy.mutex_only && !numa_bind) {
     by_used = true;
   } else {
     bool binpack = !policy.keys.empty() && policy.keys.front() == K::kBinpack;
     if (numa_bind) {
-      if (!binpack) keys.assign({K::kNuma, K::kSpread});
+      if (!binpack) {
+        keys.Add(K::kNuma);
+        keys.Add(K::kSpread);
+      }
     } else {
-      keys.assign({binpack ? K::kBinpack : K::kSpread, K::kNuma});
+      keys.Add(binpack ? K::kBinpack : K::kSpread);
+      keys.Add(K::kNuma);
     }
   }
   bool binpack_numa_bind = !policy.chain && numa_bind && keys.empty();
