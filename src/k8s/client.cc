@@ -469,6 +469,12 @@ ApiStatus Client::Bind(std::string_view ns, std::string_view pod, std::string_vi
   return ApiOk();
 }
 
+bool Client::BoundTo(std::string_view ns, std::string_view pod, std::string_view node,
+                     std::string_view uid) {
+  auto got = RetryTransient<Json>([&] { return Get(resources::kPods, ns, pod); });
+  return got && FieldString(*got, "spec.nodeName") == node && (uid.empty() || Uid(*got) == uid);
+}
+
 ApiResult<Json> Client::RecordEvent(const Json& involved, std::string_view type,
                                     std::string_view reason, std::string_view message,
                                     std::string_view component) {

@@ -112,6 +112,11 @@ class Client {
   // of that name has another UID (a Binding's metadata.uid is a precondition).
   ApiStatus Bind(std::string_view ns, std::string_view pod, std::string_view node,
                  std::string_view uid = "");
+  // Whether pod ns/pod is bound to `node` now (and has UID `uid`, when set). After a Bind that
+  // failed the Binding may still be written: its answer was lost, or a retry of it got 409
+  // "already assigned". A GET, retried on transient errors (RetryTransient); false when it fails.
+  bool BoundTo(std::string_view ns, std::string_view pod, std::string_view node,
+               std::string_view uid = "");
   // Creates a core/v1 Event about `involved` (type "Normal" or "Warning"). A repeat of an Event
   // this client created (same component, object, type, reason and message) raises that Event's
   // count and lastTimestamp instead (k8s/event_correlator.h); the answer is the patched Event.

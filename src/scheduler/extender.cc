@@ -579,13 +579,6 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
   return HttpReply{};
 }
 
-bool Extender::BoundTo(const std::string& ns, const BindingArgs& args) {
-  auto pod = k8s::RetryTransient<json>(
-      [&] { return client_.Get(k8s::resources::kPods, ns, args.pod_name); });
-  return pod && k8s::FieldString(*pod, "spec.nodeName") == args.node &&
-         (args.pod_uid.empty() || k8s::Uid(*pod) == args.pod_uid);
-}
-
 HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   const BindingArgs* args = &start.args;
   const std::string& ns = start.ns;
@@ -616,7 +609,8 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
       [&] { return client_.Bind(ns, args->pod_name, args->node, args->pod_uid); });
   // A 409 after a try whose answer was lost is that try's Binding: the pod is bound here, its
   // lock is the plugin's to release.
-  if (!bound && !(k8s::IsConflict(bound.error()) && BoundTo(ns, *args))) {
+  if (!bound && !(k8s::IsConflict(bound.error()) &&
+                  client_.BoundTo(ns, args->pod_name, args->node, args->pod_uid))) {
     return fail("bind: " + bound.error().ToString(), needs_lock);
   }
   Event(*raw, "Normal", "BindingSucceed",

@@ -134,8 +134,6 @@ class Extender {
   void Run(std::function<void()> task);
   // The part after the lock (`locked`: the lock's outcome).
   HttpReply BindLocked(const BindStart& start, const Status& locked);
-  // Whether the pod `args` names (with its UID, when given) is bound to args.node now.
-  bool BoundTo(const std::string& ns, const BindingArgs& args);
   void ReleaseNodeLock(const std::string& node, const std::string& ns, const std::string& pod);
   // Takes each vendor lock of `start` on its node, in order; on an error the ones taken are
   // released again and the error names the vendor's words. `taken`: the keys written.

@@ -12,7 +12,6 @@
 
 namespace hami::sim {
 
-namespace res = k8s::resources;
 using nlohmann::json;
 
 namespace {
@@ -413,12 +412,9 @@ void DraSchedulerLoop::Impl::PreBindAndBind(const std::string& key, const json& 
   }
   if (error.empty()) {
     k8s::ApiStatus b = client_.Bind(k8s::Namespace(pod), k8s::Name(pod), node, k8s::Uid(pod));
-    if (!b.ok()) {
-      // The Binding may have been created before the error (e.g. a lost response).
-      auto now_pod = client_.Get(res::kPods, k8s::Namespace(pod), k8s::Name(pod));
-      if (!now_pod || k8s::FieldString(*now_pod, "spec.nodeName") != node) {
-        error = "binding rejected: " + b.error().ToString();
-      }
+    // The Binding may have been created before the error (e.g. a lost response).
+    if (!b.ok() && !client_.BoundTo(k8s::Namespace(pod), k8s::Name(pod), node, k8s::Uid(pod))) {
+      error = "binding rejected: " + b.error().ToString();
     }
   }
   uint64_t allocated = 0;

@@ -280,6 +280,19 @@ TEST_F(ClientTest, BindingSetsNodeOnce) {
   EXPECT_EQ(missing.error().code, 404);
 }
 
+// After a Bind whose answer was lost, BoundTo says whether the Binding was written.
+TEST_F(ClientTest, BoundToReadsWhereThePodIsBound) {
+  ASSERT_TRUE(client_->Create(kPods, "default", Pod("p1")));
+  EXPECT_FALSE(client_->BoundTo("default", "p1", "node-a"));  // not bound yet
+  ASSERT_TRUE(client_->Bind("default", "p1", "node-a"));
+  const std::string uid = Uid(*client_->Get(kPods, "default", "p1"));
+  EXPECT_TRUE(client_->BoundTo("default", "p1", "node-a"));
+  EXPECT_TRUE(client_->BoundTo("default", "p1", "node-a", uid));
+  EXPECT_FALSE(client_->BoundTo("default", "p1", "node-b"));
+  EXPECT_FALSE(client_->BoundTo("default", "p1", "node-a", "another-uid"));
+  EXPECT_FALSE(client_->BoundTo("default", "nope", "node-a"));
+}
+
 TEST_F(ClientTest, SelectorsAndPagination) {
   for (int i = 0; i < 25; ++i) {
     Json pod = Pod("p" + std::to_string(i), {{"tier", i % 2 ? "odd" : "even"}});
