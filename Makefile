@@ -22,6 +22,9 @@ export CCACHE_NOHASHDIR := 1
 # Depend mode: on a miss ccache runs the compiler once (its -MD output lists the headers to hash)
 # instead of running the preprocessor first, about 0.5 s of a 7 s g++ object.
 export CCACHE_DEPEND := 1
+# helm and kubectl as scripts/bootstrap fetches them (.tools/bin) come before any on the system:
+# the tests need kubectl 1.24 or later.
+export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.c' 2>/dev/null)
 
