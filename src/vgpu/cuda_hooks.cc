@@ -610,60 +610,62 @@ CUresult cuMemMapArrayAsync_ptsz(void* map_info, unsigned int count, CUstream st
 }
 
 // `stream` is the launch's stream (null for the legacy entries without one): the kernel runs on
-// its context's device, which need not be the current context's.
-#define VGPU_LAUNCH_BODY_ON(name, cost, stream, ...) \
-  auto real = VGPU_REAL_CUDA(name);                  \
-  if (real == nullptr) return kNoDriver;             \
-  BeforeLaunch(cost, stream);                        \
+// its context's device, which need not be the current context's. `fn` (the function or graph)
+// and the cost together name the kernel for the limiter's prices.
+#define VGPU_LAUNCH_BODY_ON(name, fn, cost, stream, ...) \
+  auto real = VGPU_REAL_CUDA(name);                      \
+  if (real == nullptr) return kNoDriver;                 \
+  BeforeLaunch(fn, cost, stream);                        \
   return real(__VA_ARGS__)
-#define VGPU_LAUNCH_BODY(name, cost, ...) VGPU_LAUNCH_BODY_ON(name, cost, nullptr, __VA_ARGS__)
+#define VGPU_LAUNCH_BODY(name, fn, cost, ...) \
+  VGPU_LAUNCH_BODY_ON(name, fn, cost, nullptr, __VA_ARGS__)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                         CUstream stream, void** params, void** extra) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchKernel, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy, gz, bx,
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernel, f, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy, gz, bx,
                       by, bz, shmem, stream, params, extra);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                              CUstream stream, void** params, void** extra) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy, gz,
-                      bx, by, bz, shmem, stream, params, extra);
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernel_ptsz, f, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy,
+                      gz, bx, by, bz, shmem, stream, params, extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx, ConfigThreads(config),
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx, f, ConfigThreads(config),
                       config != nullptr ? config->hStream : nullptr, config, f, params, extra);
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx_ptsz, ConfigThreads(config),
+  VGPU_LAUNCH_BODY_ON(cuLaunchKernelEx_ptsz, f, ConfigThreads(config),
                       config != nullptr ? config->hStream : nullptr, config, f, params, extra);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shmem, CUstream stream, void** params) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel, Threads(gx, gy, gz, bx, by, bz), stream, f, gx, gy,
-                      gz, bx, by, bz, shmem, stream, params);
+  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel, f, Threads(gx, gy, gz, bx, by, bz), stream, f, gx,
+                      gy, gz, bx, by, bz, shmem, stream, params);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                         unsigned int gz, unsigned int bx, unsigned int by,
                                         unsigned int bz, unsigned int shmem, CUstream stream,
                                         void** params) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel_ptsz, Threads(gx, gy, gz, bx, by, bz), stream, f,
+  VGPU_LAUNCH_BODY_ON(cuLaunchCooperativeKernel_ptsz, f, Threads(gx, gy, gz, bx, by, bz), stream, f,
                       gx, gy, gz, bx, by, bz, shmem, stream, params);
 }
 
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  VGPU_LAUNCH_BODY_ON(cuGraphLaunch, kGraphLaunchCost, stream, exec, stream);
+  VGPU_LAUNCH_BODY_ON(cuGraphLaunch, exec, kGraphLaunchCost, stream, exec, stream);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  VGPU_LAUNCH_BODY_ON(cuGraphLaunch_ptsz, kGraphLaunchCost, stream, exec, stream);
+  VGPU_LAUNCH_BODY_ON(cuGraphLaunch_ptsz, exec, kGraphLaunchCost, stream, exec, stream);
 }
 
 // The pre-CUDA 4.0 launch API: the block shape was set separately (cuFuncSetBlockShape) and is
@@ -671,22 +673,22 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
 // launches matters to the calibrated limiter.
 constexpr std::uint64_t kLegacyBlockThreads = 256;
 
-CUresult cuLaunch(CUfunction f) { VGPU_LAUNCH_BODY(cuLaunch, kLegacyBlockThreads, f); }
+CUresult cuLaunch(CUfunction f) { VGPU_LAUNCH_BODY(cuLaunch, f, kLegacyBlockThreads, f); }
 
 CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
-  VGPU_LAUNCH_BODY(cuLaunchGrid, LegacyGridCost(grid_width, grid_height), f, grid_width,
+  VGPU_LAUNCH_BODY(cuLaunchGrid, f, LegacyGridCost(grid_width, grid_height), f, grid_width,
                    grid_height);
 }
 
 CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
-  VGPU_LAUNCH_BODY_ON(cuLaunchGridAsync, LegacyGridCost(grid_width, grid_height), stream, f,
+  VGPU_LAUNCH_BODY_ON(cuLaunchGridAsync, f, LegacyGridCost(grid_width, grid_height), stream, f,
                       grid_width, grid_height, stream);
 }
 
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS_st* params,
                                               unsigned int num_devices, unsigned int flags) {
-  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernelMultiDevice, MultiDeviceCost(params, num_devices),
-                   params, num_devices, flags);
+  VGPU_LAUNCH_BODY(cuLaunchCooperativeKernelMultiDevice, nullptr,
+                   MultiDeviceCost(params, num_devices), params, num_devices, flags);
 }
 
 #undef VGPU_LAUNCH_BODY

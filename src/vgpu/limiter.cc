@@ -18,6 +18,16 @@ constexpr double kSmoothing = 0.8;
 // A window whose utilisation per admitted unit differs from the average by more than this factor
 // starts a new calibration (see Observe).
 constexpr double kRegimeRatio = 4.0;
+// Kernel prices (KernelPrice in limiter.h): a kernel is learned over its first kLearnWindows
+// windows with a reading (the thread-weighted mean of what each implied), then settled: its price
+// no longer moves, and what its windows show goes to the container's rate like any other change.
+constexpr std::uint32_t kLearnWindows = 4;
+// A window's error within this fraction of what was charged is noise, not a price.
+constexpr double kPriceTolerance = 0.05;
+// Learning needs some utilisation (NVML reports whole percent).
+constexpr double kMinLearnUtil = 0.1;
+// A reading at or above this is the device's ceiling, not the work's size.
+constexpr double kSaturatedUtil = 99.0;
 
 double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -83,6 +93,8 @@ void ComputeLimiter::UnlockState() {
 void ComputeLimiter::Configure(int limit_pct, std::int64_t now_ns) {
   LockState();
   limit_pct_ = limit_pct;
+  own_window_start_ = now_ns;
+  own_units_ = 0;
   SharedBucket& b = *bucket_;
   if (bucket_ == &own_ || b.last_refill_ns == 0 || b.last_refill_ns > now_ns ||
       b.window_start_ns > now_ns) {
@@ -102,11 +114,49 @@ void ComputeLimiter::Configure(int limit_pct, std::int64_t now_ns) {
   UnlockState();
 }
 
-std::int64_t ComputeLimiter::Admit(std::uint64_t cost, std::int64_t now_ns) {
+ComputeLimiter::KernelPrice* ComputeLimiter::Slot(std::uint64_t key) {
+  if (key == 0) return nullptr;
+  std::uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+  std::size_t start = static_cast<std::size_t>(h >> 58) % kPriceSlots;  // 64 slots: top 6 bits
+  KernelPrice* oldest = nullptr;
+  for (int probe = 0; probe < 8; ++probe) {
+    KernelPrice& s = prices_[(start + static_cast<std::size_t>(probe)) % kPriceSlots];
+    if (s.key == key) return &s;
+    if (s.key == 0) {
+      s = KernelPrice{key, 0, 0, 0, 0, 0, window_seq_, 0, 0};
+      return &s;
+    }
+    // Not launched in the current window and seen longest ago: the one to replace.
+    if (s.launches == 0 && (oldest == nullptr || s.last_window < oldest->last_window)) oldest = &s;
+  }
+  if (oldest == nullptr) return nullptr;  // eight kernels in this window share these slots
+  *oldest = KernelPrice{key, 0, 0, 0, 0, 0, window_seq_, 0, 0};
+  return oldest;
+}
+
+double ComputeLimiter::PriceOf(std::uint64_t key) const {
+  if (key == 0) return 1.0;
+  for (const KernelPrice& s : prices_) {
+    if (s.key == key) return s.price;
+  }
+  return -1;
+}
+
+std::int64_t ComputeLimiter::Admit(std::uint64_t key, std::uint64_t threads, std::int64_t now_ns) {
   if (!active()) return 0;
   LockState();
   SharedBucket& b = *bucket_;
   if (bucket_ != &own_) Repair(b, now_ns);
+  KernelPrice* slot = Slot(key);
+  double cost = static_cast<double>(threads);
+  if (slot != nullptr) {
+    if (!(slot->price > 0)) {
+      // A new kernel costs what this process's launches have cost on average: launch times
+      // differ far less between kernels than time per thread does.
+      slot->price = avg_launch_units_ > 0 && threads > 0 ? avg_launch_units_ / cost : 1.0;
+    }
+    cost *= slot->price;
+  }
   std::int64_t wait_ns = 0;
   if (b.rate > 0) {
     double elapsed = static_cast<double>(now_ns - b.last_refill_ns);
@@ -121,18 +171,107 @@ std::int64_t ComputeLimiter::Admit(std::uint64_t cost, std::int64_t now_ns) {
     }
   }
   if (wait_ns == 0) {
-    b.tokens -= static_cast<double>(cost);
-    b.window_units += static_cast<double>(cost);
+    b.tokens -= cost;
+    b.window_units += cost;
+    own_units_ += cost;
+    if (slot != nullptr) {
+      slot->threads += static_cast<double>(threads);
+      slot->charged += cost;
+      ++slot->launches;
+    }
   }
   UnlockState();
   return wait_ns;
 }
 
-void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
+double ComputeLimiter::LearnPrices(double util_pct, double own_util_pct, std::int64_t now_ns) {
+  // The device's ceiling is the container's reading; what this process's launches took is its
+  // own reading where NVML gave one.
+  bool saturated = util_pct >= kSaturatedUtil;
+  if (own_util_pct >= 0 && Finite(own_util_pct)) util_pct = own_util_pct;
+  double window_s = static_cast<double>(now_ns - own_window_start_) / kNsPerS;
+  double charged = own_units_;
+  own_units_ = 0;
+  own_window_start_ = now_ns;
+  ++window_seq_;
+  double learning_launches = 0;
+  double launches = 0;
+  for (const KernelPrice& s : prices_) {
+    launches += s.launches;
+    if (s.launches > 0 && s.windows < kLearnWindows) learning_launches += s.launches;
+  }
+  double repriced = 0;
+  if (window_s > 0 && charged > 0 && util_pct >= kMinLearnUtil && Finite(util_pct) &&
+      own_gain_ > 0 && learning_launches > 0) {
+    // The units this process's launches took, from what one unit/s of its own has yielded;
+    // the difference from what they were charged is put down to the kernels being learned.
+    // A saturated device (the reading at its 100 % ceiling) only says "at least".
+    double used = util_pct * window_s / own_gain_;
+    double error = used - charged;
+    if (std::fabs(error) <= kPriceTolerance * charged) error = 0;
+    if (!(saturated && error <= 0)) {
+      for (KernelPrice& s : prices_) {
+        if (s.launches == 0 || s.threads <= 0 || s.windows >= kLearnWindows) continue;
+        double should = s.charged + error * s.launches / learning_launches;
+        if (should < s.charged / 100) should = s.charged / 100;
+        // The price is what its windows so far implied, weighted by their threads: the first
+        // window replaces the guess; a window with more launches counts for more. A saturated
+        // window raises it to its lower bound and is not counted.
+        double price = saturated ? should / s.threads
+                                 : (s.learned_units + should) / (s.learned_threads + s.threads);
+        if (!Finite(price) || price <= 0 || (saturated && price <= s.price)) continue;
+        if (!saturated) {
+          s.learned_units += should;
+          s.learned_threads += s.threads;
+          ++s.windows;
+        }
+        repriced += (price - s.price) * s.threads;
+        s.price = price;
+      }
+    }
+  }
+  // What one unit/s of this process's yields, averaged like the container's calibration.
+  if (window_s > 0 && charged > 0 && util_pct >= kMinUsefulUtil && Finite(util_pct)) {
+    double gain = util_pct * window_s / (charged + repriced);
+    if (Finite(gain) && gain > 0) {
+      own_gain_ = own_gain_ > 0 ? kSmoothing * own_gain_ + (1 - kSmoothing) * gain : gain;
+    }
+  }
+  if (launches > 0) {
+    double per_launch = (charged + repriced) / launches;
+    if (Finite(per_launch) && per_launch > 0) {
+      avg_launch_units_ = avg_launch_units_ > 0
+                              ? kSmoothing * avg_launch_units_ + (1 - kSmoothing) * per_launch
+                              : per_launch;
+    }
+  }
+  for (KernelPrice& s : prices_) {
+    if (s.launches == 0) continue;
+    s.last_window = window_seq_;
+    s.launches = 0;
+    s.threads = 0;
+    s.charged = 0;
+  }
+  return repriced;
+}
+
+void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns, double own_util_pct) {
   if (!active()) return;
   LockState();
   SharedBucket& b = *bucket_;
   if (bucket_ != &own_) Repair(b, now_ns);
+  // This process's launches of the window were charged `repriced` units too few: the container's
+  // window and debt take them, so its calibration sees consistent units and the excess is paid
+  // back.
+  double repriced = LearnPrices(util_pct, own_util_pct, now_ns);
+  if (repriced != 0 && b.rate > 0) {
+    b.window_units += repriced;
+    if (b.window_units < 0) b.window_units = 0;
+    b.tokens -= repriced;
+    double floor = -b.rate * static_cast<double>(kMaxDebtNs) / kNsPerS;
+    double burst = b.rate * static_cast<double>(kBurstNs) / kNsPerS;
+    b.tokens = Clamp(b.tokens, floor, burst);
+  }
   std::int64_t window_ns = now_ns - b.window_start_ns;
   if (window_ns < kMinWindowNs) {
     UnlockState();
@@ -188,6 +327,13 @@ void ComputeLimiter::Observe(double util_pct, std::int64_t now_ns) {
       if (b.tokens < 0) b.tokens = 0;
     } else {
       b.rate = Clamp(target, b.rate / kMaxStep, b.rate * kMaxStep);
+    }
+    // A reading at the device's ceiling understates what was admitted by an unknown factor, and
+    // the averages take seconds to pull a rate down from it: the rate is at once set no higher
+    // than what this window admitted scaled to the limit.
+    if (util_pct >= kSaturatedUtil && admitted_rate > 0 && b.rate > 0) {
+      double ceiling = admitted_rate * limit / util_pct;
+      if (ceiling < b.rate) b.rate = ceiling;
     }
   }
   b.window_start_ns = now_ns;

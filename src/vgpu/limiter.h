@@ -86,13 +86,22 @@ class ComputeLimiter {
 
   // One launch of `cost` units at now_ns. Returns 0 when admitted (cost charged), or the ns to
   // wait before asking again (nothing charged). Thread-safe; allocation-free.
-  std::int64_t Admit(std::uint64_t cost, std::int64_t now_ns);
+  std::int64_t Admit(std::uint64_t cost, std::int64_t now_ns) { return Admit(0, cost, now_ns); }
+
+  // One launch of the kernel `key` (the function and its grid and block shape: a launch's GPU
+  // time depends on them, not on its thread count alone; 0 = unknown) with `threads` threads.
+  // It is charged threads x the kernel's learned price (see KernelPrice); key 0 at price 1.
+  std::int64_t Admit(std::uint64_t key, std::uint64_t threads, std::int64_t now_ns);
 
   // Feeds the container's utilisation (percent, 0..100) measured over the window that ends at
-  // now_ns. Every process of the container calls it from its watcher; a window shorter than
-  // kMinWindowNs since the last calibration (another process just calibrated) is skipped, so the
-  // container calibrates at most once per kMinWindowNs whatever its number of processes.
-  void Observe(double util_pct, std::int64_t now_ns);
+  // now_ns and starts at this process's previous Observe (or its Configure). Every process of
+  // the container calls it from its watcher; a window shorter than kMinWindowNs since the last
+  // calibration (another process just calibrated) is skipped for the rate, so the container
+  // calibrates at most once per kMinWindowNs whatever its number of processes.
+  void Observe(double util_pct, std::int64_t now_ns) { Observe(util_pct, now_ns, -1); }
+  // The same with this process's own share of it (NVML's samples of its pid; < 0: unknown, the
+  // container's is used), from which its kernel prices are learned.
+  void Observe(double util_pct, std::int64_t now_ns, double own_util_pct);
   static constexpr std::int64_t kMinWindowNs = 40'000'000;
 
   // Uses `bucket` (shared with other processes) for the rate, tokens and refill time from now
@@ -112,11 +121,54 @@ class ComputeLimiter {
     return value;
   }
 
+  // The price of kernel `key` in units per thread (1 for key 0; -1 when the table does not hold
+  // it). For tests.
+  double PriceOf(std::uint64_t key) const;
+
+  // Per-kernel prices (issue 29, mixed kernel sizes). A launch's thread count says little about
+  // its GPU time: per thread, a cheap big grid and a 1 ms single-block kernel differ by 10^6, so
+  // a rate calibrated on one kind is wrong for the other, and an app that switched between phases
+  // of the two ran at the old rate for seconds after every switch. So each process prices the
+  // kernels it launches (a key: the function or graph and its thread count): a launch costs
+  // threads x price units. A new kernel starts at the process's average units per launch (launch
+  // times differ far less than time per thread). Over its first kLearnWindows windows with a
+  // reading, its price is learned: the units the process's launches really took (its own
+  // utilisation reading over g, the utilisation one unit/s of its own has yielded) against the
+  // units charged; the difference goes to the kernels still being learned, by launch count, and
+  // the price is the thread-weighted mean of what those windows implied. Then it is settled and
+  // no longer moves (changes of a settled kernel's time go to the container's rate, as before).
+  // The units a window charged too few (or too many) are added to the shared bucket's debt and
+  // window, so the container's rate sees consistent units and the excess is paid back. Per
+  // process, not shared: a CUfunction is an address in one process. At most kPriceSlots kernels
+  // (the one launched longest ago gives way); one without a slot costs its thread count.
+  struct KernelPrice {
+    std::uint64_t key;          // 0 = empty
+    double price;               // units per thread
+    double threads;             // launched in the current window
+    double charged;             // units charged in the current window
+    std::uint32_t launches;     // in the current window
+    std::uint32_t windows;      // windows it was learned from (settled at kLearnWindows)
+    std::uint64_t last_window;  // window_seq_ when it was last launched
+    double learned_units;       // what its learning windows say its launches took...
+    double learned_threads;     // ...for this many threads
+  };
+  static constexpr int kPriceSlots = 64;
+
  private:
   void LockState();
   void UnlockState();
+  KernelPrice* Slot(std::uint64_t key);
+  // Learns this process's prices from its window; returns the units charged too few (> 0) or
+  // too many (< 0) in it.
+  double LearnPrices(double util_pct, double own_util_pct, std::int64_t now_ns);
 
   int limit_pct_ = 0;
+  KernelPrice prices_[kPriceSlots] = {};
+  double own_units_ = 0;  // units this process charged in its current window
+  std::int64_t own_window_start_ = 0;
+  double own_gain_ = -1;          // g: utilisation percent per own unit/s (< 0: unknown)
+  std::uint64_t window_seq_ = 0;  // this process's windows so far
+  double avg_launch_units_ = 0;   // units per launch, averaged over its windows
   SharedBucket own_{};
   SharedBucket* bucket_ = &own_;
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;

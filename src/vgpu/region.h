@@ -112,6 +112,8 @@ class Region {
   void SetOwnSmUtil(int dev, std::uint64_t percent);
   // Records this process's host PID (as NVML reports it) in its slot.
   void SetOwnHostPid(std::int32_t hostpid);
+  // This process's host PID as recorded by SetOwnHostPid (0: unknown).
+  std::int32_t own_hostpid() const { return own_hostpid_; }
 
  private:
   hami_proc_slot_t* OwnSlot() const;

@@ -287,8 +287,10 @@ std::uint64_t CoarseUnixSeconds() {
 
 // Container utilisation of one device in percent: the sum of our processes' SM samples since
 // `last_seen_us`, or the device-wide figure when none of our pids appear (PID namespace without a
-// known host pid).
-double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_us) {
+// known host pid). `*own` gets this process's part (its pid's samples; -1 when unknown), from
+// which the limiter learns its kernels' prices.
+double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_us, double* own) {
+  *own = -1;
   nvmlProcessUtilizationSample_t samples[64];
   unsigned int count = 64;
   auto get_samples = VGPU_REAL_NVML(nvmlDeviceGetProcessUtilization);
@@ -297,7 +299,10 @@ double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_u
   if (have_samples) {
     hami_shared_region_t* r = rt->region.raw();
     int n = __atomic_load_n(&r->proc_num, __ATOMIC_ACQUIRE);
+    const unsigned int me = static_cast<unsigned>(getpid());
+    const unsigned int my_host = static_cast<unsigned>(rt->region.own_hostpid());
     double sum = 0;
+    double own_sum = 0;
     int matched = 0;
     for (unsigned int s = 0; s < count && s < 64; ++s) {
       for (int i = 0; i < n && i < HAMI_REGION_MAX_PROCS; ++i) {
@@ -310,8 +315,14 @@ double MeasureUtil(Runtime* rt, nvmlDevice_t dev, unsigned long long last_seen_u
           break;
         }
       }
+      if (samples[s].pid == me || (my_host != 0 && samples[s].pid == my_host)) {
+        own_sum += samples[s].smUtil;
+      }
     }
-    if (matched > 0) return sum > 100 ? 100 : sum;
+    if (matched > 0) {
+      *own = own_sum > 100 ? 100 : own_sum;
+      return sum > 100 ? 100 : sum;
+    }
   }
   nvmlUtilization_t util{};
   auto rates = VGPU_REAL_NVML(nvmlDeviceGetUtilizationRates);
@@ -334,8 +345,9 @@ void* WatcherMain(void* arg) {
       if (!rt->limiters[d].active()) continue;
       nvmlDevice_t handle = nullptr;
       if (by_index(static_cast<unsigned>(d), &handle) != NVML_SUCCESS) continue;
-      double util = MeasureUtil(rt, handle, last_seen);
-      rt->limiters[d].Observe(util, NowNs());
+      double own = -1;
+      double util = MeasureUtil(rt, handle, last_seen, &own);
+      rt->limiters[d].Observe(util, NowNs(), own);
       rt->region.SetOwnSmUtil(d, static_cast<std::uint64_t>(util));
     }
     clock_gettime(CLOCK_REALTIME, &wall);
@@ -578,7 +590,13 @@ int StreamNvmlIndex(Runtime* rt, CUstream stream) {
   return last_index;
 }
 
-void BeforeLaunch(std::uint64_t cost, CUstream stream) {
+std::uint64_t KernelKey(const void* fn, std::uint64_t cost) {
+  if (fn == nullptr) return 0;
+  std::uint64_t key = reinterpret_cast<std::uintptr_t>(fn) ^ (cost * 0xff51afd7ed558ccdULL);
+  return key != 0 ? key : 1;
+}
+
+void BeforeLaunch(const void* fn, std::uint64_t cost, CUstream stream) {
   Runtime* rt = Rt();
   if (!rt->accounting) return;
   hami_shared_region_t* r = rt->region.raw();
@@ -606,8 +624,9 @@ void BeforeLaunch(std::uint64_t cost, CUstream stream) {
     SleepNs(kMaxSleepNs);
   }
   MarkRecentKernel(r);
+  const std::uint64_t key = KernelKey(fn, cost);
   for (;;) {
-    std::int64_t wait = rt->limiters[dev].Admit(cost, NowNs());
+    std::int64_t wait = rt->limiters[dev].Admit(key, cost, NowNs());
     if (wait == 0) break;
     SleepNs(wait < kMaxSleepNs ? wait : kMaxSleepNs);
   }

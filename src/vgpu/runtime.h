@@ -120,9 +120,13 @@ std::int64_t NowNs();
 // for the default streams (null, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). -1 when unknown.
 int StreamNvmlIndex(Runtime* rt, CUstream stream);
 
-// Throttles one launch of `cost` units (threads) on `stream`'s device; returns when the launch
-// may proceed. No allocation.
-void BeforeLaunch(std::uint64_t cost, CUstream stream);
+// Throttles one launch of `cost` threads of the function (or graph) `fn` on `stream`'s device;
+// returns when the launch may proceed. No allocation.
+void BeforeLaunch(const void* fn, std::uint64_t cost, CUstream stream);
+
+// The limiter's name for a kernel: its function (or graph) and its thread count (a function's
+// time per launch depends on its grid). Never 0 for a function; 0 (no price) without one.
+std::uint64_t KernelKey(const void* fn, std::uint64_t cost);
 
 }  // namespace hami::vgpu
 

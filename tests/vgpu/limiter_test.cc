@@ -56,10 +56,24 @@ TEST(ComputeLimiterTest, UncalibratedAdmitsUntilOverLimit) {
   l.Observe(30, 200 * kMs);  // under the limit: stays uncalibrated
   EXPECT_EQ(l.rate(), 0);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(l.Admit(1000, 200 * kMs + i * kUs), 0);
-  l.Observe(100, 400 * kMs);  // over the limit: calibrates from the averages
-  // 500 000 units/s on average produced 0.8 * 30 + 0.2 * 100 = 44 % on average; 50 % needs
-  // 500 000 * 50 / 44 units/s.
-  EXPECT_NEAR(l.rate(), 500000.0 * 50 / 44, 1);
+  l.Observe(90, 400 * kMs);  // over the limit: calibrates from the averages
+  // 500 000 units/s on average produced 0.8 * 30 + 0.2 * 90 = 42 % on average; 50 % needs
+  // 500 000 * 50 / 42 units/s.
+  EXPECT_NEAR(l.rate(), 500000.0 * 50 / 42, 1);
+}
+
+TEST(ComputeLimiterTest, ASaturatedReadingCapsTheRateAtOnce) {
+  // A reading at the device's ceiling (100 %) understates the work admitted by an unknown
+  // factor: the rate is set no higher than this window's admitted units scaled to the limit
+  // (the averages alone would take seconds to come down at a 90 % limit).
+  ComputeLimiter l;
+  l.Configure(50, 0);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(l.Admit(1000, i * kUs), 0);
+  l.Observe(30, 200 * kMs);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(l.Admit(1000, 200 * kMs + i * kUs), 0);
+  l.Observe(100, 400 * kMs);
+  // The averages say 500 000 * 50 / 44; the saturated window says at most 500 000 * 50 / 100.
+  EXPECT_NEAR(l.rate(), 500000.0 * 50 / 100, 1);
 }
 
 TEST(ComputeLimiterTest, ScriptedUtilisationCurveMovesTheRate) {
@@ -170,6 +184,56 @@ TEST(ComputeLimiterTest, LargeLaunchIsAdmittedAndPaidBackLater) {
   EXPECT_GT(wait, 1900 * kMs);
   EXPECT_LT(wait, 2100 * kMs);
   EXPECT_EQ(l.Admit(1, t + wait), 0);
+}
+
+// Issue 29, mixed kernel sizes: a kernel's price (units per thread) is learned from the windows
+// it is launched in, so a switch to a kernel of a different time per thread costs at most its
+// first windows, and a switch back costs nothing. Key 1: 1000 threads, 100 us a launch; key 2:
+// 10 threads, 1 ms a launch, so 1000x the time per thread. Driven as the watcher does: the
+// container's and the process's own utilisation every 200 ms.
+TEST(ComputeLimiterTest, KernelPricesAreLearnedThenSettled) {
+  ComputeLimiter l;
+  l.Configure(50, 0);
+  std::int64_t now = 0;
+  std::int64_t busy_until = 0;
+  auto window = [&](std::uint64_t key, std::uint64_t threads, std::int64_t kernel_ns) {
+    std::int64_t start = now;
+    std::int64_t end = now + 200 * kMs;
+    std::int64_t busy = 0;
+    while (now < end) {
+      std::int64_t wait = l.Admit(key, threads, now);
+      if (wait > 0) {
+        now += std::min<std::int64_t>(wait, end - now);
+        continue;
+      }
+      // One kernel at a time, launched when the previous one ends (a synchronous app).
+      std::int64_t s = std::max(now, busy_until);
+      busy_until = s + kernel_ns;
+      busy += std::min(busy_until, end) - std::max(s, start);
+      now = busy_until;
+    }
+    double util = 100.0 * static_cast<double>(busy) / static_cast<double>(end - start);
+    l.Observe(util, end, util);
+    return util;
+  };
+  for (int i = 0; i < 10; ++i) window(1, 1000, 100 * kUs);
+  EXPECT_GT(l.PriceOf(1), 0);
+  EXPECT_EQ(l.PriceOf(2), -1);  // never launched
+  double util = 0;
+  for (int i = 0; i < 10; ++i) util = window(2, 10, kMs);
+  EXPECT_NEAR(util, 50, 5);
+  double ratio = l.PriceOf(2) / l.PriceOf(1);
+  EXPECT_GT(ratio, 1000 * 0.8);
+  EXPECT_LT(ratio, 1000 * 1.25);
+  // Settled: more windows of either kernel leave both prices where they are.
+  double p1 = l.PriceOf(1);
+  double p2 = l.PriceOf(2);
+  std::vector<double> back;
+  for (int i = 0; i < 5; ++i) back.push_back(window(1, 1000, 100 * kUs));
+  EXPECT_EQ(l.PriceOf(1), p1);
+  EXPECT_EQ(l.PriceOf(2), p2);
+  // ...and the switch back to key 1 runs at the limit from its first window on.
+  for (double u : back) EXPECT_NEAR(u, 50, 5);
 }
 
 // A simulated device: kernels run one after another for `kernel_ns` each; utilisation over a

@@ -1,6 +1,7 @@
 // The SM share a container gets under the compute limiter, on the simulated GPU of sm_sim.h:
-// 1, 4 and 16 processes, 10-90 %, 132 and 188 SMs, uniform and mixed kernel sizes. The target
-// (issue 29): the share over every 2 s window after calibration within 5 points of the limit.
+// 1, 4 and 16 processes, 10-90 %, 132 and 188 SMs, uniform and mixed kernel sizes, and phases of
+// one kernel kind then the other. The target (issue 29): the share over every 2 s window after
+// calibration within 5 points of the limit.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,7 +17,11 @@ std::string Name(const Scenario& s) {
 }
 
 TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
-  for (Mix mix : {Mix::kUniform, Mix::kAlternating}) {
+  // Issue 29 finding 7, kPhases: 2 s of cheap big grids then 2 s of 1 ms single-block kernels,
+  // repeated (and the other way round). The threads charged per unit of GPU time change by 10^6
+  // at each switch; each process prices its kernels (KernelPrice), so after a kernel's first
+  // windows a switch moves nothing. Before the prices: 2 s windows 8-42 points off.
+  for (Mix mix : {Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst}) {
     for (int sms : {132, 188}) {
       for (int processes : {1, 4, 16}) {
         for (int limit : {10, 30, 50, 70, 90}) {
@@ -34,21 +39,22 @@ TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
   }
 }
 
-TEST(SmShareTest, PhasesOfCheapBigGridsAndLongSingleBlocksStayNearTheLimitOnAverage) {
-  // Issue 29 finding 7: 2 s of cheap big grids then 2 s of 1 ms single-block kernels, repeated.
-  // The threads charged per unit of GPU time change by 10^6 at each switch; the calibration
-  // restarts on such a jump instead of averaging it out over ~10 s (47-54 % on average at
-  // a 30 % limit). The 2 s windows that span a switch still miss by more than 5 points
-  // (docs/vgpu.md "Compute limiter").
-  for (int processes : {1, 4, 16}) {
-    for (int limit : {30, 50}) {
-      Scenario s;
-      s.limit = limit;
-      s.processes = processes;
-      s.mix = Mix::kPhases;
-      Result r = Simulate(s);
-      EXPECT_LE(r.mean, limit + 5.0) << Name(s);
-      EXPECT_GE(r.mean, limit - 10.0) << Name(s);
+TEST(SmShareTest, PhasesWithOnlyTheContainersReadingStayNearTheLimit) {
+  // Where NVML gives no per-process sample of our own pid (a PID namespace whose host pid was
+  // not found), a process learns its prices from the container's reading, which other processes'
+  // launches move too: the 2 s windows stay within 6 points (docs/vgpu.md "Compute limiter").
+  for (Mix mix : {Mix::kPhases, Mix::kPhasesSingleFirst}) {
+    for (int processes : {1, 4, 16}) {
+      for (int limit : {10, 30, 50, 70, 90}) {
+        Scenario s;
+        s.limit = limit;
+        s.processes = processes;
+        s.mix = mix;
+        s.own_readings = false;
+        Result r = Simulate(s);
+        EXPECT_LE(r.MaxError(limit), 6.0)
+            << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
+      }
     }
   }
 }

@@ -25,12 +25,13 @@ struct Kernel {
   std::uint64_t blocks;
   std::uint32_t threads;  // per block
   std::int64_t block_ns;  // time one wave of blocks takes
+  std::uint64_t key;      // the kernel (function and shape) as the launch hook keys it
 };
 
 // Kernel mixes of issue 29: a uniform mid-size kernel; cheap big-grid kernels alternating with
 // 1 ms single-block kernels (the threads charged and the time taken are unrelated); and the two
 // kinds in phases of `phase_ms` each (the regime changes under a calibrated rate).
-enum class Mix { kUniform, kAlternating, kPhases };
+enum class Mix { kUniform, kAlternating, kPhases, kPhasesSingleFirst };
 
 struct Scenario {
   int limit = 30;
@@ -45,6 +46,8 @@ struct Scenario {
   // 200 ms, over the 200 ms before (or since the process started).
   std::int64_t lifetime_ns = 0;
   std::int64_t first_tick_ns = kWatcherFirstNs;
+  // Whether each process's watcher also reads its own utilisation (NVML's sample of its pid).
+  bool own_readings = true;
 };
 
 struct Result {
@@ -64,6 +67,8 @@ inline std::string MixName(Mix mix) {
       return "alternating";
     case Mix::kPhases:
       return "phases";
+    case Mix::kPhasesSingleFirst:
+      return "phases-1st";
   }
   return "?";
 }
@@ -75,9 +80,10 @@ inline std::int64_t Duration(const Kernel& k, int sms) {
 }
 
 inline Kernel Pick(const Scenario& s, std::int64_t now, std::uint64_t n) {
-  const Kernel mid{static_cast<std::uint64_t>(s.sms) * 8, 256, 250 * kUs};       // 1 wave, 0.25 ms
-  const Kernel cheap_big{static_cast<std::uint64_t>(s.sms) * 64, 256, 4 * kUs};  // 8 waves, 32 us
-  const Kernel single{1, 32, 1000 * kUs};                                        // 1 ms
+  const Kernel mid{static_cast<std::uint64_t>(s.sms) * 8, 256, 250 * kUs, 1};  // 1 wave, 0.25 ms
+  const Kernel cheap_big{static_cast<std::uint64_t>(s.sms) * 64, 256, 4 * kUs,
+                         2};                  // 8 waves, 32 us
+  const Kernel single{1, 32, 1000 * kUs, 3};  // 1 ms
   switch (s.mix) {
     case Mix::kUniform:
       return mid;
@@ -85,6 +91,8 @@ inline Kernel Pick(const Scenario& s, std::int64_t now, std::uint64_t n) {
       return n % 2 == 0 ? cheap_big : single;
     case Mix::kPhases:
       return (now / s.phase_ns) % 2 == 0 ? cheap_big : single;
+    case Mix::kPhasesSingleFirst:
+      return (now / s.phase_ns) % 2 == 0 ? single : cheap_big;
   }
   return mid;
 }
@@ -112,21 +120,25 @@ inline Result Simulate(const Scenario& s) {
   }
   // Busy time per 1 ms bin, filled as kernels are placed (FIFO device).
   constexpr std::int64_t kBin = kMs;
+  // and per process (NVML's per-process samples, each process's own reading).
   std::vector<double> busy(static_cast<std::size_t>(s.end_ns / kBin + 1000), 0.0);
-  auto add_busy = [&](std::int64_t a, std::int64_t b) {
+  std::vector<std::vector<double>> own(limiters.size(), std::vector<double>(busy.size(), 0.0));
+  auto add_busy = [&](std::size_t p, std::int64_t a, std::int64_t b) {
     while (a < b) {
       std::size_t i = static_cast<std::size_t>(a / kBin);
       if (i >= busy.size()) return;
       std::int64_t stop = std::min(b, static_cast<std::int64_t>(i + 1) * kBin);
       busy[i] += static_cast<double>(stop - a);
+      own[p][i] += static_cast<double>(stop - a);
       a = stop;
     }
   };
-  auto busy_pct = [&](std::int64_t from, std::int64_t to) {  // bin-aligned
-    double sum = 0;
-    for (std::int64_t i = from / kBin; i < to / kBin; ++i) sum += busy[static_cast<std::size_t>(i)];
+  auto pct = [&](const std::vector<double>& bins, std::int64_t from, std::int64_t to) {
+    double sum = 0;  // bin-aligned
+    for (std::int64_t i = from / kBin; i < to / kBin; ++i) sum += bins[static_cast<std::size_t>(i)];
     return 100.0 * sum / static_cast<double>(to - from);
   };
+  auto busy_pct = [&](std::int64_t from, std::int64_t to) { return pct(busy, from, to); };
   std::int64_t free_at = 0;
   for (;;) {
     std::size_t p = 0;
@@ -142,13 +154,14 @@ inline Result Simulate(const Scenario& s) {
     if (tick[p] <= now[p]) {
       // Events run in time order, so the busy time before the tick is final.
       std::int64_t from = std::max(tick[p] - kWindow, born[p] / kMs * kMs);
-      limiters[p]->Observe(busy_pct(from, tick[p]), tick[p]);
+      limiters[p]->Observe(busy_pct(from, tick[p]), tick[p],
+                           s.own_readings ? pct(own[p], from, tick[p]) : -1);
       tick[p] += kWindow;
       continue;
     }
     Kernel k = Pick(s, now[p], launched[p]);
     std::uint64_t cost = k.blocks * k.threads;
-    std::int64_t wait = limiters[p]->Admit(cost, now[p]);
+    std::int64_t wait = limiters[p]->Admit(k.key, cost, now[p]);
     if (wait > 0) {
       now[p] += std::min<std::int64_t>(wait, 100 * kMs);
       continue;
@@ -156,7 +169,7 @@ inline Result Simulate(const Scenario& s) {
     ++launched[p];
     std::int64_t start = std::max(now[p], free_at);
     free_at = start + Duration(k, s.sms);
-    add_busy(start, free_at);
+    add_busy(p, start, free_at);
     now[p] += 5 * kUs;
     if (free_at - now[p] > kMaxQueue) now[p] = free_at - kMaxQueue;
   }
