@@ -188,3 +188,13 @@ function(hami_sanitizer_unfuzzed_at_o0)
   endforeach()
   message(STATUS "sanitizer build, at -O0 without fuzzer coverage (no fuzzer links them): ${lowered}")
 endfunction()
+
+# hami_link_allocator(<targets...>): links the executables with HAMI_ALLOCATOR_LIBRARY (jemalloc,
+# CMakeLists.txt) when there is one; a no-op in the sanitizer build.
+function(hami_link_allocator)
+  if(HAMI_ALLOCATOR_LIBRARY)
+    foreach(target IN LISTS ARGN)
+      target_link_libraries(${target} PRIVATE ${HAMI_ALLOCATOR_LIBRARY})
+    endforeach()
+  endif()
+endfunction()
