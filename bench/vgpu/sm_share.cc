@@ -16,38 +16,24 @@ using namespace hami::vgpu::sim;  // NOLINT: a report over one header's scenario
 
 namespace {
 
-constexpr Mix kMixes[] = {Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst};
-
 int Sweep() {
   for (bool own : {true, false}) {
     for (std::int64_t phase : {500 * kMs, 1000 * kMs, 2000 * kMs, 4000 * kMs}) {
+      Scenario base;
+      base.phase_ns = phase;
+      base.own_readings = own;
+      auto grid =
+          Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst}, base);
       int misses = 0;
-      int n = 0;
       double worst = 0;
-      auto run = [&](const Scenario& s) {
+      for (const Scenario& s : grid) {
         double error = Simulate(s).MaxError(s.limit);
         worst = std::max(worst, error);
         misses += error > 5.0 ? 1 : 0;
-        ++n;
-      };
-      for (Mix mix : kMixes) {
-        for (int sms : {132, 188}) {
-          for (int processes : {1, 4, 16}) {
-            for (int limit : {10, 30, 50, 70, 90}) {
-              Scenario s;
-              s.limit = limit;
-              s.processes = processes;
-              s.sms = sms;
-              s.mix = mix;
-              s.phase_ns = phase;
-              s.own_readings = own;
-              run(s);
-            }
-          }
-        }
       }
-      std::printf("own readings %-3s phases of %4lld ms: %3d of %d scenarios missed, worst %.1f\n",
-                  own ? "yes" : "no", static_cast<long long>(phase / kMs), misses, n, worst);
+      std::printf("own readings %-3s phases of %4lld ms: %3d of %zu scenarios missed, worst %.1f\n",
+                  own ? "yes" : "no", static_cast<long long>(phase / kMs), misses, grid.size(),
+                  worst);
     }
   }
   return 0;
@@ -67,19 +53,9 @@ int main(int argc, char** argv) {
     std::printf("%-12s %4d %9d %5d %6.1f %6.1f %6.1f %s\n", label, s.sms, s.processes, s.limit,
                 r.mean, r.worst_low, r.worst_high, ok ? "ok" : "MISS");
   };
-  for (Mix mix : kMixes) {
-    for (int sms : {132, 188}) {
-      for (int processes : {1, 4, 16}) {
-        for (int limit : {10, 30, 50, 70, 90}) {
-          Scenario s;
-          s.limit = limit;
-          s.processes = processes;
-          s.sms = sms;
-          s.mix = mix;
-          report(s, MixName(mix).c_str());
-        }
-      }
-    }
+  for (const Scenario& s :
+       Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst})) {
+    report(s, MixName(s.mix).c_str());
   }
   for (int processes : {1, 4}) {
     for (int limit : {10, 30, 50, 70, 90}) {

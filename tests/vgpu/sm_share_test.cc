@@ -21,21 +21,11 @@ TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
   // repeated (and the other way round). The threads charged per unit of GPU time change by 10^6
   // at each switch; each process prices its kernels (KernelPrice), so after a kernel's first
   // windows a switch moves nothing. Before the prices: 2 s windows 8-42 points off.
-  for (Mix mix : {Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst}) {
-    for (int sms : {132, 188}) {
-      for (int processes : {1, 4, 16}) {
-        for (int limit : {10, 30, 50, 70, 90}) {
-          Scenario s;
-          s.limit = limit;
-          s.processes = processes;
-          s.sms = sms;
-          s.mix = mix;
-          Result r = Simulate(s);
-          EXPECT_LE(r.MaxError(limit), 5.0)
-              << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
-        }
-      }
-    }
+  for (const Scenario& s :
+       Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst})) {
+    Result r = Simulate(s);
+    EXPECT_LE(r.MaxError(s.limit), 5.0)
+        << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
   }
 }
 
@@ -43,19 +33,12 @@ TEST(SmShareTest, PhasesWithOnlyTheContainersReadingStayNearTheLimit) {
   // Where NVML gives no per-process sample of our own pid (a PID namespace whose host pid was
   // not found), a process learns its prices from the container's reading, which other processes'
   // launches move too: the 2 s windows stay within 6 points (docs/vgpu.md "Compute limiter").
-  for (Mix mix : {Mix::kPhases, Mix::kPhasesSingleFirst}) {
-    for (int processes : {1, 4, 16}) {
-      for (int limit : {10, 30, 50, 70, 90}) {
-        Scenario s;
-        s.limit = limit;
-        s.processes = processes;
-        s.mix = mix;
-        s.own_readings = false;
-        Result r = Simulate(s);
-        EXPECT_LE(r.MaxError(limit), 6.0)
-            << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
-      }
-    }
+  Scenario base;
+  base.own_readings = false;
+  for (const Scenario& s : Grid({Mix::kPhases, Mix::kPhasesSingleFirst}, base)) {
+    Result r = Simulate(s);
+    EXPECT_LE(r.MaxError(s.limit), 6.0)
+        << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,27 @@ inline Kernel Pick(const Scenario& s, std::int64_t now, std::uint64_t n) {
       return (now / s.phase_ns) % 2 == 0 ? single : cheap_big;
   }
   return mid;
+}
+
+// The grid of issue 29: each of `mixes` x 132 and 188 SMs x 1, 4 and 16 processes x limits 10,
+// 30, 50, 70 and 90 %, the other fields as in `base`.
+inline std::vector<Scenario> Grid(std::initializer_list<Mix> mixes, const Scenario& base = {}) {
+  std::vector<Scenario> grid;
+  for (Mix mix : mixes) {
+    for (int sms : {132, 188}) {
+      for (int processes : {1, 4, 16}) {
+        for (int limit : {10, 30, 50, 70, 90}) {
+          Scenario s = base;
+          s.mix = mix;
+          s.sms = sms;
+          s.processes = processes;
+          s.limit = limit;
+          grid.push_back(s);
+        }
+      }
+    }
+  }
+  return grid;
 }
 
 inline Result Simulate(const Scenario& s) {
