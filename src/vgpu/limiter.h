@@ -139,8 +139,9 @@ class ComputeLimiter {
   // no longer moves (changes of a settled kernel's time go to the container's rate, as before).
   // The units a window charged too few (or too many) are added to the shared bucket's debt and
   // window, so the container's rate sees consistent units and the excess is paid back. Per
-  // process, not shared: a CUfunction is an address in one process. At most kPriceSlots kernels
-  // (the one launched longest ago gives way); one without a slot costs its thread count.
+  // process, not shared: a CUfunction is an address in one process. At most kPriceSlots kernels:
+  // a new one takes, of the eight slots its key may use, the one launched longest ago (never one
+  // launched in the current window); one without a slot costs its thread count.
   struct KernelPrice {
     std::uint64_t key;          // 0 = empty
     double price;               // units per thread
