@@ -236,6 +236,25 @@ TEST(ComputeLimiterTest, KernelPricesAreLearnedThenSettled) {
   for (double u : back) EXPECT_NEAR(u, 50, 5);
 }
 
+TEST(ComputeLimiterTest, APriceTableFullOfThisWindowsKernelsChargesThreads) {
+  // 64 price slots per process and device; a kernel whose eight slots all hold kernels launched
+  // in the current window gets none and costs its thread count; after the window a new kernel
+  // takes the slot of one launched longest ago.
+  ComputeLimiter l;
+  l.Configure(50, 0);
+  int priced = 0;
+  for (std::uint64_t key = 1; key <= 200; ++key) {
+    ASSERT_EQ(l.Admit(key, 100, static_cast<std::int64_t>(key) * kUs), 0);
+    priced += l.PriceOf(key) > 0 ? 1 : 0;
+  }
+  EXPECT_LE(priced, ComputeLimiter::kPriceSlots);
+  EXPECT_GT(priced, ComputeLimiter::kPriceSlots / 2);
+  l.Observe(30, 200 * kMs, 30);
+  EXPECT_EQ(l.PriceOf(1000), -1);
+  ASSERT_EQ(l.Admit(1000, 100, 201 * kMs), 0);
+  EXPECT_GT(l.PriceOf(1000), 0);
+}
+
 // A simulated device: kernels run one after another for `kernel_ns` each; utilisation over a
 // window is the busy fraction.
 struct SimGpu {
