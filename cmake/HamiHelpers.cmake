@@ -190,11 +190,13 @@ function(hami_sanitizer_unfuzzed_at_o0)
 endfunction()
 
 # hami_link_allocator(<targets...>): links the executables with HAMI_ALLOCATOR_LIBRARY (jemalloc,
-# CMakeLists.txt) when there is one; a no-op in the sanitizer build.
+# CMakeLists.txt) when there is one; a no-op in the sanitizer build. The targets are recorded in
+# the global property HAMI_ALLOCATOR_TARGETS (tests/ci checks each binary's link).
 function(hami_link_allocator)
   if(HAMI_ALLOCATOR_LIBRARY)
     foreach(target IN LISTS ARGN)
       target_link_libraries(${target} PRIVATE ${HAMI_ALLOCATOR_LIBRARY})
     endforeach()
+    set_property(GLOBAL APPEND PROPERTY HAMI_ALLOCATOR_TARGETS ${ARGN})
   endif()
 endfunction()

@@ -22,8 +22,7 @@ int Sweep() {
       Scenario base;
       base.phase_ns = phase;
       base.own_readings = own;
-      auto grid =
-          Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst}, base);
+      auto grid = FullGrid(base);
       int misses = 0;
       double worst = 0;
       for (const Scenario& s : grid) {
@@ -53,8 +52,7 @@ int main(int argc, char** argv) {
     std::printf("%-12s %4d %9d %5d %6.1f %6.1f %6.1f %s\n", label, s.sms, s.processes, s.limit,
                 r.mean, r.worst_low, r.worst_high, ok ? "ok" : "MISS");
   };
-  for (const Scenario& s :
-       Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst})) {
+  for (const Scenario& s : FullGrid()) {
     report(s, MixName(s.mix).c_str());
   }
   for (int processes : {1, 4}) {

@@ -33,6 +33,12 @@ double Clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi
 
 bool Finite(double v) { return std::isfinite(v); }
 
+// The limiter's exponential average: `*avg` moves towards `v` by 1 - kSmoothing; the first value
+// (*avg <= 0: none yet) is taken as it is.
+void Average(double* avg, double v) {
+  *avg = *avg > 0 ? kSmoothing * *avg + (1 - kSmoothing) * v : v;
+}
+
 // The shared bucket lives in a file every process of the container can write (and truncate, see
 // the SIGBUS guard): what the limiter reads from it is brought back into the range the limiter
 // itself writes before it is used, so a value written there (NaN, infinities, a debt of years, a
@@ -234,15 +240,13 @@ double ComputeLimiter::LearnPrices(double util_pct, double own_util_pct, std::in
   if (window_s > 0 && charged > 0 && util_pct >= kMinUsefulUtil && Finite(util_pct)) {
     double gain = util_pct * window_s / (charged + repriced);
     if (Finite(gain) && gain > 0) {
-      own_gain_ = own_gain_ > 0 ? kSmoothing * own_gain_ + (1 - kSmoothing) * gain : gain;
+      Average(&own_gain_, gain);
     }
   }
   if (launches > 0) {
     double per_launch = (charged + repriced) / launches;
     if (Finite(per_launch) && per_launch > 0) {
-      avg_launch_units_ = avg_launch_units_ > 0
-                              ? kSmoothing * avg_launch_units_ + (1 - kSmoothing) * per_launch
-                              : per_launch;
+      Average(&avg_launch_units_, per_launch);
     }
   }
   for (KernelPrice& s : prices_) {

@@ -21,8 +21,7 @@ TEST(SmShareTest, EveryTwoSecondWindowWithinFivePoints) {
   // repeated (and the other way round). The threads charged per unit of GPU time change by 10^6
   // at each switch; each process prices its kernels (KernelPrice), so after a kernel's first
   // windows a switch moves nothing. Before the prices: 2 s windows 8-42 points off.
-  for (const Scenario& s :
-       Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst})) {
+  for (const Scenario& s : FullGrid()) {
     Result r = Simulate(s);
     EXPECT_LE(r.MaxError(s.limit), 5.0)
         << Name(s) << ": 2 s windows " << r.worst_low << ".." << r.worst_high;

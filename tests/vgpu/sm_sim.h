@@ -119,6 +119,11 @@ inline std::vector<Scenario> Grid(std::initializer_list<Mix> mixes, const Scenar
   return grid;
 }
 
+// The grid over every mix.
+inline std::vector<Scenario> FullGrid(const Scenario& base = {}) {
+  return Grid({Mix::kUniform, Mix::kAlternating, Mix::kPhases, Mix::kPhasesSingleFirst}, base);
+}
+
 inline Result Simulate(const Scenario& s) {
   constexpr std::int64_t kWindow = kWatcherPeriodNs;
   constexpr std::int64_t kFigureNs = 2000 * kMs;
