@@ -66,27 +66,46 @@ std::string FitResult::Reason() const {
   return protocol::EncodeReason(reasons, devices_considered);
 }
 
+void Registry::KeyLengths::Add(size_t n) {
+  if (n < 64) {
+    bits |= uint64_t{1} << n;
+  } else {
+    long_keys = true;
+  }
+}
+
+bool Registry::KeyLengths::MayHave(size_t n) const {
+  return n < 64 ? ((bits >> n) & 1) != 0 : long_keys;
+}
+
 void Registry::Register(std::unique_ptr<Device> device) {
   std::string key = device->VendorKey();
-  if (key.size() < 64) {
-    key_lengths_ |= uint64_t{1} << key.size();
-  } else {
-    long_keys_ = true;
-  }
   devices_[key] = std::move(device);
+  // A replaced backend may have scored nodes: count the lengths again.
+  key_lengths_ = {};
+  scoring_key_lengths_ = {};
+  for (const auto& [k, d] : devices_) {
+    key_lengths_.Add(k.size());
+    if (d->ScoresNodes()) scoring_key_lengths_.Add(k.size());
+  }
 }
 
 std::map<std::string, std::unique_ptr<Device>, std::less<>> Registry::Release() {
-  key_lengths_ = 0;
-  long_keys_ = false;
+  key_lengths_ = {};
+  scoring_key_lengths_ = {};
   return std::move(devices_);
 }
 
 const Device* Registry::Find(std::string_view vendor_key) const {
-  const size_t n = vendor_key.size();
-  if (n < 64 ? ((key_lengths_ >> n) & 1) == 0 : !long_keys_) return nullptr;
+  if (!key_lengths_.MayHave(vendor_key.size())) return nullptr;
   auto it = devices_.find(vendor_key);
   return it == devices_.end() ? nullptr : it->second.get();
+}
+
+const Device* Registry::FindScoring(std::string_view vendor_key) const {
+  if (!scoring_key_lengths_.MayHave(vendor_key.size())) return nullptr;
+  const Device* d = Find(vendor_key);
+  return d != nullptr && d->ScoresNodes() ? d : nullptr;
 }
 
 std::vector<const Device*> Registry::All() const {

@@ -188,6 +188,10 @@ class Device {
   // the pod took devices from and every backend some device on the node has as its type (HAMi
   // scores the node's device types too, with empty picks). Default 0 (NVIDIA, Hygon, ...).
   virtual double ScoreNode(const ScoreContext& /*context*/) const { return 0; }
+  // True for a backend that overrides ScoreNode. The filter asks only these (Registry::
+  // FindScoring): a backend answering false must score every node 0, which
+  // `Registry.EveryBackendThatScoresNoNodeScoresZero` checks for every vendor.
+  virtual bool ScoresNodes() const { return false; }
 
   // --- the webhook ---
 
@@ -308,6 +312,9 @@ class Registry {
   // without reading `vendor_key`'s text: the filter asks this for every device type of every
   // candidate (model names such as "NVIDIA A100-SXM4-80GB", cold heap text at 5,000 nodes).
   const Device* Find(std::string_view vendor_key) const;
+  // Find, for backends that score nodes (Device::ScoresNodes) only: null for every other key,
+  // most without reading `vendor_key` (the filter's per-device lookup of a node's types).
+  const Device* FindScoring(std::string_view vendor_key) const;
   // Every backend, sorted by vendor key (the order HAMi uses for multi-vendor work).
   std::vector<const Device*> All() const;
   // Hands every backend over, leaving the registry empty.
@@ -315,9 +322,16 @@ class Registry {
 
  private:
   std::map<std::string, std::unique_ptr<Device>, std::less<>> devices_;
-  // Bit n: some key is n bytes long (n < 64); `long_keys_`: some key is longer.
-  uint64_t key_lengths_ = 0;
-  bool long_keys_ = false;
+  // The lengths of the keys (of all backends; of those that score nodes): bit n, some key is n
+  // bytes long (n < 64); `long`, some key is longer.
+  struct KeyLengths {
+    uint64_t bits = 0;
+    bool long_keys = false;
+    void Add(size_t n);
+    bool MayHave(size_t n) const;
+  };
+  KeyLengths key_lengths_{};
+  KeyLengths scoring_key_lengths_{};
 };
 
 // --- Self-registration (docs/VENDORS.md) ---

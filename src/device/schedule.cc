@@ -36,6 +36,17 @@ struct Scratch {
   std::map<std::string, protocol::PodDevices> picks;  // a candidate's picks (not kept)
   std::vector<const Device*> scored;                  // the backends ScoreNode asks
   protocol::PodDevices no_picks;                      // one empty entry per container
+  // The backend of the vendor key last asked for, by the key's address: the keys are those of
+  // the call's PodRequests, which live as long as the Scratch and do not change.
+  const std::string* backend_key = nullptr;
+  const Device* backend = nullptr;
+  const Device* BackendOf(const std::string& vendor) {
+    if (&vendor != backend_key) {
+      backend_key = &vendor;
+      backend = registry->Find(vendor);
+    }
+    return backend;
+  }
 };
 
 // The devices containers are fitted against. Until a pick has to be remembered (a later
@@ -92,7 +103,7 @@ std::optional<std::string> FitContainer(const PodView& pod, const PodRequests& r
   for (const auto& [vendor, req] : reqs) {
     if (req.nums <= 0) continue;
     --vendors_left;
-    const Device* backend = s->registry->Find(vendor);
+    const Device* backend = s->BackendOf(vendor);
     if (!backend) return "Device type not found";
     const std::vector<DeviceUsage>& current = devices->Get();
     s->sorted.clear();
@@ -164,7 +175,9 @@ void KeepMigInstances(const std::vector<DeviceUsage>& fitted, WorkingDevices* ba
 
 // HAMi OverrideScore's device part: ScoreNode of every backend the pod took devices from (its
 // picks) and of every backend whose vendor key is the type of a device on the node (HAMi scores
-// the node's device types too, with empty picks), summed in vendor-key order.
+// the node's device types too, with empty picks), summed in vendor-key order. Backends that
+// score every node 0 (Device::ScoresNodes false: NVIDIA, Hygon, ...) are left out: adding
+// their zeros changes no sum.
 double VendorScores(const PodView& pod, const NodeUsage& node,
                     const std::map<std::string, protocol::PodDevices>& picks, size_t total,
                     NodePolicy policy, Scratch* s) {
@@ -175,10 +188,10 @@ double VendorScores(const PodView& pod, const NodeUsage& node,
     }
   };
   for (const auto& [vendor, devices] : picks) {
-    if (devices.size() == total) add(s->registry->Find(vendor));
+    if (devices.size() == total) add(s->registry->FindScoring(vendor));
   }
   // Every device type that is a vendor key (add() keeps each backend once).
-  for (const DeviceUsage& d : node.devices) add(s->registry->Find(d.type));
+  for (const DeviceUsage& d : node.devices) add(s->registry->FindScoring(d.type));
   if (s->scored.empty()) return 0;
   std::sort(s->scored.begin(), s->scored.end(),
             [](const Device* a, const Device* b) { return a->VendorKey() < b->VendorKey(); });
@@ -338,9 +351,11 @@ void PrefetchNode(const NodeUsage* node) {
 }
 void PrefetchDevices(const NodeUsage* node) {
   __builtin_prefetch(node->name.data());  // copied into NodeFit::node (a long name is on the heap)
-  const char* begin = reinterpret_cast<const char*>(node->devices.data());
-  const char* end = begin + node->devices.size() * sizeof(DeviceUsage);
-  for (const char* p = begin; p < end; p += 64) __builtin_prefetch(p);
+  for (const DeviceUsage& d : node->devices) {
+    const char* p = reinterpret_cast<const char*>(&d);
+    const char* end = reinterpret_cast<const char*>(&d.mig_profiles);
+    for (; p < end; p += 64) __builtin_prefetch(p);
+  }
 }
 // The device ids: the fitted device's is copied into the pick (ids are longer than the
 // in-place buffer of a string).

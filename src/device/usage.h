@@ -60,6 +60,10 @@ struct DeviceUsage {
   std::string type{};    // model as registered, e.g. "NVIDIA A100-SXM4-40GB"
   std::string vendor{};  // vendor key of the backend that registered it, e.g. "NVIDIA"
   bool health = false;
+  // The pods' MIG state contradicts the device (a MIG GPU used without a reservation, a
+  // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
+  // unhealthy until the state is consistent again (docs/protocol.md#mig).
+  bool mig_inconsistent = false;
   std::string mode{};  // "hami-core", "mig", "mps"
   int64_t numa = 0;
   int32_t count = 0;     // split count: concurrent vGPUs allowed
@@ -72,10 +76,6 @@ struct DeviceUsage {
   // hami.io/vgpu-mig-allocations, in the order the index saw them).
   std::vector<protocol::MigProfile> mig_profiles{};
   std::vector<MigInstance> mig_in_use{};
-  // The pods' MIG state contradicts the device (a MIG GPU used without a reservation, a
-  // reservation on a non-MIG GPU or on a GPU the node does not have): Fit treats the device as
-  // unhealthy until the state is consistent again (docs/protocol.md#mig).
-  bool mig_inconsistent = false;
   // What a vendor registers beside the common fields (HAMi DeviceInfo.CustomInfo), by key, as
   // text: e.g. Ascend's "NetworkID" ("3", its HCCS ring), MetaX sGPU's "QosPolicy".
   std::map<std::string, std::string, std::less<>> custom_info{};

@@ -368,6 +368,39 @@ TEST(Registry, FindAnswersByKeyAndLengthWithoutOthers) {
   EXPECT_EQ(registry.Find("NVIDIA"), nullptr);
 }
 
+// The filter asks only the backends that score nodes (Device::ScoresNodes) for a node's score;
+// leaving the others out must change no score: each adds 0, with picks or without, under either
+// policy. The scorers are pinned by key, so a backend that starts scoring nodes says so here too.
+TEST(Registry, EveryBackendThatScoresNoNodeScoresZero) {
+  Registry registry = MakeRegistry(DefaultDeviceConfig());
+  std::vector<std::string> scorers;
+  for (const Device* d : registry.All()) {
+    const std::string key = d->VendorKey();
+    if (d->ScoresNodes()) {
+      scorers.push_back(key);
+      EXPECT_EQ(registry.FindScoring(key), d) << key;
+      continue;
+    }
+    EXPECT_EQ(registry.FindScoring(key), nullptr) << key;
+    DeviceUsage dev = Gpu("dev-0", 0, 1, 4000, 20);
+    dev.type = key;
+    dev.vendor = key;
+    NodeUsage node{.name = "n", .devices = {dev}};
+    const protocol::PodDevices picks = {{protocol::ContainerDevice{"dev-0", key, 1000, 10}}};
+    const protocol::PodDevices none = {{}};
+    for (NodePolicy policy : {NodePolicy::kBinpack, NodePolicy::kSpread}) {
+      for (const protocol::PodDevices* p : {&picks, &none}) {
+        EXPECT_EQ(d->ScoreNode({.node = &node, .picks = p, .policy = policy}), 0.0) << key;
+      }
+    }
+  }
+  EXPECT_EQ(scorers,
+            (std::vector<std::string>{"Ascend310P", "Ascend910A", "Ascend910B2", "Ascend910B3",
+                                      "Ascend910B4", "Ascend910B4-1", "Ascend910C", "Metax-GPU",
+                                      "Metax-SGPU", "Vastai", "kunlun"}));
+  EXPECT_EQ(registry.FindScoring("NVIDIA A100-SXM4-80GB"), nullptr);
+}
+
 TEST(ScheduleOptionsFromConfig, ParsesOrNamesTheBadValue) {
   auto o = ScheduleOptionsFromConfig(SchedulerPolicyConfig{});
   ASSERT_TRUE(o) << o.error();

@@ -47,6 +47,7 @@ class AscendDevice : public Device {
   // HAMi ScoreNode: ascend::ScoreNode over the picks, each pick's HCCS ring read from its row's
   // NetworkID on the node.
   double ScoreNode(const ScoreContext& context) const override;
+  bool ScoresNodes() const override { return true; }
 
   // To-allocate, allocated and the huawei.com/<word> runtime list (ascend::PatchAnnotations),
   // and with the decision's time `predicate-time` (Unix seconds, as HAMi writes it).

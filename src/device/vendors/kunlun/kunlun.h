@@ -131,6 +131,7 @@ class KunlunDevice : public Device {
   // HAMi ScoreNode: XpuScore over the node's devices before the pod and the picks' indexes
   // (their rows' index; the id's number for a device the row lacks).
   double ScoreNode(const ScoreContext& context) const override;
+  bool ScoresNodes() const override { return true; }
   // XpuPatchAnnotations, the device index read from the device id ("<node>-kunlun-<i>").
   using Device::AllocationAnnotations;
   StringMap AllocationAnnotations(const AllocationContext& context,

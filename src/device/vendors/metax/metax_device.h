@@ -33,6 +33,7 @@ class MetaxGpuDevice : public Device {
   // HAMi ScoreNode: GpuScoreNode over the topology annotations the node's Metax-GPU rows carry
   // (NodeDevices copies kLossesKey and kScoresKey into each row's custom_info).
   double ScoreNode(const ScoreContext& context) const override;
+  bool ScoresNodes() const override { return true; }
   // One whole device each: the count resource as capacity (no annotation).
   NodeRegistration EncodeNodeRegistration(
       const std::vector<protocol::DeviceInfo>& devices) const override;
@@ -65,6 +66,7 @@ class MetaxSgpuDevice : public Device {
   // metax-tech.com/sgpu-topology-aware, read only when a pick takes a whole device)
   // SgpuExclusiveScore over the node's devices before the pod; else 0.
   double ScoreNode(const ScoreContext& context) const override;
+  bool ScoresNodes() const override { return true; }
   // SgpuAnnotations, and with the decision's time metax-tech.com/predicate-time (Unix nanoseconds).
   using Device::AllocationAnnotations;
   StringMap AllocationAnnotations(const AllocationContext& context,

@@ -76,6 +76,7 @@ class VastaiDevice : public Device {
   // HAMi ScoreNode: per container with picks, (its dies on its most used card / its picks),
   // summed (float32). 0 when a pick's row has no AIC or a DeviceStrategy other than "die".
   double ScoreNode(const ScoreContext& context) const override;
+  bool ScoresNodes() const override { return true; }
 
  private:
   VastaiConfig config_;
