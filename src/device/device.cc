@@ -66,44 +66,44 @@ std::string FitResult::Reason() const {
   return protocol::EncodeReason(reasons, devices_considered);
 }
 
-void Registry::KeyLengths::Add(size_t n) {
-  if (n < 64) {
-    bits |= uint64_t{1} << n;
+void Registry::KeyFilter::Add(std::string_view key) {
+  if (key.size() < 64) {
+    lengths |= uint64_t{1} << key.size();
   } else {
     long_keys = true;
   }
-}
-
-bool Registry::KeyLengths::MayHave(size_t n) const {
-  return n < 64 ? ((bits >> n) & 1) != 0 : long_keys;
+  if (!key.empty()) {
+    const auto c = static_cast<unsigned char>(key[0]);
+    first[c >> 6] |= uint64_t{1} << (c & 63);
+  }
 }
 
 void Registry::Register(std::unique_ptr<Device> device) {
   std::string key = device->VendorKey();
   devices_[key] = std::move(device);
   // A replaced backend may have scored nodes: count the lengths again.
-  key_lengths_ = {};
-  scoring_key_lengths_ = {};
+  keys_ = {};
+  scoring_keys_ = {};
   for (const auto& [k, d] : devices_) {
-    key_lengths_.Add(k.size());
-    if (d->ScoresNodes()) scoring_key_lengths_.Add(k.size());
+    keys_.Add(k);
+    if (d->ScoresNodes()) scoring_keys_.Add(k);
   }
 }
 
 std::map<std::string, std::unique_ptr<Device>, std::less<>> Registry::Release() {
-  key_lengths_ = {};
-  scoring_key_lengths_ = {};
+  keys_ = {};
+  scoring_keys_ = {};
   return std::move(devices_);
 }
 
 const Device* Registry::Find(std::string_view vendor_key) const {
-  if (!key_lengths_.MayHave(vendor_key.size())) return nullptr;
+  if (!keys_.MayHave(vendor_key)) return nullptr;
   auto it = devices_.find(vendor_key);
   return it == devices_.end() ? nullptr : it->second.get();
 }
 
 const Device* Registry::FindScoring(std::string_view vendor_key) const {
-  if (!scoring_key_lengths_.MayHave(vendor_key.size())) return nullptr;
+  if (!scoring_keys_.MayHave(vendor_key)) return nullptr;
   const Device* d = Find(vendor_key);
   return d != nullptr && d->ScoresNodes() ? d : nullptr;
 }

@@ -8,6 +8,7 @@
 #ifndef HAMI_DEVICE_DEVICE_H_
 #define HAMI_DEVICE_DEVICE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -308,9 +309,9 @@ class Registry {
 
   // Adds `device`, replacing a backend with the same vendor key.
   void Register(std::unique_ptr<Device> device);
-  // The backend whose vendor key is `vendor_key`, or null. A length no key has is answered
-  // without reading `vendor_key`'s text: the filter asks this for every device type of every
-  // candidate (model names such as "NVIDIA A100-SXM4-80GB", cold heap text at 5,000 nodes).
+  // The backend whose vendor key is `vendor_key`, or null. A length no key has, or a first byte,
+  // is answered without reading the rest of `vendor_key`'s text: the filter asks for device types
+  // of candidates (model names such as "NVIDIA A100-SXM4-80GB", cold heap text at 5,000 nodes).
   const Device* Find(std::string_view vendor_key) const;
   // Find, for backends that score nodes (Device::ScoresNodes) only: null for every other key,
   // most without reading `vendor_key` (the filter's per-device lookup of a node's types).
@@ -322,16 +323,24 @@ class Registry {
 
  private:
   std::map<std::string, std::unique_ptr<Device>, std::less<>> devices_;
-  // The lengths of the keys (of all backends; of those that score nodes): bit n, some key is n
-  // bytes long (n < 64); `long`, some key is longer.
-  struct KeyLengths {
-    uint64_t bits = 0;
+  // What the keys (of all backends; of those that score nodes) look like, to turn most other
+  // text away unread: `lengths` bit n, some key is n bytes long (n < 64); `long_keys`, some key
+  // is longer; `first` bit c, some key starts with byte c.
+  struct KeyFilter {
+    uint64_t lengths = 0;
     bool long_keys = false;
-    void Add(size_t n);
-    bool MayHave(size_t n) const;
+    std::array<uint64_t, 4> first{};
+    void Add(std::string_view key);
+    bool MayHave(std::string_view key) const {
+      const size_t n = key.size();
+      if (n < 64 ? ((lengths >> n) & 1) == 0 : !long_keys) return false;
+      if (n == 0) return true;
+      const auto c = static_cast<unsigned char>(key[0]);
+      return ((first[c >> 6] >> (c & 63)) & 1) != 0;
+    }
   };
-  KeyLengths key_lengths_{};
-  KeyLengths scoring_key_lengths_{};
+  KeyFilter keys_{};
+  KeyFilter scoring_keys_{};
 };
 
 // --- Self-registration (docs/VENDORS.md) ---

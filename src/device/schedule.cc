@@ -304,7 +304,12 @@ Result<PodPolicy> ResolvePodPolicy(const PodView& pod, NodePolicy default_node_p
 }
 
 bool IsCandidateDevice(const DeviceUsage& d, std::string_view vendor) {
-  return d.vendor == vendor || ContainsIgnoreCase(d.type, vendor);
+  // Byte by byte rather than through memcmp: vendor keys are a few bytes, and this runs for
+  // every device of every candidate node.
+  const std::string_view own = d.vendor;
+  bool same = own.size() == vendor.size();
+  for (size_t i = 0; same && i < own.size(); ++i) same = own[i] == vendor[i];
+  return same || ContainsIgnoreCase(d.type, vendor);
 }
 
 NodeFit FitPodOnNode(const Registry& registry, const PodView& pod, const PodRequests& requests,
