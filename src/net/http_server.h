@@ -123,7 +123,8 @@ struct HttpServerOptions {
 
 struct RouteOptions {
   size_t max_body = 1 << 20;
-  // Answered on the event loop: the handler must not block (health checks only).
+  // Answered on the event loop: the handler must not block (health checks; a filter that needs
+  // no API call, which hands itself to a worker with Post() otherwise).
   bool inline_handler = false;
 };
 

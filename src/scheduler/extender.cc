@@ -179,7 +179,13 @@ void Extender::Event(const json& pod, std::string_view type, std::string_view re
   if (events_) events_->Record(pod, type, reason, message);
 }
 
-HttpReply Extender::Filter(std::string_view body) {
+HttpReply Extender::Filter(std::string_view body) { return *FilterImpl(body, /*may_wait=*/true); }
+
+std::optional<HttpReply> Extender::FilterWithoutWaiting(std::string_view body) {
+  return FilterImpl(body, /*may_wait=*/false);
+}
+
+std::optional<HttpReply> Extender::FilterImpl(std::string_view body, bool may_wait) {
   // kube-scheduler sends each candidate once, and the candidates are the cluster's nodes: a list
   // past twice the registered nodes (at least kMinNodeNamesCap) is cut, so what a body costs is
   // bounded by the cluster, not by the body (docs/SECURITY.md).
@@ -197,20 +203,33 @@ HttpReply Extender::Filter(std::string_view body) {
   device::ScheduleOptions options;
   options.node_policy = options_.node_policy;
   options.gpu_policy = options_.gpu_policy;
-  if (args->nodes) return Ok(SimulateFilter(registry_, *args, options));
+  if (args->nodes) {
+    // The simulation form parses every node object in the body: tens of milliseconds.
+    if (!may_wait) return std::nullopt;
+    return Ok(SimulateFilter(registry_, *args, options));
+  }
   Result<device::PodView> pod = device::ParsePodView(args->pod);
   if (!pod) return Ok(FilterError(pod.error()));
-  return Ok(FilterLive(*args, *pod, args->pod));
+  std::optional<std::string> reply = FilterLive(*args, *pod, args->pod, may_wait);
+  if (!reply) return std::nullopt;
+  return Ok(std::move(*reply));
 }
 
-std::string Extender::FilterLive(const ExtenderArgs& args, const device::PodView& pod,
-                                 const json& raw_pod) {
+std::optional<std::string> Extender::FilterLive(const ExtenderArgs& args,
+                                                const device::PodView& pod, const json& raw_pod,
+                                                bool may_wait) {
   const std::string key = pod.Key();
   {
     // kube-scheduler may retry a pod's filter while the first call is still running; the index
     // claim below is one per pod, so such calls take turns (a background decision write of the
     // pod's last filter counts as in flight too).
     std::unique_lock<std::mutex> lock(mu_);
+    // Without waiting: the decision must go to the writer thread (a write of its own waits for
+    // the API server), and no earlier call of the pod may be in flight.
+    if (!may_wait && (filtering_.count(key) != 0 || !options_.async_decision_write || stopping_ ||
+                      writes_.size() >= options_.max_queued_writes)) {
+      return std::nullopt;
+    }
     if (filtering_.count(key) != 0) {
       ++waiting_for_pod_;
       cv_.wait(lock, [&] { return filtering_.count(key) == 0; });

@@ -102,6 +102,11 @@ class Extender {
   void SetExecutor(Executor executor);
 
   HttpReply Filter(std::string_view body);
+  // Filter, or nullopt where it would wait: for an earlier call of the same pod, for its own
+  // decision write (no --async-decision-write, or the writer thread that far behind), or on the
+  // simulation form's parse. For a caller that must not block (the HTTP event loop), which
+  // then hands the body to Filter on another thread.
+  std::optional<HttpReply> FilterWithoutWaiting(std::string_view body);
   // Calls `done` exactly once with the reply, possibly later and on another thread: a bind
   // waiting for the node lock holds no thread, its attempts run on the executor.
   void BindAsync(std::string body, std::function<void(HttpReply)> done);
@@ -142,8 +147,10 @@ class Extender {
   Status TakeVendorLocks(const BindStart& start, TakenLocks* taken);
   // nodelock::ReleaseVendorLock for each: a lock another bind took meanwhile stays.
   void ReleaseVendorLocks(const std::string& node, const TakenLocks& taken);
-  std::string FilterLive(const ExtenderArgs& args, const device::PodView& pod,
-                         const nlohmann::json& raw_pod);
+  std::optional<HttpReply> FilterImpl(std::string_view body, bool may_wait);
+  // nullopt only without `may_wait` (FilterWithoutWaiting), before anything changed.
+  std::optional<std::string> FilterLive(const ExtenderArgs& args, const device::PodView& pod,
+                                        const nlohmann::json& raw_pod, bool may_wait);
   // The decision for a pod whose index entry the caller has claimed; *written is set to what
   // the API server stored when the decision was written.
   // With `deferred`, the write is not made: *deferred is set to it (returns its error) and the

@@ -195,8 +195,13 @@ void Server::RouteApi(net::HttpServer& api) {
   net::RouteOptions filter_route, other_route;
   filter_route.max_body = options_.filter_max_body;
   other_route.max_body = options_.max_body;
-  api.Route("POST", "/filter", filter_route, [this](net::Request req, net::Responder r) {
-    Filter(std::move(req.body), std::move(r));
+  // With the decision written in the background a filter waits for nothing: the event loop
+  // answers it itself (no hand-off to a worker and back), unless it would wait after all
+  // (Extender::FilterWithoutWaiting), which a worker then does.
+  filter_route.inline_handler = options_.extender.async_decision_write;
+  const bool on_loop = filter_route.inline_handler;
+  api.Route("POST", "/filter", filter_route, [this, on_loop](net::Request req, net::Responder r) {
+    Filter(std::move(req.body), std::move(r), on_loop);
   });
   // A bind waiting for the node lock holds no worker: its attempts are posted to the pool.
   extender_->SetExecutor([&api](std::function<void()> task) { api.Post(std::move(task)); });
@@ -300,7 +305,7 @@ void Server::StartInformers() {
   nodes_->Start();
 }
 
-void Server::Filter(std::string body, net::Responder responder) {
+void Server::Filter(std::string body, net::Responder responder, bool on_loop) {
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -315,6 +320,16 @@ void Server::Filter(std::string body, net::Responder responder) {
     FilterResult cancelled;
     cancelled.error = "context cancelled";
     Reply(responder, HttpReply{200, EncodeFilterResult(cancelled)}, request_metrics_.filter, start);
+    return;
+  }
+  if (on_loop) {
+    if (std::optional<HttpReply> reply = extender_->FilterWithoutWaiting(body)) {
+      Reply(responder, *reply, request_metrics_.filter, start);
+      return;
+    }
+    http_->api->Post([this, body = std::move(body), responder, start] {
+      Reply(responder, extender_->Filter(body), request_metrics_.filter, start);
+    });
     return;
   }
   Reply(responder, extender_->Filter(body), request_metrics_.filter, start);
@@ -496,6 +511,10 @@ uint64_t Server::cert_reloads() const { return certs_ ? certs_->reloads() : 0; }
 size_t Server::parked_filters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return http_ ? http_->parked.size() : 0;
+}
+
+size_t Server::filters_waiting_for_their_pod() const {
+  return extender_ ? extender_->FiltersWaitingForTheirPod() : 0;
 }
 
 bool Server::stopping() const {

@@ -131,6 +131,8 @@ class Server {
   uint64_t cert_reloads() const;
   // /filter requests parked until the first registration pass (they hold no thread).
   size_t parked_filters() const;
+  // /filter requests waiting for an earlier filter of their pod, or its decision write.
+  size_t filters_waiting_for_their_pod() const;
   // Stop() has begun.
   bool stopping() const;
 
@@ -144,7 +146,8 @@ class Server {
   void StartInformers();
   void Loop();
   // Answers /filter now when synced, else parks it until the first pass or sync_timeout.
-  void Filter(std::string body, net::Responder responder);
+  // `on_loop`: called on the HTTP event loop (the route is inline), which must not block.
+  void Filter(std::string body, net::Responder responder, bool on_loop);
   // Hands parked filters to the pool once synced, answers the expired ones (one thread for all).
   void FilterWaiter();
   bool IsLeader();

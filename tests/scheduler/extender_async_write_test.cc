@@ -175,6 +175,49 @@ TEST_F(AsyncWriteTest, StopWritesEveryAnsweredDecision) {
   EXPECT_EQ(UsedMem(), 5000);
 }
 
+// The HTTP event loop answers /filter itself in this mode (Extender::FilterWithoutWaiting) and
+// hands a filter that would wait to a worker: a retry of a pod whose write is in flight, and the
+// simulation form. Handed over, nothing of the call has happened yet: the worker's Filter is the
+// whole call.
+TEST_F(AsyncWriteTest, AFilterThatWouldWaitIsLeftForAThreadThatMayWait) {
+  json other = Create("other", 1000);
+  auto body = [](const json& pod) { return json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(); };
+  std::optional<HttpReply> r = extender_->FilterWithoutWaiting(body(other));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"node-1"}));
+  json pod = FilterWithTheWriteHeld("demo", 3000);
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(body(pod)).has_value());
+  EXPECT_EQ(extender_->FiltersWaitingForTheirPod(), 0u);  // it did not wait either
+  EXPECT_EQ(UsedMem(), 4000);                             // nor take demo out of the index
+  const std::string simulation =
+      json{{"Pod", Create("sim", 1000)},
+           {"Nodes", {{"items", json::array({testing::Node("node-1")})}}}}
+          .dump();
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(simulation).has_value());
+  json simulated = json::parse(extender_->Filter(simulation).body);
+  ASSERT_EQ(simulated["Nodes"]["items"].size(), 1u) << simulated.dump();
+  EXPECT_EQ(simulated["Nodes"]["items"][0]["metadata"]["name"], "node-1");
+  Let();
+  ASSERT_TRUE(
+      WaitFor([&] { return k8s::Annotation(Get("demo"), "hami.io/vgpu-node").has_value(); }));
+  ASSERT_TRUE(WaitFor([&] { return extender_->FilterWithoutWaiting(body(pod)).has_value(); }));
+  EXPECT_EQ(UsedMem(), 4000);
+}
+
+// Without --async-decision-write every filter writes its decision before it answers: none is
+// answered without waiting, and the refusal changes nothing.
+class SyncWriteTest : public testing::NodeOneExtenderTest {};
+
+TEST_F(SyncWriteTest, NoFilterIsAnsweredWithoutWaiting) {
+  json pod = Create("demo", 3000);
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump())
+                   .has_value());
+  EXPECT_FALSE(k8s::Annotation(Get("demo"), "hami.io/vgpu-node").has_value());
+  EXPECT_EQ(UsedMem(), 0);
+  EXPECT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
+  EXPECT_EQ(k8s::Annotation(Get("demo"), "hami.io/vgpu-node"), "node-1");
+}
+
 // The BindingFailed event of a failed write names the pod as kubectl and `kubectl hami explain`
 // look it up: kind Pod and the pod's UID.
 class AsyncWriteEventsTest : public AsyncWriteTest {
@@ -224,6 +267,9 @@ TEST_F(AsyncWriteQueueTest, AFilterPastTheQueueBoundWritesItsOwnDecision) {
   ASSERT_EQ(Filter(a)["NodeNames"], json::array({"node-1"}));
   Held();  // a's write is in the API server; the queue is empty
   ASSERT_EQ(Filter(b)["NodeNames"], json::array({"node-1"}));  // queued behind a
+  // Past the bound the filter writes its own decision: not without waiting.
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(json{{"Pod", c}, {"NodeNames", {"node-1"}}}.dump())
+                   .has_value());
   ASSERT_EQ(Filter(c)["NodeNames"], json::array({"node-1"}));  // past the bound: written now
   EXPECT_EQ(k8s::Annotation(Get("c"), "hami.io/vgpu-node"), "node-1");
   EXPECT_FALSE(k8s::Annotation(Get("b"), "hami.io/vgpu-node").has_value());

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -122,6 +123,60 @@ TEST(ServerTest, EndToEndOverLoopback) {
   for (const std::string& line : {vgpu, used, limit, legacy_vgpu, legacy_quota}) {
     EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
   }
+  server.Stop();
+}
+
+// --async-decision-write: the event loop answers /filter itself. With the one worker waiting (a
+// retried filter of a pod whose decision write is held in the API server), another pod's filter
+// is still answered; once the write lands, so is the retry.
+TEST(ServerTest, AsyncFiltersAreAnsweredWhileTheOnlyWorkerWaits) {
+  test_support::Gate arrived, let;
+  std::atomic<bool> hold{true};
+  sim::ApiServerOptions api_options;
+  api_options.fail_request = [&](const std::string& method, const std::string& path) {
+    if (method == "PATCH" && path == "/api/v1/namespaces/default/pods/a" && hold.exchange(false)) {
+      arrived.Open();
+      let.Wait();
+    }
+    return false;
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api_options));
+  ASSERT_TRUE(env.client);
+  ASSERT_TRUE(env.client->Create(k8s::resources::kNodes, "", testing::Node("node-1")).ok());
+  std::map<std::string, std::string> filters;
+  for (const char* name : {"a", "b"}) {
+    json pod = testing::GpuPod(name, 1000);
+    pod["spec"]["schedulerName"] = "hami-scheduler";
+    auto created = env.client->Create(k8s::resources::kPods, "default", pod);
+    ASSERT_TRUE(created.ok());
+    filters[name] = json{{"Pod", *created}, {"NodeNames", {"node-1"}}}.dump();
+  }
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.metrics_bind = "";
+  opts.http_workers = 1;
+  opts.extender.async_decision_write = true;
+  opts.extender.zone = Zone::Utc();
+  opts.registration.zone = Zone::Utc();
+  Server server(*env.client, device::DefaultDeviceConfig(), opts);
+  ASSERT_TRUE(server.Start().ok());
+  // Well below the API client's timeout (30 s), at which a's held write would fail and free the
+  // worker: b must not need the worker.
+  auto post = [&](const std::string& name) {
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(std::chrono::seconds(10));
+    auto r = c.Post("/filter", filters[name], "application/json");
+    return r ? json::parse(r->body, nullptr, false) : json::object();  // no reply
+  };
+  EXPECT_EQ(post("a")["NodeNames"], json::array({"node-1"}));
+  arrived.Wait();  // a's decision write is in the API server, held there
+  json retried;
+  std::thread retry([&] { retried = post("a"); });
+  ASSERT_TRUE(test_support::WaitFor([&] { return server.filters_waiting_for_their_pod() == 1; }));
+  EXPECT_EQ(post("b")["NodeNames"], json::array({"node-1"}));  // the worker is a's retry's
+  let.Open();
+  retry.join();
+  EXPECT_EQ(retried["NodeNames"], json::array({"node-1"}));
   server.Stop();
 }
 
