@@ -81,7 +81,7 @@ void Registry::KeyFilter::Add(std::string_view key) {
 void Registry::Register(std::unique_ptr<Device> device) {
   std::string key = device->VendorKey();
   devices_[key] = std::move(device);
-  // A replaced backend may have scored nodes: count the lengths again.
+  // A replaced backend may have scored nodes: build both filters again.
   keys_ = {};
   scoring_keys_ = {};
   for (const auto& [k, d] : devices_) {
