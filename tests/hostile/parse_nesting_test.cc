@@ -161,6 +161,32 @@ TEST_F(ParseNestingTest, NestingAtTheLimitIsServed) {
   ExpectAlive();
 }
 
+// --async-decision-write: the event loop parses /filter bodies itself. A body nested past the
+// limit is refused there as on a worker, one at the limit is read (under the 64 MiB stack the
+// test above gives the process), and the loop goes on serving filters.
+TEST_F(ParseNestingTest, DeepFilterBodiesOnTheEventLoop) {
+  ASSERT_TRUE(client_->Create(k8s::resources::kNodes, "", Node("node-1")).ok());
+  {
+    StackLimit stack(64 << 20);
+    StartScheduler({"--async-decision-write"});
+  }
+  auto filter = Post("/filter", R"({"Pod":{},"NodeNames":)" + Deep() + "}");
+  ASSERT_TRUE(filter) << sched_->log();
+  EXPECT_EQ(filter->status, 400);
+  EXPECT_NE(filter->body.find("nested deeper than 10000 levels"), std::string::npos)
+      << filter->body.substr(0, 300);
+  ExpectAlive();
+  const std::string at_limit =
+      std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']');
+  ASSERT_TRUE(Post("/filter", R"({"Pod":{},"NodeNames":)" + at_limit + "}")) << sched_->log();
+  ExpectAlive();
+  ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", GpuPod("p", 3000)).ok());
+  json pod = *client_->Get(k8s::resources::kPods, "default", "p");
+  auto res = Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
+  ASSERT_TRUE(res) << sched_->log();
+  EXPECT_EQ(json::parse(res->body)["NodeNames"], json::array({"node-1"})) << res->body;
+}
+
 TEST_F(ParseNestingTest, SimApiServerRefusesADeepPost) {
   httplib::Client api(api_->url());
   json pod = GpuPod("deep", 1000);

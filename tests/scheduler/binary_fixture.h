@@ -50,10 +50,10 @@ class SchedulerBinaryTest : public SimTest {
     return args;
   }
 
-  // Starts the binary with SchedulerArgs() into sched_ and connects http_ to it (30 s read
+  // Starts the binary with SchedulerArgs(extra) into sched_ and connects http_ to it (30 s read
   // timeout); a fatal failure when it does not come up.
-  void StartScheduler() {
-    sched_ = std::make_unique<SchedulerProcess>(HAMI_SCHEDULER_BIN, SchedulerArgs());
+  void StartScheduler(const std::vector<std::string>& extra = {}) {
+    sched_ = std::make_unique<SchedulerProcess>(HAMI_SCHEDULER_BIN, SchedulerArgs(extra));
     ASSERT_TRUE(sched_->started());
     int port = sched_->WaitForPort();
     ASSERT_GT(port, 0) << sched_->log();
