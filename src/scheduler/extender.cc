@@ -186,6 +186,8 @@ std::optional<HttpReply> Extender::FilterWithoutWaiting(std::string_view body) {
 }
 
 std::optional<HttpReply> Extender::FilterImpl(std::string_view body, bool may_wait) {
+  // Without --async-decision-write every filter waits for its own write: not worth a parse.
+  if (!may_wait && !options_.async_decision_write) return std::nullopt;
   // kube-scheduler sends each candidate once, and the candidates are the cluster's nodes: a list
   // past twice the registered nodes (at least kMinNodeNamesCap) is cut, so what a body costs is
   // bounded by the cluster, not by the body (docs/SECURITY.md).
@@ -226,8 +228,8 @@ std::optional<std::string> Extender::FilterLive(const ExtenderArgs& args,
     std::unique_lock<std::mutex> lock(mu_);
     // Without waiting: the decision must go to the writer thread (a write of its own waits for
     // the API server), and no earlier call of the pod may be in flight.
-    if (!may_wait && (filtering_.count(key) != 0 || !options_.async_decision_write || stopping_ ||
-                      writes_.size() >= options_.max_queued_writes)) {
+    if (!may_wait &&
+        (filtering_.count(key) != 0 || stopping_ || writes_.size() >= options_.max_queued_writes)) {
       return std::nullopt;
     }
     if (filtering_.count(key) != 0) {

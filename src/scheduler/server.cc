@@ -325,13 +325,13 @@ void Server::Filter(std::string body, net::Responder responder, bool on_loop) {
   // The loop parses at most this much itself (kube-scheduler's NodeNames for 20,000 nodes are
   // about 400 KiB): a larger body, up to --filter-max-body-bytes, would hold it that long.
   constexpr size_t kLoopMaxBody = 1 << 20;
-  if (on_loop && body.size() <= kLoopMaxBody) {
-    if (std::optional<HttpReply> reply = extender_->FilterWithoutWaiting(body)) {
-      Reply(responder, *reply, request_metrics_.filter, start);
-      return;
-    }
-  }
   if (on_loop) {
+    if (body.size() <= kLoopMaxBody) {
+      if (std::optional<HttpReply> reply = extender_->FilterWithoutWaiting(body)) {
+        Reply(responder, *reply, request_metrics_.filter, start);
+        return;
+      }
+    }
     http_->api->Post([this, body = std::move(body), responder, start] {
       Reply(responder, extender_->Filter(body), request_metrics_.filter, start);
     });

@@ -181,12 +181,11 @@ TEST_F(AsyncWriteTest, StopWritesEveryAnsweredDecision) {
 // whole call.
 TEST_F(AsyncWriteTest, AFilterThatWouldWaitIsLeftForAThreadThatMayWait) {
   json other = Create("other", 1000);
-  auto body = [](const json& pod) { return json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(); };
-  std::optional<HttpReply> r = extender_->FilterWithoutWaiting(body(other));
+  std::optional<HttpReply> r = extender_->FilterWithoutWaiting(FilterBody(other));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"node-1"}));
   json pod = FilterWithTheWriteHeld("demo", 3000);
-  EXPECT_FALSE(extender_->FilterWithoutWaiting(body(pod)).has_value());
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(FilterBody(pod)).has_value());
   EXPECT_EQ(extender_->FiltersWaitingForTheirPod(), 0u);  // it did not wait either
   EXPECT_EQ(UsedMem(), 4000);                             // nor take demo out of the index
   const std::string simulation =
@@ -200,7 +199,8 @@ TEST_F(AsyncWriteTest, AFilterThatWouldWaitIsLeftForAThreadThatMayWait) {
   Let();
   ASSERT_TRUE(
       WaitFor([&] { return k8s::Annotation(Get("demo"), "hami.io/vgpu-node").has_value(); }));
-  ASSERT_TRUE(WaitFor([&] { return extender_->FilterWithoutWaiting(body(pod)).has_value(); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return extender_->FilterWithoutWaiting(FilterBody(pod)).has_value(); }));
   EXPECT_EQ(UsedMem(), 4000);
 }
 
@@ -210,8 +210,7 @@ class SyncWriteTest : public testing::NodeOneExtenderTest {};
 
 TEST_F(SyncWriteTest, NoFilterIsAnsweredWithoutWaiting) {
   json pod = Create("demo", 3000);
-  EXPECT_FALSE(extender_->FilterWithoutWaiting(json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump())
-                   .has_value());
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(FilterBody(pod)).has_value());
   EXPECT_FALSE(k8s::Annotation(Get("demo"), "hami.io/vgpu-node").has_value());
   EXPECT_EQ(UsedMem(), 0);
   EXPECT_EQ(Filter(pod)["NodeNames"], json::array({"node-1"}));
@@ -268,8 +267,7 @@ TEST_F(AsyncWriteQueueTest, AFilterPastTheQueueBoundWritesItsOwnDecision) {
   Held();  // a's write is in the API server; the queue is empty
   ASSERT_EQ(Filter(b)["NodeNames"], json::array({"node-1"}));  // queued behind a
   // Past the bound the filter writes its own decision: not without waiting.
-  EXPECT_FALSE(extender_->FilterWithoutWaiting(json{{"Pod", c}, {"NodeNames", {"node-1"}}}.dump())
-                   .has_value());
+  EXPECT_FALSE(extender_->FilterWithoutWaiting(FilterBody(c)).has_value());
   ASSERT_EQ(Filter(c)["NodeNames"], json::array({"node-1"}));  // past the bound: written now
   EXPECT_EQ(k8s::Annotation(Get("c"), "hami.io/vgpu-node"), "node-1");
   EXPECT_FALSE(k8s::Annotation(Get("b"), "hami.io/vgpu-node").has_value());

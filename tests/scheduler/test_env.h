@@ -127,9 +127,13 @@ class NodeOneExtenderTest : public RegistrarTest {
     EXPECT_TRUE(r.ok());
     return r.ok() ? *r : nlohmann::json();
   }
+  // The /filter body of `pod` over node-1.
+  static std::string FilterBody(const nlohmann::json& pod) {
+    return nlohmann::json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump();
+  }
   // /filter of `pod` over node-1.
   nlohmann::json Filter(const nlohmann::json& pod) {
-    HttpReply r = extender_->Filter(nlohmann::json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump());
+    HttpReply r = extender_->Filter(FilterBody(pod));
     EXPECT_EQ(r.status, 200);
     return nlohmann::json::parse(r.body);
   }
