@@ -588,8 +588,10 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
   Progress(o, "hami-sim apiserver (pid " + std::to_string(api.pid()) + ") on " + cfg->server);
 
   // 2. Pre-load: nodes, bound pods, and the new pods (pending, as the webhook leaves them).
-  const std::string handshake = protocol::FormatHandshake(
-      protocol::HandshakeKind::kReported, std::chrono::system_clock::now(), Zone::Local());
+  const std::string handshake =
+      protocol::FormatHandshake(o.answer_handshakes ? protocol::HandshakeKind::kReported
+                                                    : protocol::HandshakeKind::kRequesting,
+                                std::chrono::system_clock::now(), Zone::Local());
   std::vector<json> objs;
   objs.reserve(static_cast<size_t>(o.nodes + o.bound_pods + o.pods));
   for (int n = 0; n < o.nodes; ++n) objs.push_back(MakeNode(n, handshake));
@@ -657,8 +659,10 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
 
   // The device plugins' side of the handshake: answer the scheduler's Requesting now and then.
   HandshakeAnswerer answerer(*cfg);
-  answerer.Pass();
-  answerer.Start(std::chrono::seconds(10));
+  if (o.answer_handshakes) {
+    answerer.Pass();
+    answerer.Start(std::chrono::seconds(10));
+  }
 
   // 4. The drive: serial filters, concurrent binds.
   const size_t want = KubeSchedulerCandidates(node_names.size());
@@ -741,6 +745,11 @@ Result<LoadgenReport> RunLoadgen(const LoadgenOptions& o) {
   if (!nodes || !pods) {
     return Error{"final LIST: " + (nodes ? pods.error() : nodes.error()).ToString()};
   }
+  for (const json& node : nodes->items) {
+    if (k8s::Annotation(node, protocol::kNvidiaHandshakeKey) != handshake) {
+      ++rep.nodes_handshake_changed;
+    }
+  }
   const OvercommitCount oc = CountOvercommit(nodes->items, pods->items);
   rep.gpus = oc.gpus;
   rep.overcommitted_devices = oc.overcommitted;
@@ -765,6 +774,7 @@ json LoadgenReportToJson(const LoadgenReport& r) {
               {"populate_seconds", r.populate_seconds},
               {"sync_seconds", r.sync_seconds},
               {"scheduler_sync_cpu_seconds", r.scheduler_sync_cpu_seconds},
+              {"nodes_handshake_changed", r.nodes_handshake_changed},
               {"wall_seconds", r.wall_seconds},
               {"pods_per_second", r.pods_per_second},
               {"filter_latency_p50_ms", r.filter_latency_p50_ms},

@@ -43,7 +43,12 @@ struct LoadgenOptions {
   std::string work_dir;      // kubeconfig and children's logs; "" = a fresh temp dir, removed
   std::string node_policy = "spread";        // --node-scheduler-policy of the scheduler
   std::vector<std::string> scheduler_flags;  // more hami-scheduler flags
-  std::chrono::seconds timeout{900};         // the whole run, start-up included
+  // Nodes start with handshake Reported_<now> and a device plugin's answer (Reported_<now> on
+  // every node that reads Requesting, every 10 s) runs beside the drive: the generic vendors'
+  // handshake. Off: nodes start at Requesting_<now> and nothing answers, as an NVIDIA node stays
+  // in a steady HAMi v2.8+ cluster (its plugin never writes Reported).
+  bool answer_handshakes = false;
+  std::chrono::seconds timeout{900};  // the whole run, start-up included
   // Progress lines for a human; may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -68,6 +73,7 @@ struct LoadgenReport {
   double scheduler_cpu_ms_per_pod = 0;
   double apiserver_cpu_ms_per_pod = 0;
   double scheduler_sync_cpu_seconds = 0;  // the scheduler's CPU from start to ready
+  int nodes_handshake_changed = 0;  // nodes whose handshake value at the end is not the pre-load's
   int gpus = 0;
   int overcommitted_devices = 0;
   int unknown_device_allocations = 0;  // allocations naming a GPU no node registered

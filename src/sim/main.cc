@@ -293,6 +293,10 @@ int main(int argc, char** argv) {
                       "keep the kubeconfig and the children's logs here (default: a temp dir)");
   loadgen->add_option("--node-scheduler-policy", lg.node_policy, "the scheduler's node policy");
   loadgen->add_option("--scheduler-flag", lg.scheduler_flags, "one more hami-scheduler flag");
+  loadgen->add_flag("--answer-handshakes", lg.answer_handshakes,
+                    "nodes start Reported and a device plugin answers the scheduler's Requesting "
+                    "every 10 s (the generic vendors' handshake); default: nodes stay Requesting, "
+                    "as NVIDIA nodes do in HAMi v2.8+");
   loadgen->add_option("--timeout", lg_timeout_s, "seconds for the whole run");
 #endif
   hami::flags::GoStyleArgs args(app, argc, argv);  // -v=4, -listen=... as Go flags read them

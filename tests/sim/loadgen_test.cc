@@ -155,6 +155,8 @@ TEST_F(LoadgenBinaryTest, SmallRunReportsEveryFigureAndNoOvercommit) {
   EXPECT_EQ((*r)["pods_failed"], 0) << r->dump(2);
   EXPECT_EQ((*r)["overcommitted_devices"], 0);
   EXPECT_EQ((*r)["unknown_device_allocations"], 0);
+  // NVIDIA nodes at Requesting with allocatable GPUs get no handshake write (HAMi v2.8+).
+  EXPECT_EQ((*r)["nodes_handshake_changed"], 0) << r->dump(2);
   EXPECT_GT((*r)["pods_per_second"].get<double>(), 0);
   EXPECT_GT((*r)["scheduler_peak_rss_mib"].get<double>(), 1);
   EXPECT_GE((*r)["filter_latency_p99_ms"].get<double>(),
