@@ -45,10 +45,7 @@ bool OwnerExists(k8s::Client& client, const protocol::LockOwner& owner,
 Result<bool> TryAcquire(k8s::Client& client, std::string_view node, std::string_view ns,
                         std::string_view pod, SystemTime now, const AcquireOptions& options,
                         std::string* why) {
-  for (int round = 0; round < kConflictRounds; ++round) {
-    auto n = internal::GetNode(client, node, options.retry);
-    if (!n) return std::move(n).take_error();
-    std::optional<std::string> current = k8s::Annotation(*n, protocol::kNodeLockKey);
+  auto request = [&](const std::optional<std::string>& current) {
     protocol::LockRequest req;
     req.node = node;
     if (current) req.current = *current;
@@ -57,6 +54,39 @@ Result<bool> TryAcquire(k8s::Client& client, std::string_view node, std::string_
     req.now = now;
     req.zone = options.zone;
     req.timeout = options.timeout;
+    return req;
+  };
+  // The resourceVersion makes the write conditional: a racing writer gets 409 and we re-read.
+  auto write = [&](const std::string& rv, const std::string& value) {
+    Json patch;
+    patch["metadata"]["resourceVersion"] = rv;
+    patch["metadata"]["annotations"][std::string(protocol::kNodeLockKey)] = value;
+    return k8s::RetryTransient<Json>(options.retry, [&] {
+      return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch);
+    });
+  };
+  auto write_failed = [&](const k8s::ApiError& e) -> Result<bool> {
+    return Error{"lock node " + Quote(node) + ": " + internal::Describe(e, options.retry)};
+  };
+  // The cache's copy, taken only when it shows the lock free: any other answer (held, ours
+  // already, expired) is decided on a fresh read, as a cache may lag the plugin's release or
+  // another replica's write.
+  if (options.seen) {
+    if (std::optional<SeenNode> seen = options.seen(node);
+        seen && !seen->resource_version.empty()) {
+      protocol::LockDecision d = protocol::DecideNodeLock(request(seen->lock));
+      if (d.action == protocol::LockAction::kAcquire) {
+        auto r = write(seen->resource_version, d.new_value);
+        if (r) return true;
+        if (!k8s::IsConflict(r.error())) return write_failed(r.error());
+      }
+    }
+  }
+  for (int round = 0; round < kConflictRounds; ++round) {
+    auto n = internal::GetNode(client, node, options.retry);
+    if (!n) return std::move(n).take_error();
+    std::optional<std::string> current = k8s::Annotation(*n, protocol::kNodeLockKey);
+    protocol::LockRequest req = request(current);
     protocol::LockDecision d = protocol::DecideNodeLock(req);
     if (d.action == protocol::LockAction::kBusy && current) {
       auto lock = protocol::ParseNodeLock(*current);
@@ -77,18 +107,9 @@ Result<bool> TryAcquire(k8s::Client& client, std::string_view node, std::string_
       case protocol::LockAction::kTakeOver:
         break;
     }
-    // The resourceVersion makes the write conditional: a racing writer gets 409 and we re-read.
-    Json patch;
-    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*n);
-    patch["metadata"]["annotations"][std::string(protocol::kNodeLockKey)] = d.new_value;
-    auto r = k8s::RetryTransient<Json>(options.retry, [&] {
-      return client.Patch(res::kNodes, "", node, k8s::PatchType::kMerge, patch);
-    });
+    auto r = write(k8s::ResourceVersion(*n), d.new_value);
     if (r) return true;
-    if (!k8s::IsConflict(r.error())) {
-      return Error{"lock node " + Quote(node) + ": " +
-                   internal::Describe(r.error(), options.retry)};
-    }
+    if (!k8s::IsConflict(r.error())) return write_failed(r.error());
   }
   *why = "node " + std::string(node) + " lock: too many conflicting writers";
   return false;

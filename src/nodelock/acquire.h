@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,14 +31,25 @@
 
 namespace hami::nodelock {
 
+// What a cache (an informer) last saw of a node: its resourceVersion and lock annotation.
+struct SeenNode {
+  std::string resource_version;
+  std::optional<std::string> lock;
+};
+
 struct AcquireOptions {
   // A lock older than this is taken over (--node-lock-timeout).
   std::chrono::nanoseconds timeout = protocol::kDefaultNodeLockTimeout;
   Zone zone = Zone::Local();  // the zone new lock values are written in (HAMi: local)
   k8s::RetryPolicy retry;     // around every API call
+  // Optional: the node as a cache last saw it (nullopt: not seen). When it shows the lock free,
+  // the first attempt writes the lock conditional on that resourceVersion without a GET; a
+  // stale cache gets 409 and the node is read as usual. Called from any thread.
+  std::function<std::optional<SeenNode>(std::string_view node)> seen;
 };
 
-// One attempt, no queue: GET the node, decide (protocol::DecideNodeLock, with a GET of the owner
+// One attempt, no queue: GET the node (or take options.seen's copy when it shows the lock free),
+// decide (protocol::DecideNodeLock, with a GET of the owner
 // pod when another pod holds a fresh lock: a 404 means it is gone and the lock is taken over), and
 // write the new value in a merge patch conditional on the resourceVersion read; a 409 re-reads,
 // up to 5 rounds. Every call is retried on a transient error under options.retry.

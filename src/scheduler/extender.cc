@@ -27,6 +27,10 @@ namespace {
 
 HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
 
+// Decision writes' answers kept for their binds; past this many (pods filtered and never bound)
+// the oldest go, and their binds read the pod.
+constexpr size_t kMaxDecided = 256;
+
 // The decision's merge patch, written straight as text (no JSON document built and dumped on
 // the serial /filter path): {"metadata":{"annotations":{...},"labels":{"hami.io/vgpu-node":N}}}.
 std::string DecisionPatch(const std::map<std::string, std::string>& annotations,
@@ -52,6 +56,7 @@ nodelock::LockerOptions LockerOptionsFrom(const ExtenderOptions& options) {
   nodelock::LockerOptions out;
   out.acquire.timeout = options.node_lock_timeout;
   out.acquire.zone = options.zone;
+  out.acquire.seen = options.seen_node;
   out.wait = options.node_lock_retry_timeout;
   out.poll_interval = options.lock_poll_interval;
   return out;
@@ -239,6 +244,7 @@ std::optional<std::string> Extender::FilterLive(const ExtenderArgs& args,
     }
     filtering_.insert(key);
     failed_writes_.erase(key);  // a new decision replaces the failed one
+    decided_.erase(key);        // and the pod the last one stored
   }
   // A re-filtered pod must not count against itself: the claim takes its current allocation
   // out of the index, and holds back its events until the outcome is known, so neither a late
@@ -355,6 +361,7 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
   // are stale) into *written; the error when it fails.
   struct Write {
     Extender* self;
+    std::string key;
     std::string path;
     std::string patch;
     Result<std::optional<device::PodAllocation>> alloc;
@@ -375,6 +382,8 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
           view ? device::PodAllocationFromPod(self->registry_, *view) : alloc;
       if (now) stored.allocation = *now;
       *written = std::move(stored);
+      // The bind reads the decision from this answer instead of a GET of the pod.
+      self->KeepDecided(key, std::move(*patched));
       if (self->events_) {
         self->Event(raw_copy ? *raw_copy : *raw, "Normal", "FilteringSucceed", succeeded);
       }
@@ -382,6 +391,7 @@ std::string Extender::DecideAndWrite(const ExtenderArgs& args, const device::Pod
     }
   };
   Write write{this,
+              pod.Key(),
               k8s::resources::kPods.Path(pod.namespace_name, pod.name),
               DecisionPatch(annotations, chosen->node),
               std::move(alloc),
@@ -536,33 +546,103 @@ void Extender::BindParsed(BindingArgs args, std::function<void(HttpReply)> done)
   locker_.AcquireAsync(start->args.node, start->ns, start->args.pod_name, std::move(rest));
 }
 
-HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* start) {
-  BindingArgs* args = &parsed;
-  const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
-  auto raw = client_.Get(k8s::resources::kPods, ns, args->pod_name);
-  if (!raw) {
-    // The index is not touched: the pod informer removes a pod that is gone, and a transient
-    // error here says nothing about the pod's allocation.
-    return Ok(EncodeBindingResult("get pod " + ns + "/" + args->pod_name + ": " +
-                                  raw.error().ToString()));
+void Extender::KeepDecided(const std::string& key, json pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t seq = decided_seq_++;
+  decided_[key] = Decided{std::move(pod), seq};
+  decided_order_.emplace_back(key, seq);
+  while (decided_.size() > kMaxDecided && !decided_order_.empty()) {
+    auto [oldest, oldest_seq] = std::move(decided_order_.front());
+    decided_order_.pop_front();
+    if (auto it = decided_.find(oldest); it != decided_.end() && it->second.seq == oldest_seq) {
+      decided_.erase(it);
+    }
   }
+  // Keys taken by their binds stay in the order list until they come up; it is kept within a
+  // few times the map.
+  while (decided_order_.size() > 4 * kMaxDecided) {
+    auto& [oldest, oldest_seq] = decided_order_.front();
+    if (auto it = decided_.find(oldest); it != decided_.end() && it->second.seq == oldest_seq) {
+      decided_.erase(it);
+    }
+    decided_order_.pop_front();
+  }
+}
+
+std::optional<json> Extender::TakeDecided(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = decided_.find(key);
+  if (it == decided_.end()) return std::nullopt;
+  json pod = std::move(it->second.pod);
+  decided_.erase(it);
+  return pod;
+}
+
+std::optional<std::string> Extender::IdentityRefusal(const BindingArgs& args, const std::string& ns,
+                                                     const json& raw, bool* bound_here) const {
+  *bound_here = false;
   // The decision was made for the pod with this UID: one deleted and created again under the
   // same name (a StatefulSet's) is another pod and gets nothing; the Binding carries the UID too.
-  if (!args->pod_uid.empty() && k8s::Uid(*raw) != args->pod_uid) {
-    return Ok(EncodeBindingResult("pod " + ns + "/" + args->pod_name + " has UID " +
-                                  Quote(k8s::Uid(*raw)) + ", not the bind request's " +
-                                  Quote(args->pod_uid)));
+  if (!args.pod_uid.empty() && k8s::Uid(raw) != args.pod_uid) {
+    return "pod " + ns + "/" + args.pod_name + " has UID " + Quote(k8s::Uid(raw)) +
+           ", not the bind request's " + Quote(args.pod_uid);
   }
   // A pod that is already bound gets no second bind: kube-scheduler binds again when the answer
   // to its first Binding was lost (the API server restarted after writing it), and writing
   // bind-phase allocating again would undo the device plugin's success, or take the node lock
   // from the pod the plugin is allocating. Bound here, the bind is done; elsewhere, it fails.
-  if (const std::string bound = k8s::FieldString(*raw, "spec.nodeName"); !bound.empty()) {
-    if (bound == args->node) return Ok(EncodeBindingResult(""));
-    return Ok(EncodeBindingResult("pod " + ns + "/" + args->pod_name +
-                                  " is already bound to node " + Quote(bound)));
+  if (const std::string bound = k8s::FieldString(raw, "spec.nodeName"); !bound.empty()) {
+    if (bound == args.node) {
+      *bound_here = true;
+      return std::string();
+    }
+    return "pod " + ns + "/" + args.pod_name + " is already bound to node " + Quote(bound);
   }
-  Result<device::PodView> pod = device::ParsePodView(*raw);
+  return std::nullopt;
+}
+
+std::optional<std::string> Extender::DecisionRefusal(const BindingArgs& args, const std::string& ns,
+                                                     const json& raw, bool requests_devices) const {
+  // With the decision written in the background, a pod whose write failed and whose failure
+  // record is gone (past max_failed_writes) must not be bound without its devices: the device
+  // plugin would fail its Allocate on the node.
+  const std::string decided = k8s::Annotation(raw, protocol::kVgpuNodeKey).value_or("");
+  if (options_.async_decision_write && requests_devices && decided != args.node) {
+    return "pod " + ns + "/" + args.pod_name + " has no decision for node " + Quote(args.node) +
+           " (" + std::string(protocol::kVgpuNodeKey) + " is " + Quote(decided) +
+           "); it is scheduled again";
+  }
+  return std::nullopt;
+}
+
+HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* start) {
+  BindingArgs* args = &parsed;
+  const std::string ns = args->pod_namespace.empty() ? "default" : args->pod_namespace;
+  // The pod as this scheduler's decision write stored it, when that is the pod's last write the
+  // bind knows of: the bind-phase patch is made conditional on its resourceVersion (BindLocked
+  // reads the pod again when it changed). Otherwise the pod is read.
+  std::string decided_rv;
+  json raw;
+  if (std::optional<json> kept = TakeDecided(ns + "/" + args->pod_name);
+      kept && !k8s::ResourceVersion(*kept).empty() &&
+      (args->pod_uid.empty() || k8s::Uid(*kept) == args->pod_uid)) {
+    decided_rv = k8s::ResourceVersion(*kept);
+    raw = std::move(*kept);
+  } else {
+    auto got = client_.Get(k8s::resources::kPods, ns, args->pod_name);
+    if (!got) {
+      // The index is not touched: the pod informer removes a pod that is gone, and a transient
+      // error here says nothing about the pod's allocation.
+      return Ok(EncodeBindingResult("get pod " + ns + "/" + args->pod_name + ": " +
+                                    got.error().ToString()));
+    }
+    raw = std::move(*got);
+  }
+  bool bound_here = false;
+  if (std::optional<std::string> why = IdentityRefusal(*args, ns, raw, &bound_here)) {
+    return Ok(EncodeBindingResult(*why));
+  }
+  Result<device::PodView> pod = device::ParsePodView(raw);
   if (!pod) return Ok(EncodeBindingResult(pod.error()));
   // Only a regular container's device request takes the lock (the plugin's Allocate needs it).
   // Each backend says which lock (HAMi's LockNode): HAMi's node lock, its own, or none.
@@ -585,18 +665,12 @@ HttpReply Extender::PrepareBind(BindingArgs parsed, std::optional<BindStart>* st
       }
     }
   }
-  // With the decision written in the background, a pod whose write failed and whose failure
-  // record is gone (past max_failed_writes) must not be bound without its devices: the device
-  // plugin would fail its Allocate on the node.
-  const std::string decided = k8s::Annotation(*raw, protocol::kVgpuNodeKey).value_or("");
-  if (options_.async_decision_write && requests_devices && decided != args->node) {
-    const std::string error = "pod " + ns + "/" + args->pod_name + " has no decision for node " +
-                              Quote(args->node) + " (" + std::string(protocol::kVgpuNodeKey) +
-                              " is " + Quote(decided) + "); it is scheduled again";
-    Event(*raw, "Warning", "BindingFailed", error);
-    return Ok(EncodeBindingResult(error));
+  if (std::optional<std::string> why = DecisionRefusal(*args, ns, raw, requests_devices)) {
+    Event(raw, "Warning", "BindingFailed", *why);
+    return Ok(EncodeBindingResult(*why));
   }
-  *start = BindStart{std::move(*args), ns, std::move(*raw), needs_lock, std::move(vendor_locks)};
+  *start = BindStart{std::move(*args), ns,         std::move(raw),         std::move(decided_rv),
+                     requests_devices, needs_lock, std::move(vendor_locks)};
   return HttpReply{};
 }
 
@@ -622,9 +696,35 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
           {std::string(protocol::kBindTimeKey), protocol::FormatBindTime(clock_.Now())}}}}}};
   // Both writes are retried on transient errors: a failed bind costs the pod a backoff and
   // every other pod for this node a wait for the lock release.
-  auto patched = k8s::RetryTransient<json>([&] {
-    return client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge, patch);
-  });
+  auto write_patch = [&] {
+    return k8s::RetryTransient<json>([&] {
+      return client_.Patch(k8s::resources::kPods, ns, args->pod_name, k8s::PatchType::kMerge,
+                           patch);
+    });
+  };
+  if (!start.decided_rv.empty()) patch["metadata"]["resourceVersion"] = start.decided_rv;
+  auto patched = write_patch();
+  if (!patched && !start.decided_rv.empty() && k8s::IsConflict(patched.error())) {
+    // The pod changed since the decision write stored it: read it and check it again, as a bind
+    // that read the pod first would have, then write the patch on what it read.
+    auto now = k8s::RetryTransient<json>(
+        [&] { return client_.Get(k8s::resources::kPods, ns, args->pod_name); });
+    if (!now) {
+      return fail("get pod " + ns + "/" + args->pod_name + ": " + now.error().ToString(),
+                  needs_lock);
+    }
+    bool bound_here = false;
+    if (std::optional<std::string> why = IdentityRefusal(*args, ns, *now, &bound_here)) {
+      // Bound here already: that bind's lock is the plugin's to release.
+      if (bound_here) return Ok(EncodeBindingResult(""));
+      return fail(*why, needs_lock);
+    }
+    if (std::optional<std::string> why = DecisionRefusal(*args, ns, *now, start.requests_devices)) {
+      return fail(*why, needs_lock);
+    }
+    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*now);
+    patched = write_patch();
+  }
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
   auto bound = k8s::RetryTransient<std::monostate>(
       [&] { return client_.Bind(ns, args->pod_name, args->node, args->pod_uid); });

@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct ExtenderOptions {
   // write) and fails with its error when it failed. Off: the filter answers after the patch
   // (HAMi's order).
   bool async_decision_write = false;
+  // The node lock's first attempt takes the node from here when it shows the lock free (the
+  // server's node informer), instead of a GET (nodelock::AcquireOptions::seen).
+  std::function<std::optional<nodelock::SeenNode>(std::string_view node)> seen_node;
   // With async_decision_write: once this many decision writes wait for the writer thread (the
   // API server is slow or down), a filter writes its own decision before it answers, as without
   // the flag, so answered-but-unwritten decisions stay bounded.
@@ -127,12 +131,28 @@ class Extender {
     BindingArgs args;
     std::string ns;
     nlohmann::json raw;
+    // Non-empty when `raw` is the decision write's answer rather than a GET made by this bind:
+    // the bind-phase patch is then conditional on this resourceVersion, and a pod changed since
+    // is read again and checked again (BindLocked).
+    std::string decided_rv;
+    bool requests_devices = false;
     bool needs_lock = false;  // HAMi's node lock (hami.io/mutex.lock)
     // The backends asked for whose bind takes their own node lock (device::BindLock::kVendor).
     std::vector<const device::Device*> vendor_locks;
   };
   // The part of a bind before the lock: a reply when it ends there, else *start is set.
   HttpReply PrepareBind(BindingArgs args, std::optional<BindStart>* start);
+  // Why a bind must not go on with the pod it read: another UID, or bound already (then "" with
+  // *bound_here when bound to this very node: the bind is done). nullopt: it may go on.
+  std::optional<std::string> IdentityRefusal(const BindingArgs& args, const std::string& ns,
+                                             const nlohmann::json& raw, bool* bound_here) const;
+  // With async_decision_write: a pod asking for devices whose decision is not for this node.
+  std::optional<std::string> DecisionRefusal(const BindingArgs& args, const std::string& ns,
+                                             const nlohmann::json& raw,
+                                             bool requests_devices) const;
+  // The pod as the decision write stored it, kept for its bind (which then needs no GET).
+  void KeepDecided(const std::string& key, nlohmann::json pod);
+  std::optional<nlohmann::json> TakeDecided(const std::string& key);
   // BindAsync after the body is parsed; parked while the pod's decision is being written.
   void BindParsed(BindingArgs args, std::function<void(HttpReply)> done);
   // `task` on the executor (the calling thread without one).
@@ -187,6 +207,15 @@ class Extender {
   };
   std::map<std::string, FailedWrite> failed_writes_;
   uint64_t failed_writes_seq_ = 0;
+  // The pods the decision writes stored, by "ns/name", until their bind takes them; the oldest
+  // go past kMaxDecided (a pod filtered and never bound). Guarded by mu_.
+  struct Decided {
+    nlohmann::json pod;
+    uint64_t seq;
+  };
+  std::unordered_map<std::string, Decided> decided_;
+  std::deque<std::pair<std::string, uint64_t>> decided_order_;
+  uint64_t decided_seq_ = 0;
   // Binds waiting for a pod's claim (its filter and decision write) to be released.
   std::map<std::string, std::vector<std::function<void()>>> after_claim_;
   Executor executor_;  // SetExecutor's

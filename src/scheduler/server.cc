@@ -14,6 +14,7 @@
 #include "common/time_format.h"
 #include "device/pod_view.h"
 #include "k8s/object.h"
+#include "protocol/keys.h"
 #include "scheduler/cert_reloader.h"
 #include "scheduler/scheduler_role.h"
 
@@ -90,7 +91,9 @@ Server::Server(k8s::Client& client, k8s::Client& registration_client, device::De
       registry_(device::MakeRegistry(config_)) {
   registrar_ = std::make_unique<Registrar>(registry_, index_, registration_client, clock_,
                                            options_.registration);
-  extender_ = std::make_unique<Extender>(registry_, index_, client_, clock_, options_.extender,
+  ExtenderOptions extender_options = options_.extender;
+  extender_options.seen_node = [this](std::string_view node) { return SeenNode(node); };
+  extender_ = std::make_unique<Extender>(registry_, index_, client_, clock_, extender_options,
                                          [this](const std::string& ns) { return Quota(ns); });
 }
 
@@ -143,6 +146,14 @@ device::NamespaceQuota Server::Quota(const std::string& ns) {
 }
 
 Server::~Server() { Stop(); }
+
+std::optional<nodelock::SeenNode> Server::SeenNode(std::string_view node) const {
+  const k8s::Informer* nodes = seen_nodes_.load();
+  if (nodes == nullptr) return std::nullopt;
+  k8s::ObjectRef n = nodes->Get(std::string(node));
+  if (!n) return std::nullopt;
+  return nodelock::SeenNode{k8s::ResourceVersion(*n), k8s::Annotation(*n, protocol::kNodeLockKey)};
+}
 
 Status Server::Start() {
   std::string host, mhost;
@@ -262,6 +273,11 @@ k8s::Json NodeNameFields(k8s::Json node) {
   for (const char* key : {"name", "namespace", "uid", "resourceVersion"}) {
     if (auto it = meta.find(key); it != meta.end()) kept[key] = std::move(*it);
   }
+  if (auto a = meta.find("annotations"); a != meta.end() && a->is_object()) {
+    if (auto lock = a->find(protocol::kNodeLockKey); lock != a->end()) {
+      kept["annotations"][std::string(protocol::kNodeLockKey)] = std::move(*lock);
+    }
+  }
   return k8s::Json{{"metadata", std::move(kept)}};
 }
 
@@ -297,6 +313,7 @@ void Server::StartInformers() {
   node_options.transform = NodeNameFields;
   nodes_ =
       std::make_unique<k8s::Informer>(client_, k8s::resources::kNodes, node_options, node_handlers);
+  seen_nodes_ = nodes_.get();
   quotas_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceQuotas,
                                             k8s::InformerOptions{}, k8s::InformerHandlers{});
   quotas_->Start();

@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -79,8 +81,9 @@ struct ServerOptions {
   std::string pod_namespace{};
 };
 
-// A node's metadata name, namespace, uid and resourceVersion, the rest dropped: the node
-// informer's transform (its handlers read only the name). A node without a metadata object is
+// A node's metadata name, namespace, uid, resourceVersion and node lock annotation
+// (hami.io/mutex.lock), the rest dropped: the node informer's transform (its handlers read only
+// the name; the bind's lock reads the lock and the version). A node without a metadata object is
 // kept as it is.
 k8s::Json NodeNameFields(k8s::Json node);
 
@@ -135,6 +138,9 @@ class Server {
   size_t filters_waiting_for_their_pod() const;
   // Stop() has begun.
   bool stopping() const;
+  // The node as the node informer last saw it (resourceVersion, lock): the bind's first lock
+  // attempt reads it. nullopt before the informers start or for a node it has not seen.
+  std::optional<nodelock::SeenNode> SeenNode(std::string_view node) const;
 
  private:
   class Http;
@@ -179,6 +185,7 @@ class Server {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<k8s::Informer> pods_;
   std::unique_ptr<k8s::Informer> nodes_;
+  std::atomic<const k8s::Informer*> seen_nodes_{nullptr};  // nodes_ once started (the lock's)
   std::unique_ptr<k8s::Informer> quotas_;
   std::unique_ptr<k8s::Informer> lease_;  // with leader_elect only
   std::unique_ptr<Http> http_;

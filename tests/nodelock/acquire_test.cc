@@ -122,6 +122,73 @@ TEST_F(AcquireTest, ARacingWriterWinsAndTheReReadSeesIt) {
   EXPECT_NE(why.find("by default/other"), std::string::npos) << why;
 }
 
+// A cache (the scheduler's node informer) that shows the lock free saves the read: the write is
+// conditional on the version the cache saw.
+TEST_F(AcquireTest, ACacheShowingTheLockFreeSavesTheRead) {
+  auto node = client_->Get(k8s::resources::kNodes, "", kNode);
+  ASSERT_TRUE(node);
+  AcquireOptions o = Options();
+  o.seen = [rv = k8s::ResourceVersion(*node)](std::string_view name) -> std::optional<SeenNode> {
+    EXPECT_EQ(name, kNode);
+    return SeenNode{rv, std::nullopt};
+  };
+  const int gets = Hits(kGetNode);
+  std::string why;
+  Result<bool> r = TryAcquire(*client_, kNode, "default", "demo", clock_.Now(), o, &why);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(Hits(kGetNode) - gets, 0);
+  EXPECT_EQ(Lock(), LockOf("demo"));
+}
+
+// A cache behind the API server costs a 409 and the usual read; one that shows the lock held
+// (by another pod, or by this very pod) is never taken for an answer: the node is read.
+TEST_F(AcquireTest, AStaleCacheIsReadPast) {
+  CreatePod("other");
+  auto seen_as = [](const k8s::Json& node, std::optional<std::string> lock) {
+    return [rv = k8s::ResourceVersion(node), lock](std::string_view) -> std::optional<SeenNode> {
+      return SeenNode{rv, lock};
+    };
+  };
+  auto try_with = [&](AcquireOptions o, std::string* why) {
+    return TryAcquire(*client_, kNode, "default", "demo", clock_.Now(), o, why);
+  };
+  // Free in the cache, taken by another pod since.
+  auto node = client_->Get(k8s::resources::kNodes, "", kNode);
+  ASSERT_TRUE(node);
+  AcquireOptions o = Options();
+  o.seen = seen_as(*node, std::nullopt);
+  SetLock(LockOf("other"));
+  int gets = Hits(kGetNode);
+  std::string why;
+  Result<bool> r = try_with(o, &why);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(Hits(kGetNode) - gets, 1);  // 409, read
+  EXPECT_EQ(Lock(), LockOf("other"));
+  EXPECT_NE(why.find("by default/other"), std::string::npos) << why;
+  // Held by another pod in the cache, given back since: read, and taken.
+  node = client_->Get(k8s::resources::kNodes, "", kNode);
+  ASSERT_TRUE(node);
+  o.seen = seen_as(*node, LockOf("other"));
+  SetLock(std::nullopt);
+  gets = Hits(kGetNode);
+  r = try_with(o, &why);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(Hits(kGetNode) - gets, 1);
+  EXPECT_EQ(Lock(), LockOf("demo"));
+  // Held by this pod in the cache, given back since: not taken for held, read and written.
+  node = client_->Get(k8s::resources::kNodes, "", kNode);
+  ASSERT_TRUE(node);
+  o.seen = seen_as(*node, LockOf("demo"));
+  SetLock(std::nullopt);
+  r = try_with(o, &why);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(Lock(), LockOf("demo"));
+}
+
 TEST_F(AcquireTest, TransientErrorsAreRetriedThenGivenUpNamingNodeAndCall) {
   Fail(kGetNode, 2);
   Fail(kPatchNode, 1);

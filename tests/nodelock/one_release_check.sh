@@ -16,10 +16,13 @@
 # Reads (k8s::Annotation, FindValue, messages) are not writes. Comments are ignored.
 set -euo pipefail
 
-# A write that is not one, reviewed: kube-scheduler's view of a node, which drops the lock so a
-# lock change does not count as a node update (src/sim: never written back).
+# Writes that are not ones, reviewed: kube-scheduler's view of a node, which drops the lock so a
+# lock change does not count as a node update (src/sim: never written back); the scheduler's node
+# informer cache, which keeps the lock for the bind's first attempt (src/scheduler/server.cc:
+# never written back).
 readonly kReviewed=(
   'annos.erase(std::string(protocol::kNodeLockKey));'
+  'kept["annotations"][std::string(protocol::kNodeLockKey)] = std::move(*lock);'
 )
 
 # Prints "<file>:<line>: <text>" for every write of the lock key under <root>/src, comments cut.

@@ -2,12 +2,15 @@
 // seed's register annotation gets the handshake, a 1 GPU / 3000 MiB pod is filtered and bound
 // with exactly the seed's annotations, racing binds both succeed in turn, stale locks are taken
 // over, malformed bodies get an Error.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -425,6 +428,89 @@ TEST(FilteringFailedTest, GroupsNodesByReason) {
   EXPECT_EQ(FilteringFailedMessages(failed),
             (std::vector<std::string>{"2 nodes CardInsufficientMemory(n1,n2)",
                                       "1 nodes CardTypeMismatch(n2)"}));
+}
+
+// The bind takes the pod from its decision write's answer instead of reading it again; the
+// bind-phase patch is conditional on that answer's resourceVersion, so a pod changed meanwhile
+// is read and checked again.
+class ExtenderBindReadTest : public ExtenderTest {
+ protected:
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> requests;  // "METHOD path"
+  };
+  ExtenderBindReadTest() {
+    api_options_.fail_request = [seen = seen_](const std::string& method, const std::string& path) {
+      std::lock_guard<std::mutex> lock(seen->mu);
+      seen->requests.push_back(method + " " + path);
+      return false;
+    };
+  }
+  size_t Count(const std::string& request) {
+    std::lock_guard<std::mutex> lock(seen_->mu);
+    return static_cast<size_t>(std::count(seen_->requests.begin(), seen_->requests.end(), request));
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(seen_->mu);
+    seen_->requests.clear();
+  }
+  std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
+};
+
+TEST_F(ExtenderBindReadTest, TheBindReadsNoPodAfterItsDecisionWrite) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(5));
+  json pod = CreatePod(GpuPod("demo", 3000));
+  ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  Forget();
+  EXPECT_EQ(Bind(*ext, "demo", "node-1"), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(Count("GET /api/v1/namespaces/default/pods/demo"), 0u);
+  EXPECT_EQ(Count("PATCH /api/v1/namespaces/default/pods/demo"), 1u);
+  json got = GetPod("demo");
+  EXPECT_EQ(k8s::Annotation(got, "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(got["spec"]["nodeName"], "node-1");
+  // A second bind of the pod (kube-scheduler's retry after a lost answer) reads it: bound here.
+  Forget();
+  EXPECT_EQ(Bind(*ext, "demo", "node-1"), json::parse(R"({"Error":""})"));
+  EXPECT_EQ(Count("GET /api/v1/namespaces/default/pods/demo"), 1u);
+  EXPECT_EQ(Count("PATCH /api/v1/namespaces/default/pods/demo"), 0u);
+}
+
+TEST_F(ExtenderBindReadTest, APodChangedSinceItsDecisionIsReadAgainAndBound) {
+  AddNode("node-1");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(5));
+  json pod = CreatePod(GpuPod("demo", 3000));
+  ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  json label = {{"metadata", {{"labels", {{"team", "a"}}}}}};
+  ASSERT_TRUE(
+      client_->Patch(k8s::resources::kPods, "default", "demo", k8s::PatchType::kMerge, label).ok());
+  Forget();
+  EXPECT_EQ(Bind(*ext, "demo", "node-1"), json::parse(R"({"Error":""})"));
+  // The conditional patch was refused (409), the pod read, the patch written on what was read.
+  EXPECT_EQ(Count("GET /api/v1/namespaces/default/pods/demo"), 1u);
+  EXPECT_EQ(Count("PATCH /api/v1/namespaces/default/pods/demo"), 2u);
+  json got = GetPod("demo");
+  EXPECT_EQ(k8s::Annotation(got, "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(k8s::Labels(got)["team"], "a");
+  EXPECT_EQ(k8s::Annotation(got, "hami.io/vgpu-node"), "node-1");
+  EXPECT_EQ(got["spec"]["nodeName"], "node-1");
+}
+
+TEST_F(ExtenderBindReadTest, APodBoundElsewhereSinceItsDecisionFailsAndGivesTheLockBack) {
+  AddNode("node-1");
+  AddNode("node-2");
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  auto ext = MakeExtender(std::chrono::seconds(5));
+  json pod = CreatePod(GpuPod("demo", 3000));
+  ASSERT_EQ(Filter(*ext, pod, {"node-1"})["NodeNames"], json::array({"node-1"}));
+  // Someone else bound it meanwhile.
+  ASSERT_TRUE(client_->Bind("default", "demo", "node-2", ""));
+  json res = Bind(*ext, "demo", "node-1");
+  EXPECT_EQ(res["Error"], "pod default/demo is already bound to node \"node-2\"") << res.dump();
+  EXPECT_FALSE(k8s::Annotation(GetNode("node-1"), "hami.io/mutex.lock").has_value());
+  EXPECT_NE(k8s::Annotation(GetPod("demo"), "hami.io/bind-phase"), "allocating");
 }
 
 }  // namespace

@@ -3,12 +3,16 @@
 // /healthz, /readyz and /metrics (devices, pods, quota, build info, legacy names).
 #include "scheduler/server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -123,6 +127,83 @@ TEST(ServerTest, EndToEndOverLoopback) {
   for (const std::string& line : {vgpu, used, limit, legacy_vgpu, legacy_quota}) {
     EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
   }
+  server.Stop();
+}
+
+// The bind's node lock takes the node from the node informer when it shows the lock free: no
+// GET of the node, the write conditional on the informer's resourceVersion.
+TEST(ServerTest, TheBindLocksANodeAsItsInformerSawIt) {
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> requests;
+  };
+  auto seen = std::make_shared<Seen>();
+  sim::ApiServerOptions api;
+  api.fail_request = [seen](const std::string& method, const std::string& path) {
+    std::lock_guard<std::mutex> lock(seen->mu);
+    seen->requests.push_back(method + " " + path);
+    return false;
+  };
+  testing::SimEnv env = testing::StartSim(std::move(api));
+  ASSERT_TRUE(env.client);
+  k8s::Client& client = *env.client;
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "node-1"}}}};
+  node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = kSeedRegister;
+  ASSERT_TRUE(client.Create(k8s::resources::kNodes, "", node).ok());
+  ServerOptions opts;
+  opts.http_bind = "127.0.0.1:0";
+  opts.extender.zone = Zone::Utc();
+  opts.extender.record_events = false;
+  opts.registration.zone = Zone::Utc();
+  Server server(client, device::DefaultDeviceConfig(), opts);
+  EXPECT_FALSE(server.SeenNode("node-1").has_value());  // no informer yet
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE(server.WaitForPass(0, std::chrono::seconds(10)));
+  // The informer catches up with the handshake the pass wrote.
+  const std::string rv = k8s::ResourceVersion(*client.Get(k8s::resources::kNodes, "", "node-1"));
+  ASSERT_TRUE(test_support::WaitFor([&] {
+    auto n = server.SeenNode("node-1");
+    return n && n->resource_version == rv;
+  }));
+  EXPECT_EQ(server.SeenNode("node-1")->lock, std::nullopt);
+
+  json ctr = {{"name", "main"}, {"image", "busybox"}};
+  ctr["resources"]["limits"] = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}};
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] = {{"name", "demo"}, {"namespace", "default"}};
+  pod["spec"]["containers"] = json::array({ctr});
+  pod["spec"]["schedulerName"] = "hami-scheduler";
+  ASSERT_TRUE(client.Create(k8s::resources::kPods, "default", pod).ok());
+  httplib::Client http("127.0.0.1", server.port());
+  auto fr = http.Post("/filter", json{{"Pod", pod}, {"NodeNames", {"node-1"}}}.dump(),
+                      "application/json");
+  ASSERT_TRUE(fr);
+  ASSERT_EQ(json::parse(fr->body)["NodeNames"], json::array({"node-1"})) << fr->body;
+  {
+    std::lock_guard<std::mutex> lock(seen->mu);
+    seen->requests.clear();
+  }
+  auto br = http.Post("/bind",
+                      R"({"PodName":"demo","PodNamespace":"default","PodUID":"","Node":"node-1"})",
+                      "application/json");
+  ASSERT_TRUE(br);
+  EXPECT_EQ(br->body, R"({"Error":""})");
+  {
+    std::lock_guard<std::mutex> lock(seen->mu);
+    EXPECT_EQ(std::count(seen->requests.begin(), seen->requests.end(), "GET /api/v1/nodes/node-1"),
+              0);
+    EXPECT_EQ(
+        std::count(seen->requests.begin(), seen->requests.end(), "PATCH /api/v1/nodes/node-1"), 1);
+  }
+  auto lock =
+      k8s::Annotation(*client.Get(k8s::resources::kNodes, "", "node-1"), "hami.io/mutex.lock");
+  ASSERT_TRUE(lock.has_value());
+  EXPECT_NE(lock->find(",default,demo"), std::string::npos) << *lock;
+  // The informer sees the lock too.
+  EXPECT_TRUE(test_support::WaitFor([&] {
+    auto n = server.SeenNode("node-1");
+    return n && n->lock == lock;
+  }));
   server.Stop();
 }
 
@@ -366,8 +447,9 @@ TEST(ServerTest, AParkedFilterIsCancelledAfterTheSyncTimeout) {
   server.Stop();
 }
 
-// The node informer's transform keeps what its handlers read (the name) and what the informer
-// needs (namespace, resourceVersion); a node without a metadata object is left as it is.
+// The node informer's transform keeps what its handlers read (the name), what the informer
+// needs (namespace, resourceVersion) and the node lock; a node without a metadata object is left
+// as it is.
 TEST(NodeNameFieldsTest, KeepsNameAndVersion) {
   json node = {{"apiVersion", "v1"},
                {"kind", "Node"},
@@ -380,6 +462,15 @@ TEST(NodeNameFieldsTest, KeepsNameAndVersion) {
                {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
   EXPECT_EQ(NodeNameFields(node),
             (json{{"metadata", {{"name", "gpu-0"}, {"uid", "u-1"}, {"resourceVersion", "12"}}}}));
+  // The node lock is kept for the bind's first attempt (nodelock::AcquireOptions::seen).
+  node["metadata"]["annotations"]["hami.io/mutex.lock"] = "2026-08-21T10:00:05Z,default,demo";
+  EXPECT_EQ(
+      NodeNameFields(node),
+      (json{{"metadata",
+             {{"name", "gpu-0"},
+              {"uid", "u-1"},
+              {"resourceVersion", "12"},
+              {"annotations", {{"hami.io/mutex.lock", "2026-08-21T10:00:05Z,default,demo"}}}}}}));
   EXPECT_EQ(NodeNameFields(json{{"metadata", 3}}), (json{{"metadata", 3}}));
   EXPECT_EQ(NodeNameFields(json::array()), json::array());
 }
