@@ -150,7 +150,11 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
   if (options_.record_events) {
     events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
   }
-  if (options_.async_decision_write) writer_ = std::thread([this] { WriterLoop(); });
+  if (options_.async_decision_write) {
+    for (size_t i = 0; i < std::max<size_t>(1, options_.decision_writers); ++i) {
+      writers_.emplace_back([this] { WriterLoop(); });
+    }
+  }
 }
 
 void Extender::FlushEvents() {
@@ -434,7 +438,9 @@ void Extender::StopWriter() {
     stopping_ = true;
   }
   writes_cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
+  for (std::thread& writer : writers_) {
+    if (writer.joinable()) writer.join();
+  }
 }
 
 void Extender::ReleaseNodeLock(const std::string& node, const std::string& ns,

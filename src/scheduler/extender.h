@@ -61,11 +61,15 @@ struct ExtenderOptions {
   Zone zone = Zone::Local();                      // the zone lock values are written in
   bool record_events = true;
   // --async-decision-write: /filter answers once the decision is made and counted in the index;
-  // its patch of the pod is written in the background (one writer thread, in order), and the
+  // its patch of the pod is written in the background (decision_writers threads), and the
   // pod's bind waits for that write (parked, holding no thread; the client's timeouts bound the
   // write) and fails with its error when it failed. Off: the filter answers after the patch
   // (HAMi's order).
   bool async_decision_write = false;
+  // With async_decision_write: decision writes in flight at once (writer threads; at least 1).
+  // One pod's writes never overlap (its claim is held until its write is done), so only writes
+  // of different pods run side by side.
+  size_t decision_writers = 4;
   // The node lock's first attempt takes the node from here when it shows the lock free (the
   // server's node informer), instead of a GET (nodelock::AcquireOptions::seen).
   std::function<std::optional<nodelock::SeenNode>(std::string_view node)> seen_node;
@@ -221,7 +225,7 @@ class Extender {
   Executor executor_;  // SetExecutor's
   bool stopping_ = false;
   std::condition_variable writes_cv_;
-  std::thread writer_;
+  std::vector<std::thread> writers_;
 };
 
 }  // namespace hami::scheduler

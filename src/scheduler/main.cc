@@ -64,6 +64,9 @@ void AddFlags(CLI::App& app, Flags& f) {
                "answer /filter once the decision is counted and write it to the pod in the "
                "background; the pod's bind waits for the write and fails if it failed (default: "
                "the filter answers after the write, as HAMi)");
+  app.add_option("--decision-writers", s.extender.decision_writers,
+                 "with --async-decision-write: decision writes in flight at once (threads)")
+      ->check(CLI::Range(1, 64));
   app.add_flag("--force-overwrite-default-scheduler", s.webhook.force_overwrite_default_scheduler,
                "the webhook may replace schedulerName default-scheduler");
   app.add_flag("--leader-elect", s.leader_elect,

@@ -26,12 +26,14 @@ namespace {
 using nlohmann::json;
 using test_support::WaitFor;
 
-// node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write;
-// requests named in fail_ are answered 500 by the API server that many times (-1: always).
+// node-1 (two V100s of 32768 MiB) registered; an extender with async_decision_write and one
+// writer thread (a held write holds the ones queued behind it); requests named in fail_ are
+// answered 500 by the API server that many times (-1: always).
 class AsyncWriteTest : public testing::NodeOneExtenderTest {
  protected:
   AsyncWriteTest() {
     extender_options_.async_decision_write = true;
+    extender_options_.decision_writers = 1;
     api_options_.fail_request = [this](const std::string& method, const std::string& path) {
       std::unique_lock<std::mutex> lock(mu_);
       if (hold_ == method + " " + path) {  // held until Let() (once)
@@ -303,6 +305,28 @@ TEST_F(AsyncWriteFailuresTest, TheOldestFailedWriteIsForgottenFirst) {
   EXPECT_NE(z_error.find("has no decision for node \"node-1\""), std::string::npos) << z_error;
   EXPECT_EQ(Get("z")["spec"].value("nodeName", ""), "");
   EXPECT_FALSE(k8s::Annotation(Get("z"), "hami.io/vgpu-node").has_value());
+}
+
+// Several writers: a write held in the API server holds only its own pod; the next pod's write
+// lands meanwhile, and that pod's bind goes on (with one writer it would wait for the held one).
+class AsyncWritersTest : public AsyncWriteTest {
+ protected:
+  AsyncWritersTest() { extender_options_.decision_writers = 2; }
+};
+
+TEST_F(AsyncWritersTest, AHeldWriteHoldsOnlyItsOwnPod) {
+  FilterWithTheWriteHeld("a", 1000);
+  json b = Create("b", 1000);
+  ASSERT_EQ(Filter(b)["NodeNames"], json::array({"node-1"}));
+  if (!WaitFor([&] { return k8s::Annotation(Get("b"), "hami.io/vgpu-node").has_value(); })) {
+    Let();  // b's bind would wait for a's write
+    FAIL() << "b's decision write waited for a's";
+  }
+  EXPECT_EQ(Bind("b"), json::parse(R"({"Error":""})"));
+  EXPECT_FALSE(k8s::Annotation(Get("a"), "hami.io/vgpu-node").has_value());
+  Let();
+  EXPECT_TRUE(WaitFor([&] { return k8s::Annotation(Get("a"), "hami.io/vgpu-node").has_value(); }));
+  EXPECT_EQ(UsedMem(), 2000);
 }
 
 }  // namespace
