@@ -344,7 +344,8 @@ class HttpServer::Impl {
   bool AccountHeld(Conn& c);
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
-  std::thread loop_;
+  pthread_t loop_{};
+  bool loop_started_ = false;
 
   std::mutex work_mu_;
   std::condition_variable work_cv_;
@@ -463,8 +464,19 @@ Result<int> HttpServer::Impl::Listen(const std::string& host, int port) {
     }
     workers_.push_back(t);
   }
+  // The loop runs inline handlers, so it gets the workers' stack too.
+  const int loop_rc = pthread_create(
+      &loop_, &attr,
+      [](void* self) -> void* {
+        static_cast<Impl*>(self)->Loop();
+        return nullptr;
+      },
+      this);
   pthread_attr_destroy(&attr);
-  loop_ = std::thread([this] { Loop(); });
+  if (loop_rc != 0) {
+    return Error{options_.name + ": cannot start the event loop: " + std::strerror(loop_rc)};
+  }
+  loop_started_ = true;
   return bound;
 }
 
@@ -475,9 +487,10 @@ void HttpServer::Impl::Stop() {
     std::lock_guard<std::mutex> lock(work_mu_);
     stopping_ = true;  // under the lock: no Post() lands after the workers are gone
   }
-  if (loop_.joinable()) {
+  if (loop_started_) {
     Wake();
-    loop_.join();
+    pthread_join(loop_, nullptr);
+    loop_started_ = false;
   }
   {
     std::lock_guard<std::mutex> lock(work_mu_);

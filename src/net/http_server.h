@@ -112,8 +112,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{30000};   // a reply the client does not read
   // A stream's bytes queued and not yet sent (see Stream::Write).
   size_t max_stream_backlog = 16 << 20;
-  // The workers' stack size; 0 = the system's default. A server whose handlers copy or print
-  // JSON at the 10,000-level depth limit recursively wants more (docs/INPUT_LIMITS.md).
+  // The workers' and the event loop's stack size; 0 = the system's default. A server whose
+  // handlers copy or print JSON at the 10,000-level depth limit recursively wants more
+  // (docs/INPUT_LIMITS.md).
   size_t worker_stack_bytes = 0;
   // With TLS (TLS 1.2 and later only): called once on the server's SSL_CTX after its defaults
   // are set, to install the certificate (e.g. CertReloader::Install). Empty = plain HTTP.

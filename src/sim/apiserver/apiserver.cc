@@ -8,10 +8,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -47,6 +50,43 @@ void RaiseOpenFileLimit() {
 
 bool IsApiPath(const std::string& path) {
   return path.rfind("/api/", 0) == 0 || path.rfind("/apis/", 0) == 0;
+}
+
+// Whether `path` (an /api or /apis path) names one object or a subresource of one, not a
+// collection: after /api/v1 or /apis/<group>/<version>, [namespaces/<ns>/]<resource>/<name>[/...]
+// (namespaces/<ns> itself is one object).
+bool NamesOneObject(std::string_view path) {
+  size_t skip = path.rfind("/apis/", 0) == 0 ? 4 : 3;  // "", "apis", group, version
+  std::vector<std::string_view> segs;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (skip > 0) {
+      --skip;
+    } else if (end > start) {
+      segs.push_back(path.substr(start, end - start));
+    }
+    start = end + 1;
+  }
+  if (!segs.empty() && segs[0] == "namespaces") return segs.size() == 2 || segs.size() >= 4;
+  return segs.size() >= 2;
+}
+
+// The requests the event loop answers itself, without the hand-off to a worker and back (two
+// thread wake-ups): reads and writes of one object with a body up to 64 KiB. Lists, watches,
+// proxies, discovery and pod creates that call the admission webhook go to a worker.
+bool ShortRequest(const net::Request& r, bool pods_admitted) {
+  if (r.body.size() > (64 << 10) || !IsApiPath(r.path) || IsProxyPath(r.path)) return false;
+  if (r.target.find("watch=") != std::string::npos) return false;
+  if (r.method == "GET" || r.method == "DELETE") return NamesOneObject(r.path);
+  if (r.method == "PATCH" || r.method == "PUT") return true;
+  if (r.method == "POST") {
+    const bool pod_create =
+        r.path.size() >= 5 && r.path.compare(r.path.size() - 5, 5, "/pods") == 0;
+    return !(pods_admitted && pod_create);
+  }
+  return false;
 }
 
 const rbac::UserInfo& AdminUser() {
@@ -359,7 +399,26 @@ Status ApiServer::Impl::Listen(int port) {
   for (const char* path : {"/healthz", "/readyz", "/livez"}) {
     server->Route("GET", path, net::RouteOptions{0, true}, serve);
   }
-  server->Fallback(net::RouteOptions{options_.max_body_bytes, false}, serve);
+  // Without fault injection (whose hooks block or sleep) the loop answers short requests itself
+  // and hands the rest to a worker.
+  const bool on_loop =
+      !options_.fail_request && options_.fail_rate <= 0 && options_.latency.count() == 0;
+  net::HttpServer* raw = server.get();
+  auto serve_or_post = [this, raw](net::Request request, net::Responder reply) {
+    bool admitted = false;
+    {
+      std::lock_guard lock(admit_mu_);
+      admitted = static_cast<bool>(admit_pod_);
+    }
+    if (ShortRequest(request, admitted)) return Serve(std::move(request), reply);
+    auto moved = std::make_shared<net::Request>(std::move(request));
+    raw->Post([this, moved, reply] { Serve(std::move(*moved), reply); });
+  };
+  if (on_loop) {
+    server->Fallback(net::RouteOptions{options_.max_body_bytes, true}, serve_or_post);
+  } else {
+    server->Fallback(net::RouteOptions{options_.max_body_bytes, false}, serve);
+  }
   auto bound = server->Listen(options_.host, port);
   if (!bound) return std::move(bound).take_error();
   server_ = std::move(server);
