@@ -60,10 +60,12 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "age after which a node lock is taken over (Go duration)");
   app.add_option("--node-lock-retry-timeout", f.node_lock_retry_timeout,
                  "how long a bind waits in the node's queue for a contended lock (0: no wait)");
+  // On by default (docs/PERFORMANCE.md): the API round trip off kube-scheduler's serial cycle.
+  s.extender.async_decision_write = true;
   app.add_flag("--async-decision-write", s.extender.async_decision_write,
                "answer /filter once the decision is counted and write it to the pod in the "
-               "background; the pod's bind waits for the write and fails if it failed (default: "
-               "the filter answers after the write, as HAMi)");
+               "background; the pod's bind waits for the write and fails if it failed (default "
+               "true; =false: the filter answers after the write, as HAMi)");
   app.add_option("--decision-writers", s.extender.decision_writers,
                  "with --async-decision-write: decision writes in flight at once (threads)")
       ->check(CLI::Range(1, 64));
@@ -184,6 +186,12 @@ int main(int argc, char** argv) {
   if (!started) return Fail(started.error());
   HAMI_INFO("hami-scheduler: serving on port {}, metrics on port {}", server.port(),
             server.metrics_port());
+  if (f.server.extender.async_decision_write) {
+    HAMI_INFO("hami-scheduler: decisions written in the background ({} writers)",
+              f.server.extender.decision_writers);
+  } else {
+    HAMI_INFO("hami-scheduler: decisions written before /filter answers (HAMi's order)");
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   HAMI_INFO("hami-scheduler: signal {}, shutting down", sig);

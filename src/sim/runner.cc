@@ -408,6 +408,7 @@ Status Runner::Impl::StartCluster() {
   auto gpu_policy = device::ParseGpuPolicy(scenario_.gpu_scheduler_policy, /*strict=*/true);
   if (!gpu_policy) return Error{"policies.gpuSchedulerPolicy: " + gpu_policy.error()};
   server.extender.gpu_policy = *gpu_policy;
+  server.extender.async_decision_write = true;  // hami-scheduler's default
   // Under injected API errors a registration pass can fail; pass often so nodes come back soon.
   if (scenario_.fault_error_rate > 0) server.register_period = std::chrono::seconds(1);
   if (options_.manifests) {

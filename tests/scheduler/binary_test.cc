@@ -120,6 +120,23 @@ std::string ServeHealthz(const std::vector<std::string>& args, const std::string
   return sched.log();
 }
 
+// The decision is written in the background by default; --async-decision-write=false (also Go's
+// single-dash form) restores HAMi's order.
+TEST(BinaryTest, DecisionsAreWrittenInTheBackgroundUnlessTurnedOff) {
+  EXPECT_NE(ServeHealthz({"--http_bind=127.0.0.1:0"})
+                .find("decisions written in the background (4 writers)"),
+            std::string::npos);
+  EXPECT_NE(ServeHealthz({"--http_bind=127.0.0.1:0", "--decision-writers=2"})
+                .find("decisions written in the background (2 writers)"),
+            std::string::npos);
+  for (const char* off : {"--async-decision-write=false", "-async-decision-write=false"}) {
+    EXPECT_NE(ServeHealthz({"--http_bind=127.0.0.1:0", off})
+                  .find("decisions written before /filter answers (HAMi's order)"),
+              std::string::npos)
+        << off;
+  }
+}
+
 // HAMi v2.10.0's chart renders this command for its default values (webhook on; the binary is
 // `scheduler` there): every flag as it is, only the addresses and file paths made local.
 TEST(BinaryTest, StartsWithTheCommandLineHamisChartRenders) {

@@ -28,6 +28,7 @@
 #include "k8s/base64.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
+#include "support/wait_for.h"
 
 namespace hami::testing {
 
@@ -133,8 +134,21 @@ class VendorSchedulerTest : public scheduler::testing::SchedulerBinaryTest {
     auto r = client_->Get(k8s::resources::kPods, "default", name);
     return r ? *r : json();
   }
+  // The filter answers once the decision is counted; its patch of the pod lands in the
+  // background (--async-decision-write, the default), and kube-scheduler's bind waits for it.
+  // So does this: a filter that chose one node returns once the pod names that node.
   json Filter(const std::string& pod, const std::vector<std::string>& nodes) {
-    return Post("/filter", json{{"Pod", GetPod(pod)}, {"NodeNames", nodes}});
+    json res = Post("/filter", json{{"Pod", GetPod(pod)}, {"NodeNames", nodes}});
+    const json* chosen = res.is_object() && res.contains("NodeNames") ? &res["NodeNames"] : nullptr;
+    if (chosen != nullptr && chosen->is_array() && chosen->size() == 1 &&
+        (*chosen)[0].is_string()) {
+      const std::string node = (*chosen)[0].get<std::string>();
+      EXPECT_TRUE(test_support::WaitFor([&] {
+        return k8s::Annotation(GetPod(pod), "hami.io/vgpu-node") == node;
+      })) << pod
+          << ": the decision for " << node << " was not written";
+    }
+    return res;
   }
   // kube-scheduler's bind call for `pod` onto `node`; the ExtenderBindingResult.
   json Bind(const std::string& pod, const std::string& node) {
