@@ -712,7 +712,7 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
   auto patched = write_patch();
   if (!patched && !start.decided_rv.empty() && k8s::IsConflict(patched.error())) {
     // The pod changed since the decision write stored it: read it and check it again, as a bind
-    // that read the pod first would have, then write the patch on what it read.
+    // that read the pod first would have, then write the patch as that bind writes it.
     auto now = k8s::RetryTransient<json>(
         [&] { return client_.Get(k8s::resources::kPods, ns, args->pod_name); });
     if (!now) {
@@ -728,7 +728,7 @@ HttpReply Extender::BindLocked(const BindStart& start, const Status& locked) {
     if (std::optional<std::string> why = DecisionRefusal(*args, ns, *now, start.requests_devices)) {
       return fail(*why, needs_lock);
     }
-    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*now);
+    patch["metadata"].erase("resourceVersion");  // as a bind that read the pod first writes it
     patched = write_patch();
   }
   if (!patched) return fail("patch pod: " + patched.error().ToString(), needs_lock);
