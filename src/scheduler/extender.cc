@@ -31,6 +31,20 @@ HttpReply Ok(std::string body) { return HttpReply{200, std::move(body)}; }
 // the oldest go, and their binds read the pod.
 constexpr size_t kMaxDecided = 256;
 
+// Makes room for `key` in a record map bounded at `cap`: when full and `key` is new, the record
+// with the smallest `seq` goes (a scan: the bound is only reached when records are not taken).
+template <typename Map>
+void EraseOldestIfFull(Map& records, const std::string& key, size_t cap) {
+  if (records.empty() || records.size() < std::max<size_t>(1, cap) || records.count(key) != 0) {
+    return;
+  }
+  auto oldest = records.begin();
+  for (auto it = records.begin(); it != records.end(); ++it) {
+    if (it->second.seq < oldest->second.seq) oldest = it;
+  }
+  records.erase(oldest);
+}
+
 // The decision's merge patch, written straight as text (no JSON document built and dumped on
 // the serial /filter path): {"metadata":{"annotations":{...},"labels":{"hami.io/vgpu-node":N}}}.
 std::string DecisionPatch(const std::map<std::string, std::string>& annotations,
@@ -298,14 +312,7 @@ std::optional<std::string> Extender::FilterLive(const ExtenderArgs& args,
           if (error) {
             HAMI_WARN("/filter {}: decision write: {}", key, *error);
             std::lock_guard<std::mutex> l(mu_);
-            if (failed_writes_.size() >= std::max<size_t>(1, options_.max_failed_writes) &&
-                failed_writes_.count(key) == 0) {
-              auto oldest = failed_writes_.begin();
-              for (auto it = failed_writes_.begin(); it != failed_writes_.end(); ++it) {
-                if (it->second.seq < oldest->second.seq) oldest = it;
-              }
-              failed_writes_.erase(oldest);
-            }
+            EraseOldestIfFull(failed_writes_, key, options_.max_failed_writes);
             failed_writes_[key] = FailedWrite{*error, std::move(uid), failed_writes_seq_++};
           }
           claim.reset();  // releases the claim: the pod's bind and next filter may go on
@@ -554,25 +561,8 @@ void Extender::BindParsed(BindingArgs args, std::function<void(HttpReply)> done)
 
 void Extender::KeepDecided(const std::string& key, json pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t seq = decided_seq_++;
-  decided_[key] = Decided{std::move(pod), seq};
-  decided_order_.emplace_back(key, seq);
-  while (decided_.size() > kMaxDecided && !decided_order_.empty()) {
-    auto [oldest, oldest_seq] = std::move(decided_order_.front());
-    decided_order_.pop_front();
-    if (auto it = decided_.find(oldest); it != decided_.end() && it->second.seq == oldest_seq) {
-      decided_.erase(it);
-    }
-  }
-  // Keys taken by their binds stay in the order list until they come up; it is kept within a
-  // few times the map.
-  while (decided_order_.size() > 4 * kMaxDecided) {
-    auto& [oldest, oldest_seq] = decided_order_.front();
-    if (auto it = decided_.find(oldest); it != decided_.end() && it->second.seq == oldest_seq) {
-      decided_.erase(it);
-    }
-    decided_order_.pop_front();
-  }
+  EraseOldestIfFull(decided_, key, kMaxDecided);
+  decided_[key] = Decided{std::move(pod), decided_seq_++};
 }
 
 std::optional<json> Extender::TakeDecided(const std::string& key) {

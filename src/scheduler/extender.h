@@ -218,7 +218,6 @@ class Extender {
     uint64_t seq;
   };
   std::unordered_map<std::string, Decided> decided_;
-  std::deque<std::pair<std::string, uint64_t>> decided_order_;
   uint64_t decided_seq_ = 0;
   // Binds waiting for a pod's claim (its filter and decision write) to be released.
   std::map<std::string, std::vector<std::function<void()>>> after_claim_;

@@ -56,21 +56,22 @@ bool IsApiPath(const std::string& path) {
 // collection: after /api/v1 or /apis/<group>/<version>, [namespaces/<ns>/]<resource>/<name>[/...]
 // (namespaces/<ns> itself is one object).
 bool NamesOneObject(std::string_view path) {
-  size_t skip = path.rfind("/apis/", 0) == 0 ? 4 : 3;  // "", "apis", group, version
-  std::vector<std::string_view> segs;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (skip > 0) {
-      --skip;
-    } else if (end > start) {
-      segs.push_back(path.substr(start, end - start));
+  size_t skip = path.rfind("/apis/", 0) == 0 ? 3 : 2;  // "apis", group, version / "api", version
+  size_t count = 0;
+  bool namespaced = false;
+  for (size_t start = 1; start <= path.size();) {
+    size_t end = std::min(path.find('/', start), path.size());
+    if (end > start) {
+      if (skip > 0) {
+        --skip;
+      } else if (count++ == 0) {
+        namespaced = path.substr(start, end - start) == "namespaces";
+      }
     }
     start = end + 1;
   }
-  if (!segs.empty() && segs[0] == "namespaces") return segs.size() == 2 || segs.size() >= 4;
-  return segs.size() >= 2;
+  if (namespaced) return count == 2 || count >= 4;
+  return count >= 2;
 }
 
 // The requests the event loop answers itself, without the hand-off to a worker and back (two
