@@ -1,6 +1,7 @@
 #include "scheduler/registration.h"
 
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "common/log.h"
@@ -50,15 +51,23 @@ Health Registrar::CheckBackend(const device::Device& dev, const json& node, bool
   protocol::HandshakeVerdict verdict =
       protocol::CheckHandshake(view, clock_.Now(), allocatable > 0, options_.zone);
   Health health{verdict.healthy, verdict.need_update};
-  if (verdict.write_requesting) {
-    writes->push_back(
-        Write{name, {{"metadata", {{"annotations", {{key, verdict.new_value}}}}}}, "handshake"});
-  }
-  if (!health.healthy && cached) {
-    // Cleanup (v2.10): delete the handshake key; the caller takes the devices out.
-    writes->push_back(Write{name, {{"metadata", {{"annotations", {{key, nullptr}}}}}}, "cleanup"});
-  }
+  if (verdict.write_requesting) AddWrite(name, key, verdict.new_value, "handshake", writes);
+  // Cleanup (v2.10): delete the handshake key; the caller takes the devices out.
+  if (!health.healthy && cached) AddWrite(name, key, nullptr, "cleanup", writes);
   return health;
+}
+
+void Registrar::AddWrite(const std::string& node, const std::string& key, json value,
+                         const char* what, std::vector<Write>* writes) {
+  // A node's vendors are checked one after another: their keys go into one merge patch, so a
+  // node without the other vendors' handshakes costs one PATCH (and one watch event for every
+  // informer of nodes), not one per vendor.
+  if (writes->empty() || writes->back().node != node) {
+    writes->push_back(Write{node, {{"metadata", {{"annotations", json::object()}}}}, what});
+  }
+  Write& w = writes->back();
+  w.patch["metadata"]["annotations"][key] = std::move(value);
+  if (std::string_view(w.what) != what) w.what = "handshake and cleanup";
 }
 
 void Registrar::MakeWrites(const std::vector<Write>& writes) {

@@ -91,12 +91,15 @@ class Registrar {
   const Clock& clock_;
   const RegistrationOptions options_;
 
-  // A handshake annotation patch a verdict calls for.
+  // The handshake annotation patch the verdicts call for on one node.
   struct Write {
     std::string node;
     nlohmann::json patch;
-    const char* what;  // "handshake" or "cleanup", for the log
+    const char* what;  // "handshake", "cleanup" or both, for the log
   };
+  // Sets annotation `key` to `value` (null deletes it) in `node`'s write.
+  static void AddWrite(const std::string& node, const std::string& key, nlohmann::json value,
+                       const char* what, std::vector<Write>* writes);
   // The verdict of `dev` for `node`; the Requesting_<now> or clean-up it decides on is added to
   // `writes`. The verdict assumes the write will land; one that fails is logged and the next
   // pass decides again.

@@ -116,6 +116,27 @@ TEST_F(RegistrationTest, RowsAreReadyBeforeTheHandshakeWrites) {
   EXPECT_EQ(Handshake(), "Requesting_2026-08-21 10:00:00");  // written by the end of the pass
 }
 
+// HAMi checks every enabled vendor on every node and asks each handshake vendor whose key is
+// absent; a node's keys go in one PATCH (one watch event for every informer of nodes), not one
+// per vendor (issue 31: 8,000 PATCHes and watch events at 1,000 nodes during the first filters).
+TEST_F(RegistrationTest, ANodesHandshakeWritesAreOnePatch) {
+  PutNode(kTwoGpus, 20);
+  const uint64_t before =
+      k8s::ResourceVersionNumber(*client_->Get(k8s::resources::kNodes, "", "node-1"));
+  ASSERT_TRUE(registrar_->RunOnce().ok());
+  const json node = *client_->Get(k8s::resources::kNodes, "", "node-1");
+  EXPECT_EQ(k8s::ResourceVersionNumber(node), before + 1);
+  size_t keys = 0;
+  for (const device::Device* dev : registry_.All()) {
+    const std::string& key = dev->Info().handshake_key;
+    if (key.empty()) continue;
+    ++keys;
+    EXPECT_EQ(k8s::Annotation(node, key), "Requesting_2026-08-21 10:00:00") << key;
+  }
+  EXPECT_GE(keys, 5u);
+  EXPECT_EQ(Devices(), (std::vector<std::string>{"GPU-a", "GPU-b"}));
+}
+
 TEST_F(RegistrationTest, ForgetNodeDropsTheBookkeeping) {
   PutNode(kTwoGpus, 20);
   ASSERT_TRUE(registrar_->RunOnce().ok());
