@@ -48,7 +48,13 @@ Status Release(k8s::Client& client, std::string_view node, std::string_view ns,
     std::optional<std::string> lock = k8s::Annotation(*n, protocol::kNodeLockKey);
     if (!lock) return OkStatus();
     if (!protocol::MayReleaseNodeLock(*lock, ns, pod)) {
-      HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
+      // The pod held the lock when it was read: once its bind-phase says success, another
+      // bind may take the lock over (nodelock::TryAcquire), so that is the expected race.
+      if (!seen.empty() && protocol::MayReleaseNodeLock(seen, ns, pod)) {
+        HAMI_VLOG(2, "node {}: lock of {}/{} already taken over by {}", node, ns, pod, *lock);
+      } else {
+        HAMI_WARN("node {}: lock {} is not held by {}/{}; left in place", node, *lock, ns, pod);
+      }
       return OkStatus();
     }
     // Conditional on the lock's value, not on the node's resourceVersion: the node's other
