@@ -25,10 +25,8 @@ struct FilterReply {
   std::string chosen;                                       // first of NodeNames
 };
 
-// A connection to options.extender_url with the loop's timeouts; `keep_alive` for the cycle's
-// one busy connection, not for the bind workers' (see the .cc).
-std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options,
-                                                 bool keep_alive);
+// A kept-alive connection to options.extender_url with the loop's timeouts.
+std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options);
 
 // "" when the call succeeded and the reply has no Error; otherwise what went wrong, prefixed
 // "extender <verb>: " for transport and HTTP failures. `body` gets the parsed reply (null when it

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -128,6 +129,38 @@ TEST_F(StoreTest, WaitEventsFiltersByTypeAndWakesOnItsType) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(k8s::Name(got[0].object->json), "p");
+}
+
+// Every kind of write wakes a waiting watcher (the write notifies after it lets the store go).
+TEST_F(StoreTest, UpdatesAndDeletesWakeWaitingWatchers) {
+  ASSERT_TRUE(store_.Create(Pods(), "default", Named("p")));
+  const std::vector<std::function<void()>> writes = {
+      [&] {
+        ASSERT_TRUE(store_.Update(Pods(), "default", "p", [](const Json& cur) {
+          Json next = cur;
+          next["metadata"]["labels"] = {{"x", "1"}};
+          return k8s::ApiResult<Json>(next);
+        }));
+      },
+      [&] { ASSERT_TRUE(store_.Delete(Pods(), "default", "p", {})); }};
+  const EventType want[] = {EventType::kModified, EventType::kDeleted};
+  for (size_t i = 0; i < writes.size(); ++i) {
+    SCOPED_TRACE(i);
+    int64_t cursor = store_.resource_version();
+    std::thread writer(writes[i]);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<StoreEvent> got;
+    while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      auto batch = store_.WaitEvents(Pods(), "", cursor, milliseconds(20000));
+      ASSERT_TRUE(batch);
+      got = batch->events;
+      cursor = batch->cursor;
+    }
+    writer.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].type, want[i]);
+  }
 }
 
 TEST_F(StoreTest, DeletingANamespaceDeletesItsObjects) {

@@ -166,7 +166,17 @@ void Store::Emit(EventType type, const ResourceType& resource, const std::string
     log_.pop_front();
   }
   type_rv_[&resource] = log_.back().rv;
-  CvOf(resource).notify_all();
+  std::condition_variable* cv = &CvOf(resource);
+  if (std::find(to_notify_.begin(), to_notify_.end(), cv) == to_notify_.end()) {
+    to_notify_.push_back(cv);
+  }
+}
+
+Store::WriteLock::~WriteLock() {
+  std::vector<std::condition_variable*> cvs;
+  cvs.swap(store_.to_notify_);
+  lock_.unlock();
+  for (std::condition_variable* cv : cvs) cv->notify_all();
 }
 
 std::string Store::NewUid() {
@@ -201,7 +211,7 @@ k8s::ApiResult<ObjectPtr> Store::Create(const ResourceType& type, const std::str
   } else {
     meta.erase("namespace");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  WriteLock lock(*this);
   ExpireEventsLocked();
   if (name.empty()) {
     auto gen = meta.find("generateName");
@@ -296,7 +306,7 @@ k8s::ApiResult<ListPage> Store::List(const ResourceType& type, const std::string
 
 k8s::ApiResult<ObjectPtr> Store::Update(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const Mutation& mutate) {
-  std::lock_guard<std::mutex> lock(mu_);
+  WriteLock lock(*this);
   ExpireEventsLocked();
   Objects::value_type* entry = FindLocked(type, ns, name);
   if (entry == nullptr) return NotFoundError(type, name);
@@ -366,7 +376,7 @@ ObjectPtr Store::DeleteLocked(const ResourceType& type, const std::string& key,
 
 k8s::ApiResult<ObjectPtr> Store::Delete(const ResourceType& type, const std::string& ns,
                                         const std::string& name, const DeletePreconditions& pre) {
-  std::lock_guard<std::mutex> lock(mu_);
+  WriteLock lock(*this);
   ExpireEventsLocked();
   Objects::value_type* entry = FindLocked(type, ns, name);
   if (entry == nullptr) return NotFoundError(type, name);

@@ -156,6 +156,21 @@ class Store {
   // writes pods and nodes at thousands per second). Entries are created under mu_, never erased.
   std::condition_variable& CvOf(const ResourceType& type) const { return cvs_[&type]; }
   mutable std::unordered_map<const ResourceType*, std::condition_variable> cvs_;
+  // Under mu_: the variables Emit owes a notify_all. A write holds mu_ through a WriteLock, which
+  // notifies them after unlocking: a watcher woken while the writer still held mu_ only went
+  // back to sleep on it (two futex calls and two context switches more per write).
+  std::vector<std::condition_variable*> to_notify_;
+  class WriteLock {
+   public:
+    explicit WriteLock(Store& store) : store_(store), lock_(store.mu_) {}
+    ~WriteLock();
+    WriteLock(const WriteLock&) = delete;
+    WriteLock& operator=(const WriteLock&) = delete;
+
+   private:
+    Store& store_;
+    std::unique_lock<std::mutex> lock_;
+  };
   // Under mu_: the rv of the latest event of each type.
   std::unordered_map<const ResourceType*, int64_t> type_rv_;
   std::unordered_map<const ResourceType*, Objects> data_;
