@@ -1,6 +1,7 @@
 #include "k8s/informer.h"
 
 #include "common/log.h"
+#include "common/thread.h"
 
 namespace hami::k8s {
 
@@ -14,7 +15,13 @@ Informer::Informer(Client& client, Resource resource, InformerOptions options,
 Informer::~Informer() { Stop(); }
 
 void Informer::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("informer-" + resource_.plural);
+    if (Status s = LowerThisThreadPriority(options_.nice); !s) {
+      HAMI_WARN("informer {}: {}", resource_.plural, s.error());
+    }
+    Run();
+  });
 }
 
 void Informer::Stop() {

@@ -44,6 +44,9 @@ struct InformerOptions {
   // Keep cached objects as compact JSON text (about 1.2x the wire size instead of ~8x for parsed
   // objects) and parse on Get()/List(). For large caches read mostly through the handlers.
   bool compact = false;
+  // The list+watch thread (named after the resource, e.g. "informer-pods") runs this much nicer
+  // than the process (common/thread.h): 0 keeps its priority.
+  int nice = 0;
 };
 
 struct InformerHandlers {

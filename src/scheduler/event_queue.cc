@@ -3,14 +3,19 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/thread.h"
 
 namespace hami::scheduler {
 
 using nlohmann::json;
 
-EventQueue::EventQueue(k8s::Client& client, std::string component, size_t max_pending)
+EventQueue::EventQueue(k8s::Client& client, std::string component, size_t max_pending, int nice)
     : client_(client), component_(std::move(component)), max_pending_(max_pending) {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this, nice] {
+    NameThisThread("hami-events");
+    if (Status s = LowerThisThreadPriority(nice); !s) HAMI_WARN("event sender: {}", s.error());
+    Run();
+  });
 }
 
 EventQueue::~EventQueue() {

@@ -22,7 +22,8 @@ namespace hami::scheduler {
 class EventQueue {
  public:
   // `client` must outlive the queue. `component` is the event source (--scheduler-name).
-  EventQueue(k8s::Client& client, std::string component, size_t max_pending = 1000);
+  // Its thread is named hami-events and runs `nice` nicer than the process (common/thread.h).
+  EventQueue(k8s::Client& client, std::string component, size_t max_pending = 1000, int nice = 0);
   ~EventQueue();  // sends what is queued, then stops
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;

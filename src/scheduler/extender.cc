@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "common/thread.h"
 #include "k8s/object.h"
 #include "nodelock/release.h"
 #include "protocol/bind.h"
@@ -162,11 +163,18 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
       quota_(std::move(quota)),
       locker_(client_, clock_, LockerOptionsFrom(options_)) {
   if (options_.record_events) {
-    events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name);
+    events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name, 1000,
+                                           std::min(2 * options_.background_nice, 19));
   }
   if (options_.async_decision_write) {
     for (size_t i = 0; i < std::max<size_t>(1, options_.decision_writers); ++i) {
-      writers_.emplace_back([this] { WriterLoop(); });
+      writers_.emplace_back([this] {
+        NameThisThread("hami-writer");
+        if (Status s = LowerThisThreadPriority(options_.background_nice); !s) {
+          HAMI_WARN("decision writer: {}", s.error());
+        }
+        WriterLoop();
+      });
     }
   }
 }

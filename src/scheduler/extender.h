@@ -70,6 +70,11 @@ struct ExtenderOptions {
   // One pod's writes never overlap (its claim is held until its write is done), so only writes
   // of different pods run side by side.
   size_t decision_writers = 4;
+  // --background-nice: the decision writers (and the server's informers) run this much nicer
+  // than the /filter loop, the Event sender twice as nice (capped at 19), so that on a busy
+  // node they wait while a filter runs: kube-scheduler's one-at-a-time cycle is what bounds the
+  // rate (docs/PERFORMANCE.md). 0 leaves every thread at the process's priority.
+  int background_nice = 5;
   // The node lock's first attempt takes the node from here when it shows the lock free (the
   // server's node informer), instead of a GET (nodelock::AcquireOptions::seen).
   std::function<std::optional<nodelock::SeenNode>(std::string_view node)> seen_node;

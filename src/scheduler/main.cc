@@ -69,6 +69,11 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--decision-writers", s.extender.decision_writers,
                  "with --async-decision-write: decision writes in flight at once (threads)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--background-nice", s.extender.background_nice,
+                 "how much nicer than the /filter loop the informers and decision writers run "
+                 "(the Event sender twice as nice): they wait while a filter runs on a busy node "
+                 "(0: all at the process's priority)")
+      ->check(CLI::Range(0, 19));
   app.add_flag("--force-overwrite-default-scheduler", s.webhook.force_overwrite_default_scheduler,
                "the webhook may replace schedulerName default-scheduler");
   app.add_flag("--leader-elect", s.leader_elect,

@@ -293,6 +293,7 @@ void Server::StartInformers() {
   k8s::InformerOptions pod_options;
   pod_options.compact = true;
   pod_options.transform = device::PodViewFields;
+  pod_options.nice = options_.extender.background_nice;
   pods_ =
       std::make_unique<k8s::Informer>(client_, k8s::resources::kPods, pod_options, pod_handlers);
   k8s::InformerHandlers node_handlers;
@@ -311,11 +312,14 @@ void Server::StartInformers() {
   k8s::InformerOptions node_options;
   node_options.label_selector = options_.registration.node_label_selector;
   node_options.transform = NodeNameFields;
+  node_options.nice = options_.extender.background_nice;
   nodes_ =
       std::make_unique<k8s::Informer>(client_, k8s::resources::kNodes, node_options, node_handlers);
   seen_nodes_ = nodes_.get();
-  quotas_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceQuotas,
-                                            k8s::InformerOptions{}, k8s::InformerHandlers{});
+  k8s::InformerOptions quota_options;
+  quota_options.nice = options_.extender.background_nice;
+  quotas_ = std::make_unique<k8s::Informer>(client_, k8s::resources::kResourceQuotas, quota_options,
+                                            k8s::InformerHandlers{});
   quotas_->Start();
   if (options_.leader_elect) WatchLease();
   pods_->Start();

@@ -23,6 +23,8 @@
 #include "protocol/pod_devices.h"
 #include "scheduler_process.h"
 #include "sim/apiserver/apiserver.h"
+#include "support/thread_nice.h"
+#include "support/wait_for.h"
 #include "test_env.h"
 
 namespace hami::scheduler {
@@ -135,6 +137,43 @@ TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
       std::regex_match(*lock, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ,default,demo)")))
       << *lock;
   EXPECT_EQ(WEXITSTATUS(sched->Kill(SIGTERM)), 0);
+}
+
+// On a busy node the informers, the decision writers and the Event sender wait while a /filter
+// runs (kube-scheduler's one-at-a-time cycle bounds the rate): by default they run 5 nicer, the
+// Event sender 10; --background-nice=0 leaves every thread at the process's priority.
+TEST_F(BinaryIntegrationTest, BackgroundThreadsRunNicerThanTheFilterLoop) {
+  CreateNode(Node("node-1"));
+  struct Case {
+    std::vector<std::string> flags;
+    int nice, events_nice;
+  };
+  for (const Case& c : {Case{{}, 5, 10}, Case{{"--background-nice=0"}, 0, 0}}) {
+    SCOPED_TRACE(c.nice);
+    auto sched = Start(c.flags);
+    const std::map<std::string, std::vector<int>> want = {
+        {"informer-pods", {c.nice}},
+        {"informer-nodes", {c.nice}},
+        {"informer-resour", {c.nice}},  // resourcequotas, in the 15 bytes Linux keeps
+        {"hami-writer", std::vector<int>(4, c.nice)},
+        {"hami-events", {c.events_nice}}};
+    std::map<std::string, std::vector<int>> got;
+    std::vector<int> others;  // the main thread, the HTTP loop and workers: never lowered
+    EXPECT_TRUE(test_support::WaitFor(
+        [&] {
+          got.clear();
+          for (auto& [name, nices] : hami::testing::ThreadNices(sched->pid())) {
+            if (want.count(name)) got[name] = nices;
+            if (name == "hami-scheduler") others = nices;
+          }
+          return got == want;
+        },
+        std::chrono::seconds(10)));
+    for (const auto& [name, nices] : want) EXPECT_EQ(got[name], nices) << name;
+    EXPECT_GE(others.size(), 2u);
+    EXPECT_EQ(others, std::vector<int>(others.size(), 0));
+    EXPECT_EQ(WEXITSTATUS(sched->Kill(SIGTERM)), 0);
+  }
 }
 
 TEST_F(BinaryIntegrationTest, RacingBindsForOneNodeBothSucceedInTurn) {
