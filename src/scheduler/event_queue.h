@@ -23,7 +23,9 @@ class EventQueue {
  public:
   // `client` must outlive the queue. `component` is the event source (--scheduler-name).
   // Its thread is named hami-events and runs `nice` nicer than the process (common/thread.h).
-  EventQueue(k8s::Client& client, std::string component, size_t max_pending = 1000, int nice = 0);
+  static constexpr size_t kDefaultMaxPending = 1000;
+  EventQueue(k8s::Client& client, std::string component, size_t max_pending = kDefaultMaxPending,
+             int nice = 0);
   ~EventQueue();  // sends what is queued, then stops
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;

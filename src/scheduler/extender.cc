@@ -163,7 +163,8 @@ Extender::Extender(const device::Registry& registry, device::UsageIndex& index, 
       quota_(std::move(quota)),
       locker_(client_, clock_, LockerOptionsFrom(options_)) {
   if (options_.record_events) {
-    events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name, 1000,
+    events_ = std::make_unique<EventQueue>(client_, options_.scheduler_name,
+                                           EventQueue::kDefaultMaxPending,
                                            std::min(2 * options_.background_nice, 19));
   }
   if (options_.async_decision_write) {

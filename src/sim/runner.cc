@@ -409,6 +409,10 @@ Status Runner::Impl::StartCluster() {
   if (!gpu_policy) return Error{"policies.gpuSchedulerPolicy: " + gpu_policy.error()};
   server.extender.gpu_policy = *gpu_policy;
   server.extender.async_decision_write = true;  // hami-scheduler's default
+  // Every component shares this process: a nicer scheduler informer would yield to simulated
+  // kubelets and plugins that in a cluster run on other machines. --background-nice orders a
+  // real hami-scheduler's own threads only (loadgen runs the real binary).
+  server.extender.background_nice = 0;
   // Under injected API errors a registration pass can fail; pass often so nodes come back soon.
   if (scenario_.fault_error_rate > 0) server.register_period = std::chrono::seconds(1);
   if (options_.manifests) {

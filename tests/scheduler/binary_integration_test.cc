@@ -114,7 +114,13 @@ TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
   EXPECT_TRUE(std::regex_match(*hs, std::regex(R"(Requesting_\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")))
       << *hs;
 
-  json pod = GetPod("demo");
+  // The decision is written in the background (--async-decision-write, the default): it lands
+  // shortly after the answer.
+  json pod;
+  EXPECT_TRUE(test_support::WaitFor([&] {
+    pod = GetPod("demo");
+    return k8s::Annotation(pod, "hami.io/vgpu-time").has_value();
+  }));
   auto annos = k8s::Annotations(pod);
   EXPECT_EQ(annos["hami.io/vgpu-devices-allocated"], kSeedAllocated);
   EXPECT_EQ(annos["hami.io/vgpu-devices-to-allocate"], kSeedAllocated);
