@@ -23,6 +23,24 @@ Json Named(const std::string& name) { return Json{{"metadata", {{"name", name}}}
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(store_.Create(NamespaceType(), "", Named("default"))); }
+  // Runs `write` on another thread while this one waits (20 s at most per wait) for pod events
+  // after `cursor`; the first batch that has any, which must come long before the waits run out.
+  std::vector<StoreEvent> AwaitPodEvents(int64_t cursor, const std::function<void()>& write) {
+    std::thread writer(write);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<StoreEvent> got;
+    while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      auto batch = store_.WaitEvents(Pods(), "", cursor, milliseconds(20000));
+      EXPECT_TRUE(batch);
+      if (!batch) break;
+      got = batch->events;
+      cursor = batch->cursor;
+    }
+    writer.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+    return got;
+  }
+
   FakeClock clock_;
   Store store_{clock_, 4};
 };
@@ -111,22 +129,10 @@ TEST_F(StoreTest, WaitEventsFiltersByTypeAndWakesOnItsType) {
   EXPECT_TRUE(none->events.empty());
   EXPECT_EQ(none->cursor, store_.resource_version());
 
-  const int64_t since = store_.resource_version();
-  std::thread writer([&] {
+  const std::vector<StoreEvent> got = AwaitPodEvents(store_.resource_version(), [&] {
     ASSERT_TRUE(store_.Create(Nodes(), "", Named("m")));
     ASSERT_TRUE(store_.Create(Pods(), "default", Named("p")));
   });
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<StoreEvent> got;
-  int64_t cursor = since;
-  while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
-    auto batch = store_.WaitEvents(Pods(), "", cursor, milliseconds(20000));
-    ASSERT_TRUE(batch);
-    got = batch->events;
-    cursor = batch->cursor;
-  }
-  writer.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(k8s::Name(got[0].object->json), "p");
 }
@@ -146,18 +152,7 @@ TEST_F(StoreTest, UpdatesAndDeletesWakeWaitingWatchers) {
   const EventType want[] = {EventType::kModified, EventType::kDeleted};
   for (size_t i = 0; i < writes.size(); ++i) {
     SCOPED_TRACE(i);
-    int64_t cursor = store_.resource_version();
-    std::thread writer(writes[i]);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<StoreEvent> got;
-    while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
-      auto batch = store_.WaitEvents(Pods(), "", cursor, milliseconds(20000));
-      ASSERT_TRUE(batch);
-      got = batch->events;
-      cursor = batch->cursor;
-    }
-    writer.join();
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+    const std::vector<StoreEvent> got = AwaitPodEvents(store_.resource_version(), writes[i]);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].type, want[i]);
   }
