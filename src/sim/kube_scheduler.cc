@@ -22,7 +22,8 @@ Status KubeSchedulerLoop::Impl::Start() {
   if (options_.extender_url.empty()) return Error{"kube-scheduler loop: extender_url is empty"};
   MakeInformers();
   if (Status st = StartInformers("kube-scheduler loop", {}); !st.ok()) return st;
-  pool_.Start(options_.bind_parallelism, [this] { return NewExtenderHttp(options_); });
+  pool_.Start(options_.bind_parallelism,
+              [this] { return NewExtenderHttp(options_, /*keep_alive=*/false); });
   StartCycle([this] { CycleLoop(); });
   return OkStatus();
 }
@@ -34,13 +35,13 @@ void KubeSchedulerLoop::Impl::Stop() {
 }
 
 void KubeSchedulerLoop::Impl::CycleLoop() {
-  std::unique_ptr<httplib::Client> http = NewExtenderHttp(options_);
+  std::unique_ptr<httplib::Client> http = NewExtenderHttp(options_, /*keep_alive=*/true);
   std::string url = options_.extender_url_source ? options_.extender_url_source() : "";
   RunCycles([&](const std::string& key) {
     if (options_.extender_url_source && options_.extender_url_source() != url) {
       // Another replica leads now: its kube-scheduler would talk to its own extender.
       url = options_.extender_url_source();
-      http = NewExtenderHttp(options_);
+      http = NewExtenderHttp(options_, /*keep_alive=*/true);
     }
     ScheduleOne(key, *http);
   });

@@ -10,17 +10,20 @@ namespace hami::sim {
 
 using nlohmann::json;
 
-std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options) {
+std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options,
+                                                 bool keep_alive) {
   auto http = std::make_unique<httplib::Client>(
       options.extender_url_source ? options.extender_url_source() : options.extender_url);
   http->set_connection_timeout(std::chrono::seconds(5));
   http->set_read_timeout(options.http_timeout);
   http->set_write_timeout(options.http_timeout);
-  // Connections are kept, as kube-scheduler's HTTP transport keeps them: no connect + accept +
-  // close per call. (Bind workers used to open one per request while the extender served with
-  // cpp-httplib, which parks a thread on every idle kept-alive connection; net::HttpServer's
-  // event loop holds idle ones at no thread's cost.)
-  http->set_keep_alive(true);
+  // Bind workers open a connection per request: a worker may sit idle past the extender's idle
+  // timeout, or across a restart of hami-scheduler, and cpp-httplib 0.11 cannot tell a kept
+  // socket the server has closed, so that worker's next bind would fail (kube-scheduler's Go
+  // transport retries such a request). Kept for the binds, no gain showed beyond noise
+  // (docs/PERFORMANCE.md, 2026-12-07). The cycle's one connection is busy back to back, so it
+  // is kept (no connect + accept per pod on the serial path).
+  http->set_keep_alive(keep_alive);
   // The request goes out as headers then body: with Nagle the body waits for the extender's
   // delayed ACK (~40 ms per call).
   http->set_tcp_nodelay(true);

@@ -25,8 +25,10 @@ struct FilterReply {
   std::string chosen;                                       // first of NodeNames
 };
 
-// A kept-alive connection to options.extender_url with the loop's timeouts.
-std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options);
+// A connection to options.extender_url with the loop's timeouts; `keep_alive` for the cycle's
+// one busy connection, not for the bind workers' (see the .cc).
+std::unique_ptr<httplib::Client> NewExtenderHttp(const KubeSchedulerOptions& options,
+                                                 bool keep_alive);
 
 // "" when the call succeeded and the reply has no Error; otherwise what went wrong, prefixed
 // "extender <verb>: " for transport and HTTP failures. `body` gets the parsed reply (null when it

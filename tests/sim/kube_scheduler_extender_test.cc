@@ -97,7 +97,7 @@ TEST(KubeSchedulerExtenderTest, FilterSendsPodAndNodeNamesAndReadsTheChosenNode)
   ScriptedServer server;
   server.Reply(200, R"({"NodeNames":["n2","n3"],"FailedNodes":{"n1":"1/2 CardInsufficientMemory"},
                        "Error":""})");
-  auto http = NewExtenderHttp(server.options());
+  auto http = NewExtenderHttp(server.options(), /*keep_alive=*/true);
   const FilterReply r = ExtenderFilter(*http, Pod(), {"n1", "n2", "n3"});
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.chosen, "n2");  // the first of NodeNames
@@ -116,7 +116,7 @@ TEST(KubeSchedulerExtenderTest, FilterSendsPodAndNodeNamesAndReadsTheChosenNode)
 TEST(KubeSchedulerExtenderTest, FilterReadsKeysInAnyCaseAndANonStringReason) {
   ScriptedServer server;
   server.Reply(200, R"({"nodenames":null,"failednodes":{"n1":{"why":1},"n2":"no GPU"}})");
-  auto http = NewExtenderHttp(server.options());
+  auto http = NewExtenderHttp(server.options(), /*keep_alive=*/false);
   const FilterReply r = ExtenderFilter(*http, Pod(), {"n1", "n2"});
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.chosen, "");  // no node fits
@@ -127,7 +127,7 @@ TEST(KubeSchedulerExtenderTest, FilterReadsKeysInAnyCaseAndANonStringReason) {
 
 TEST(KubeSchedulerExtenderTest, FilterErrorsNameTheVerbAndTheFailure) {
   ScriptedServer server;
-  auto http = NewExtenderHttp(server.options());
+  auto http = NewExtenderHttp(server.options(), /*keep_alive=*/true);
 
   server.Reply(200, R"({"error":"patch pod annotations: conflict","NodeNames":["n1"]})");
   FilterReply r = ExtenderFilter(*http, Pod(), {"n1"});
@@ -149,7 +149,7 @@ TEST(KubeSchedulerExtenderTest, FilterErrorsNameTheVerbAndTheFailure) {
 
 TEST(KubeSchedulerExtenderTest, BindSendsTheBindingArgsAndReturnsTheError) {
   ScriptedServer server;
-  auto http = NewExtenderHttp(server.options());
+  auto http = NewExtenderHttp(server.options(), /*keep_alive=*/false);
 
   server.Reply(200, R"({"Error":""})");
   EXPECT_EQ(ExtenderBind(*http, Pod(), "n2"), "");
@@ -173,7 +173,7 @@ TEST(KubeSchedulerExtenderTest, NoServerIsATransportErrorNamingTheVerb) {
   }
   KubeSchedulerOptions o;
   o.extender_url = "http://127.0.0.1:" + std::to_string(port);
-  auto http = NewExtenderHttp(o);
+  auto http = NewExtenderHttp(o, /*keep_alive=*/false);
   const FilterReply r = ExtenderFilter(*http, Pod(), {"n1"});
   EXPECT_EQ(r.error.rfind("extender /filter: ", 0), 0u) << r.error;
   EXPECT_GT(r.error.size(), sizeof("extender /filter: ") - 1) << r.error;
