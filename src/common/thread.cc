@@ -17,7 +17,6 @@ void NameThisThread(std::string_view name) {
 }
 
 int ThisThreadNice() {
-  errno = 0;
   return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // Linux: per thread
 }
 

@@ -65,13 +65,27 @@ class SchedulerBinaryTest : public SimTest {
   // registration pass makes its handshake writes after the rows are in, so a node's
   // Requesting_<time> may land just after the first filter was answered.
   std::optional<std::string> AwaitNodeAnnotation(const std::string& node, const std::string& key) {
+    return AwaitAnnotation(k8s::resources::kNodes, "", node, key);
+  }
+  // Pod default/`pod`'s annotation `key` once it is set (to `want`, when given), the same way:
+  // the filter's decision is written in the background (--async-decision-write, the default)
+  // after its answer.
+  std::optional<std::string> AwaitPodAnnotation(const std::string& pod, const std::string& key,
+                                                const std::optional<std::string>& want = {}) {
+    return AwaitAnnotation(k8s::resources::kPods, "default", pod, key, want);
+  }
+
+  // The annotation once it is set (to `want`, when given); its last value (or nullopt) after
+  // 10 s.
+  std::optional<std::string> AwaitAnnotation(const k8s::Resource& resource, const std::string& ns,
+                                             const std::string& name, const std::string& key,
+                                             const std::optional<std::string>& want = {}) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
-      auto got = client_->Get(k8s::resources::kNodes, "", node);
-      if (got) {
-        if (auto value = k8s::Annotation(*got, key)) return value;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      std::optional<std::string> value;
+      if (auto got = client_->Get(resource, ns, name)) value = k8s::Annotation(*got, key);
+      if (value && (!want || value == want)) return value;
+      if (std::chrono::steady_clock::now() >= deadline) return value;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval only
     }
   }

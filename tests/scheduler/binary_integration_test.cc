@@ -116,11 +116,8 @@ TEST_F(BinaryIntegrationTest, HandshakeFilterAndBindWriteTheSeedAnnotations) {
 
   // The decision is written in the background (--async-decision-write, the default): it lands
   // shortly after the answer.
-  json pod;
-  EXPECT_TRUE(test_support::WaitFor([&] {
-    pod = GetPod("demo");
-    return k8s::Annotation(pod, "hami.io/vgpu-time").has_value();
-  }));
+  EXPECT_TRUE(AwaitPodAnnotation("demo", "hami.io/vgpu-time").has_value());
+  json pod = GetPod("demo");
   auto annos = k8s::Annotations(pod);
   EXPECT_EQ(annos["hami.io/vgpu-devices-allocated"], kSeedAllocated);
   EXPECT_EQ(annos["hami.io/vgpu-devices-to-allocate"], kSeedAllocated);

@@ -28,7 +28,6 @@
 #include "k8s/base64.h"
 #include "k8s/client.h"
 #include "k8s/object.h"
-#include "support/wait_for.h"
 
 namespace hami::testing {
 
@@ -143,10 +142,8 @@ class VendorSchedulerTest : public scheduler::testing::SchedulerBinaryTest {
     if (chosen != nullptr && chosen->is_array() && chosen->size() == 1 &&
         (*chosen)[0].is_string()) {
       const std::string node = (*chosen)[0].get<std::string>();
-      EXPECT_TRUE(test_support::WaitFor([&] {
-        return k8s::Annotation(GetPod(pod), "hami.io/vgpu-node") == node;
-      })) << pod
-          << ": the decision for " << node << " was not written";
+      EXPECT_EQ(AwaitPodAnnotation(pod, "hami.io/vgpu-node", node), node)
+          << pod << ": the decision for " << node << " was not written";
     }
     return res;
   }

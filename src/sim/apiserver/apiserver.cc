@@ -406,8 +406,8 @@ Status ApiServer::Impl::Listen(int port) {
       !options_.fail_request && options_.fail_rate <= 0 && options_.latency.count() == 0;
   net::HttpServer* raw = server.get();
   auto serve_or_post = [this, raw](net::Request request, net::Responder reply) {
-    bool admitted = false;
-    {
+    bool admitted = false;  // only a POST (a create) may go through the webhook
+    if (request.method == "POST") {
       std::lock_guard lock(admit_mu_);
       admitted = static_cast<bool>(admit_pod_);
     }
