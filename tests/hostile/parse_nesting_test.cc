@@ -204,6 +204,34 @@ TEST_F(ParseNestingTest, SimApiServerRefusesADeepPost) {
   EXPECT_EQ(after->status, 200);
 }
 
+// Bodies under 64 KiB are parsed on the sim API server's event loop itself (no fault injection
+// here): one nested 30,000 levels is refused naming the limit, one at 9,999 levels is parsed on
+// the loop's stack, and the server goes on answering.
+TEST_F(ParseNestingTest, SimApiServerRefusesADeepPatchOnItsEventLoop) {
+  httplib::Client api(api_->url());
+  ASSERT_TRUE(client_->Create(k8s::resources::kPods, "default", GpuPod("p", 1000)).ok());
+  const std::string path = "/api/v1/namespaces/default/pods/p";
+  auto patch = [&](int levels) {
+    const std::string body = R"({"metadata":{"labels":{"x":)" + std::string(levels, '[') +
+                             std::string(levels, ']') + "}}}";
+    EXPECT_LT(body.size(), 64u << 10);
+    return api.Patch(path.c_str(), body, "application/merge-patch+json");
+  };
+  auto deep = patch(30000);
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->status, 400);
+  EXPECT_NE(deep->body.find("nested deeper than 10000 levels"), std::string::npos)
+      << deep->body.substr(0, 300);
+  auto at_limit = patch(kMaxJsonDepth - 4);  // the body's own 3 levels around it
+  ASSERT_TRUE(at_limit);
+  EXPECT_EQ(at_limit->status, 422);  // parsed, then refused as a label that is not a string
+  EXPECT_NE(at_limit->body.find(R"(metadata.labels[\"x\"] must be a string)"), std::string::npos)
+      << at_limit->body.substr(0, 300);
+  auto after = api.Get(path.c_str());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+}
+
 // An API server (or whatever answers in its place) can send deep JSON too: the client's reads of
 // responses and of watch lines refuse it with an error instead of building the value.
 TEST(ParseNestingClientTest, DeepApiResponsesAreErrors) {
